@@ -1,0 +1,64 @@
+"""kcodecs: Kafka record formats v0/v1/v2 and compression, as pure functions over bytes.
+
+Read batches header-only with :func:`iter_batches`, decode them with :meth:`Batch.records`,
+build them with :func:`build_batch`, and patch headers in place (offsets, LogAppendTime,
+producer state, leader epoch) without touching compressed payloads. No I/O, no Spark.
+See ``docs/kcodecs.md`` for the API and ``docs/formats.md`` for the byte layouts.
+"""
+
+from ._batch import Batch
+from ._build import build_batch
+from ._compression import DEFAULT_MAX_DECOMPRESSED_SIZE, Compression, compress, decompress
+from ._errors import (
+    CorruptBatchError,
+    DecompressionLimitError,
+    InvalidRecordError,
+    KcodecsError,
+    KMirrorError,
+    UnsupportedCodecError,
+)
+from ._legacy import LegacyBatch
+from ._reader import iter_batches, read_batch
+from ._record import NO_TIMESTAMP, ControlType, Header, Record, TimestampType, control_record, parse_control_record
+from ._rewrite import (
+    clear_log_append_time,
+    clear_producer_state,
+    set_base_offset,
+    set_log_append_time,
+    set_partition_leader_epoch,
+    set_wrapper_offset,
+)
+from ._v2 import NO_KEYS_MASK, V2Batch
+
+__all__ = [
+    "Batch",
+    "V2Batch",
+    "LegacyBatch",
+    "iter_batches",
+    "read_batch",
+    "build_batch",
+    "Record",
+    "Header",
+    "TimestampType",
+    "NO_TIMESTAMP",
+    "ControlType",
+    "control_record",
+    "parse_control_record",
+    "Compression",
+    "compress",
+    "decompress",
+    "DEFAULT_MAX_DECOMPRESSED_SIZE",
+    "NO_KEYS_MASK",
+    "set_base_offset",
+    "set_wrapper_offset",
+    "set_partition_leader_epoch",
+    "set_log_append_time",
+    "clear_log_append_time",
+    "clear_producer_state",
+    "KMirrorError",
+    "KcodecsError",
+    "CorruptBatchError",
+    "DecompressionLimitError",
+    "UnsupportedCodecError",
+    "InvalidRecordError",
+]

@@ -1,0 +1,138 @@
+"""In-place header patches: what a broker or a mirror changes without touching the payload.
+
+Each function takes a writable buffer (``bytearray`` or a writable ``memoryview`` slice)
+that starts with exactly one batch, patches header fields only, and says whether it
+recomputes the CRC. None of them decompresses. Modelled on Kafka's
+``DefaultRecordBatch.setLastOffset`` / ``setMaxTimestamp`` / ``setPartitionLeaderEpoch``
+and ``LegacyRecord``'s wrapper updates in ``LogValidator``.
+
+=========================  =======  ====================================================
+patch                      magics   CRC
+=========================  =======  ====================================================
+set_base_offset            2        untouched: baseOffset lies before the CRC's coverage
+set_wrapper_offset         0, 1     untouched: the offset field lies before the CRC-32's
+set_partition_leader_epoch 2        untouched: the epoch lies before the CRC's coverage
+set_log_append_time        1, 2     recomputed, and only when a byte changed
+clear_log_append_time      1, 2     recomputed, and only when a byte changed
+clear_producer_state       2        recomputed, and only when a byte changed
+=========================  =======  ====================================================
+"""
+
+from __future__ import annotations
+
+from . import _legacy, _v2
+from ._batch import LOG_OVERHEAD, MAGIC_OFFSET
+from ._errors import CorruptBatchError, InvalidRecordError
+
+__all__ = [
+    "set_base_offset",
+    "set_wrapper_offset",
+    "set_partition_leader_epoch",
+    "set_log_append_time",
+    "clear_log_append_time",
+    "clear_producer_state",
+]
+
+
+def _patchable(buf: bytearray | memoryview, magics: tuple[int, ...], what: str) -> tuple[memoryview, int]:
+    view = memoryview(buf)
+    if view.readonly:
+        raise InvalidRecordError(f"{what} needs a writable buffer (bytearray or writable memoryview)")
+    if len(view) <= MAGIC_OFFSET:
+        raise CorruptBatchError(f"{len(view)} bytes cannot hold a batch header")
+    magic = view[MAGIC_OFFSET]
+    if magic not in magics:
+        raise InvalidRecordError(f"{what} applies to magic {' or '.join(map(str, magics))}, not {magic}")
+    minimum = _v2.HEADER_SIZE if magic == 2 else LOG_OVERHEAD + _legacy.RECORD_OVERHEAD[magic]
+    end = LOG_OVERHEAD + _v2.INT32.unpack_from(view, _v2.LENGTH)[0]
+    if not minimum <= end <= len(view):
+        raise CorruptBatchError(f"size field says {end} bytes, buffer has {len(view)}, magic {magic} needs {minimum}")
+    # Bound the view to this batch, so a CRC never covers whatever follows it in the buffer.
+    return view[:end], magic
+
+
+def set_base_offset(buf: bytearray | memoryview, base_offset: int) -> None:
+    """Set a v2 batch's baseOffset (KIP-31: the broker assigns offsets by this patch alone). CRC untouched."""
+    view, _ = _patchable(buf, (2,), "set_base_offset")
+    _v2.INT64.pack_into(view, _v2.BASE_OFFSET, base_offset)
+
+
+def set_wrapper_offset(buf: bytearray | memoryview, offset: int) -> None:
+    """Set a v0/v1 message's offset field: the message's own offset, or a wrapper's last inner offset.
+
+    CRC untouched. For a v1 wrapper this moves every inner offset (they are relative);
+    a v0 wrapper's inner offsets are absolute and stay as they were, which is why v0 sets
+    must be rebuilt rather than patched when their offsets change.
+    """
+    view, _ = _patchable(buf, (0, 1), "set_wrapper_offset")
+    _legacy.INT64.pack_into(view, _legacy.OFFSET, offset)
+
+
+def set_partition_leader_epoch(buf: bytearray | memoryview, epoch: int) -> None:
+    """Set a v2 batch's partitionLeaderEpoch. CRC untouched (the field is outside it by design)."""
+    view, _ = _patchable(buf, (2,), "set_partition_leader_epoch")
+    _v2.INT32.pack_into(view, _v2.PARTITION_LEADER_EPOCH, epoch)
+
+
+def set_log_append_time(buf: bytearray | memoryview, timestamp: int) -> None:
+    """Mark the batch LogAppendTime with the broker's ``timestamp`` as its max timestamp (KIP-32).
+
+    Consumers then read ``timestamp`` for every record. v2: attributes bit 3 and maxTimestamp;
+    v1: the attributes bit and the (wrapper) timestamp. CRC recomputed when anything changed.
+    """
+    view, magic = _patchable(buf, (1, 2), "set_log_append_time")
+    if magic == 2:
+        attributes = _v2.INT16.unpack_from(view, _v2.ATTRIBUTES)[0] | _v2.TIMESTAMP_TYPE_MASK
+        _patch_v2(view, attributes, timestamp)
+    else:
+        _patch_v1(view, view[_legacy.ATTRIBUTES] | _legacy.TIMESTAMP_TYPE_MASK, timestamp)
+
+
+def clear_log_append_time(buf: bytearray | memoryview) -> None:
+    """Turn a LogAppendTime batch back into CreateTime, so a destination can stamp its own time.
+
+    Records then read their producer timestamps again (v2 keeps them as deltas; a v1 wrapper's
+    inner messages keep theirs). The max timestamp is left as it was: it is the source
+    broker's append time, an upper bound a CreateTime destination accepts. CRC recomputed when
+    the bit was set.
+    """
+    view, magic = _patchable(buf, (1, 2), "clear_log_append_time")
+    if magic == 2:
+        attributes = _v2.INT16.unpack_from(view, _v2.ATTRIBUTES)[0] & ~_v2.TIMESTAMP_TYPE_MASK
+        _patch_v2(view, attributes, _v2.INT64.unpack_from(view, _v2.MAX_TIMESTAMP)[0])
+    else:
+        _patch_v1(view, view[_legacy.ATTRIBUTES] & ~_legacy.TIMESTAMP_TYPE_MASK, _legacy.INT64.unpack_from(view, _legacy.TIMESTAMP)[0])
+
+
+def clear_producer_state(buf: bytearray | memoryview) -> None:
+    """Drop the source's idempotence and transaction identity so a destination sees a plain batch.
+
+    Sets producerId, producerEpoch and baseSequence to -1 and clears the transactional bit
+    (a transactional batch without a producer id is invalid). CRC recomputed when anything changed.
+    """
+    view, _ = _patchable(buf, (2,), "clear_producer_state")
+    before = bytes(view[_v2.ATTRIBUTES : _v2.RECORD_COUNT])
+    attributes = _v2.INT16.unpack_from(view, _v2.ATTRIBUTES)[0] & ~_v2.TRANSACTIONAL_MASK
+    _v2.INT16.pack_into(view, _v2.ATTRIBUTES, attributes)
+    _v2.PRODUCER_STATE.pack_into(view, _v2.PRODUCER_ID, -1, -1, -1)
+    if bytes(view[_v2.ATTRIBUTES : _v2.RECORD_COUNT]) != before:
+        _v2.write_crc(view)
+
+
+def _patch_v2(view: memoryview, attributes: int, max_timestamp: int) -> None:
+    old_attributes = _v2.INT16.unpack_from(view, _v2.ATTRIBUTES)[0]
+    old_max = _v2.INT64.unpack_from(view, _v2.MAX_TIMESTAMP)[0]
+    if (old_attributes, old_max) == (attributes, max_timestamp):
+        return
+    _v2.INT16.pack_into(view, _v2.ATTRIBUTES, attributes)
+    _v2.INT64.pack_into(view, _v2.MAX_TIMESTAMP, max_timestamp)
+    _v2.write_crc(view)
+
+
+def _patch_v1(view: memoryview, attributes: int, timestamp: int) -> None:
+    old = (view[_legacy.ATTRIBUTES], _legacy.INT64.unpack_from(view, _legacy.TIMESTAMP)[0])
+    if old == (attributes, timestamp):
+        return
+    view[_legacy.ATTRIBUTES] = attributes
+    _legacy.INT64.pack_into(view, _legacy.TIMESTAMP, timestamp)
+    _legacy.UINT32.pack_into(view, _legacy.CRC, _legacy.message_crc(view))

@@ -1,0 +1,347 @@
+"""Record batch format v2 (magic 2, KIP-98; Kafka's ``DefaultRecordBatch``).
+
+Batch header, 61 bytes, big-endian::
+
+    offset  size  field
+     0      8     baseOffset            int64   offset of the first record; the broker assigns it (KIP-31)
+     8      4     batchLength           int32   bytes after this field
+    12      4     partitionLeaderEpoch  int32   set by the broker; outside the CRC so it can be set without one
+    16      1     magic                 int8    2
+    17      4     crc                   uint32  CRC-32C of bytes 21..end (attributes through the last record)
+    21      2     attributes            int16   see the masks below
+    23      4     lastOffsetDelta       int32   last record's offset minus baseOffset
+    27      8     baseTimestamp         int64   first record's timestamp (the delete horizon when bit 6 is set)
+    35      8     maxTimestamp          int64   max record timestamp, or the broker's time under LogAppendTime
+    43      8     producerId            int64   -1 when not idempotent
+    51      2     producerEpoch         int16
+    53      4     baseSequence          int32
+    57      4     recordCount           int32
+    61      ...   records               possibly compressed as one block
+
+Each record::
+
+    length varint | attributes int8 (unused, 0) | timestampDelta varlong | offsetDelta varint
+    | keyLength varint (-1 = null) | key | valueLength varint (-1 = null) | value
+    | headerCount varint | [headerKeyLength varint | headerKey utf-8 | headerValueLength varint | value]
+
+Attribute bits: 0-2 codec, 3 timestamp type (1 = LogAppendTime), 4 transactional, 5 control,
+6 delete horizon set (KIP-534), and bit 14 is kmirror's no-keys flag (seed 000, see
+``docs/formats.md``): set by our builders when no record has a key. Kafka masks every
+attribute it reads, so the bit is ignored by Java, librdkafka and kafka-python alike, and a
+broker that recompresses drops it, which correctly degrades to "unknown".
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import Iterator, Sequence
+
+import crc32c as _crc32c
+
+from ._batch import Batch
+from ._compression import DEFAULT_MAX_DECOMPRESSED_SIZE, Compression, compress, decompress
+from ._errors import CorruptBatchError, InvalidRecordError, UnsupportedCodecError
+from ._record import Record, TimestampType, check_headers
+from ._varint import read_varint, write_varint
+
+__all__ = ["V2Batch", "build_v2"]
+
+MAGIC = 2
+HEADER = struct.Struct(">qiibIhiqqqhii")
+HEADER_SIZE = HEADER.size  # 61, Kafka's RECORD_BATCH_OVERHEAD
+
+BASE_OFFSET = 0
+LENGTH = 8
+PARTITION_LEADER_EPOCH = 12
+CRC = 17
+ATTRIBUTES = 21
+LAST_OFFSET_DELTA = 23
+BASE_TIMESTAMP = 27
+MAX_TIMESTAMP = 35
+PRODUCER_ID = 43
+PRODUCER_EPOCH = 51
+BASE_SEQUENCE = 53
+RECORD_COUNT = 57
+RECORDS = 61
+
+CODEC_MASK = 0x07
+TIMESTAMP_TYPE_MASK = 0x08
+TRANSACTIONAL_MASK = 0x10
+CONTROL_MASK = 0x20
+DELETE_HORIZON_MASK = 0x40
+NO_KEYS_MASK = 0x4000
+
+INT64 = struct.Struct(">q")
+INT32 = struct.Struct(">i")
+INT16 = struct.Struct(">h")
+UINT32 = struct.Struct(">I")
+PRODUCER_STATE = struct.Struct(">qhi")  # producerId, producerEpoch, baseSequence
+
+
+def batch_crc(buf: memoryview | bytearray | bytes) -> int:
+    """CRC-32C over attributes..end, as stored at :data:`CRC`."""
+    return _crc32c.crc32c(memoryview(buf)[ATTRIBUTES:])
+
+
+class V2Batch(Batch):
+    """A magic-2 record batch read in place from its bytes."""
+
+    __slots__ = ()
+
+    magic = MAGIC
+
+    def _int64(self, at: int) -> int:
+        return INT64.unpack_from(self.raw, at)[0]
+
+    def _int32(self, at: int) -> int:
+        return INT32.unpack_from(self.raw, at)[0]
+
+    @property
+    def attributes(self) -> int:
+        return INT16.unpack_from(self.raw, ATTRIBUTES)[0] & 0xFFFF
+
+    @property
+    def base_offset(self) -> int:
+        return self._int64(BASE_OFFSET)
+
+    @property
+    def last_offset_delta(self) -> int:
+        return self._int32(LAST_OFFSET_DELTA)
+
+    @property
+    def last_offset(self) -> int:
+        return self.base_offset + self.last_offset_delta
+
+    @property
+    def partition_leader_epoch(self) -> int:
+        return self._int32(PARTITION_LEADER_EPOCH)
+
+    @property
+    def crc(self) -> int:
+        return UINT32.unpack_from(self.raw, CRC)[0]
+
+    @property
+    def compression(self) -> Compression:
+        codec = self.attributes & CODEC_MASK
+        try:
+            return Compression(codec)
+        except ValueError as exc:
+            raise UnsupportedCodecError(f"unknown compression codec id {codec} in batch at byte {self.position}") from exc
+
+    @property
+    def timestamp_type(self) -> TimestampType:
+        return TimestampType.LOG_APPEND_TIME if self.attributes & TIMESTAMP_TYPE_MASK else TimestampType.CREATE_TIME
+
+    @property
+    def base_timestamp(self) -> int:
+        return self._int64(BASE_TIMESTAMP)
+
+    @property
+    def max_timestamp(self) -> int:
+        return self._int64(MAX_TIMESTAMP)
+
+    @property
+    def is_control(self) -> bool:
+        return bool(self.attributes & CONTROL_MASK)
+
+    @property
+    def is_transactional(self) -> bool:
+        return bool(self.attributes & TRANSACTIONAL_MASK)
+
+    @property
+    def has_delete_horizon(self) -> bool:
+        return bool(self.attributes & DELETE_HORIZON_MASK)
+
+    @property
+    def has_no_keys_flag(self) -> bool:
+        return bool(self.attributes & NO_KEYS_MASK)
+
+    @property
+    def producer_id(self) -> int:
+        return self._int64(PRODUCER_ID)
+
+    @property
+    def producer_epoch(self) -> int:
+        return INT16.unpack_from(self.raw, PRODUCER_EPOCH)[0]
+
+    @property
+    def base_sequence(self) -> int:
+        return self._int32(BASE_SEQUENCE)
+
+    @property
+    def record_count(self) -> int:
+        return self._int32(RECORD_COUNT)
+
+    def _corrupt(self, reason: str) -> CorruptBatchError:
+        return CorruptBatchError(reason, position=self.position, offset=self.base_offset)
+
+    def validate(self, *, deep: bool = False, max_size: int = DEFAULT_MAX_DECOMPRESSED_SIZE) -> None:
+        if self._int32(LENGTH) + 12 != self.size:
+            raise self._corrupt(f"batchLength {self._int32(LENGTH)} disagrees with the {self.size} bytes present")
+        stored, computed = self.crc, batch_crc(self.raw)
+        if stored != computed:
+            raise self._corrupt(f"CRC-32C mismatch: stored {stored:#010x}, computed {computed:#010x}")
+        self.compression  # raises on an unknown codec id
+        count, last_delta = self.record_count, self.last_offset_delta
+        if count < 0 or last_delta < 0:
+            raise self._corrupt(f"negative recordCount {count} or lastOffsetDelta {last_delta}")
+        if count > last_delta + 1:
+            raise self._corrupt(f"recordCount {count} exceeds lastOffsetDelta + 1 = {last_delta + 1}")
+        if deep:
+            previous = -1
+            for record in self.records(max_size=max_size):
+                delta = record.offset - self.base_offset
+                if delta <= previous or delta > last_delta:
+                    raise self._corrupt(f"offset delta {delta} out of order or past lastOffsetDelta {last_delta}")
+                previous = delta
+
+    def records(self, *, max_size: int = DEFAULT_MAX_DECOMPRESSED_SIZE) -> Iterator[Record]:
+        payload = self.raw[RECORDS:]
+        codec = self.compression
+        if codec is not Compression.NONE:
+            try:
+                payload = memoryview(decompress(codec, payload, magic=MAGIC, max_size=max_size))
+            except CorruptBatchError as exc:
+                raise exc.at(self.position, self.base_offset)
+        append_time = self.max_timestamp if self.timestamp_type is TimestampType.LOG_APPEND_TIME else None
+        try:
+            yield from _decode_records(payload, self.record_count, self.base_offset, self.base_timestamp, append_time)
+        except CorruptBatchError as exc:
+            raise self._corrupt(exc.reason) from exc
+
+    def has_contiguous_offsets(self, *, max_size: int = DEFAULT_MAX_DECOMPRESSED_SIZE) -> bool:
+        # Offset deltas strictly increase (Kafka requires it), so n records spanning
+        # lastOffsetDelta + 1 offsets leave no hole: the header alone decides.
+        return self.record_count == self.last_offset_delta + 1
+
+
+def _decode_records(
+    data: memoryview, count: int, base_offset: int, base_timestamp: int, append_time: int | None
+) -> Iterator[Record]:
+    """Decode ``count`` records; the body must be consumed exactly (Kafka's "records still remaining")."""
+    pos, end = 0, len(data)
+    try:
+        for _ in range(count):
+            length, pos = read_varint(data, pos)
+            record_end = pos + length
+            if length < 0 or record_end > end:
+                raise CorruptBatchError(f"record length {length} runs past the end of the batch")
+            pos += 1  # attributes: unused in v2
+            ts_delta, pos = read_varint(data, pos)
+            offset_delta, pos = read_varint(data, pos)
+            key, pos = _read_bytes(data, pos, record_end)
+            value, pos = _read_bytes(data, pos, record_end)
+            header_count, pos = read_varint(data, pos)
+            if header_count < 0:
+                raise CorruptBatchError(f"negative header count {header_count}")
+            headers = []
+            for _ in range(header_count):
+                name, pos = _read_bytes(data, pos, record_end)
+                if name is None:
+                    raise CorruptBatchError("null header key")
+                header_value, pos = _read_bytes(data, pos, record_end)
+                headers.append((name.decode("utf-8"), header_value))
+            if pos != record_end:
+                raise CorruptBatchError(f"record declares {length} bytes but its fields use {length + pos - record_end}")
+            timestamp = append_time if append_time is not None else base_timestamp + ts_delta
+            yield Record(key=key, value=value, timestamp=timestamp, headers=headers, offset=base_offset + offset_delta)
+    except UnicodeDecodeError as exc:
+        raise CorruptBatchError(f"header key is not UTF-8: {exc}") from exc
+    if pos != end:
+        raise CorruptBatchError(f"{end - pos} bytes left over after {count} records")
+
+
+def _read_bytes(data: memoryview, pos: int, limit: int) -> tuple[bytes | None, int]:
+    length, pos = read_varint(data, pos)
+    if length < 0:
+        if length != -1:
+            raise CorruptBatchError(f"invalid field length {length}")
+        return None, pos
+    if pos + length > limit:
+        raise CorruptBatchError(f"field of {length} bytes runs past its record")
+    return bytes(data[pos : pos + length]), pos + length
+
+
+def encode_records(records: Sequence[Record], base_timestamp: int) -> bytearray:
+    """The uncompressed record section, offset deltas 0..n-1."""
+    out = bytearray()
+    body = bytearray()
+    for delta, record in enumerate(records):
+        body.clear()
+        body.append(0)
+        write_varint(body, record.timestamp - base_timestamp)
+        write_varint(body, delta)
+        _write_bytes(body, record.key)
+        _write_bytes(body, record.value)
+        write_varint(body, len(record.headers))
+        for name, header_value in record.headers:
+            _write_bytes(body, name.encode("utf-8"))
+            _write_bytes(body, header_value)
+        write_varint(out, len(body))
+        out += body
+    return out
+
+
+def _write_bytes(out: bytearray, data: bytes | None) -> None:
+    if data is None:
+        write_varint(out, -1)
+    else:
+        write_varint(out, len(data))
+        out += data
+
+
+def build_v2(
+    records: Sequence[Record],
+    *,
+    compression: Compression,
+    base_offset: int,
+    timestamp_type: TimestampType,
+    max_timestamp: int | None,
+    producer_id: int,
+    producer_epoch: int,
+    base_sequence: int,
+    transactional: bool,
+    control: bool,
+    partition_leader_epoch: int,
+    mark_no_keys: bool,
+) -> bytes:
+    """Build one v2 batch; see :func:`kcodecs.build_batch` for the parameters."""
+    for record in records:
+        check_headers(record.headers)
+    base_timestamp = records[0].timestamp
+    if max_timestamp is None:
+        max_timestamp = max(record.timestamp for record in records)
+    body = encode_records(records, base_timestamp)
+    if compression is not Compression.NONE:
+        body = compress(compression, body, magic=MAGIC)
+    attributes = int(compression)
+    if timestamp_type is TimestampType.LOG_APPEND_TIME:
+        attributes |= TIMESTAMP_TYPE_MASK
+    if transactional:
+        attributes |= TRANSACTIONAL_MASK
+    if control:
+        attributes |= CONTROL_MASK
+    if mark_no_keys and all(record.key is None for record in records):
+        attributes |= NO_KEYS_MASK
+    out = bytearray(HEADER_SIZE + len(body))
+    try:
+        HEADER.pack_into(
+            out, 0, base_offset, len(out) - 12, partition_leader_epoch, MAGIC, 0,
+            _signed16(attributes), len(records) - 1, base_timestamp, max_timestamp,
+            producer_id, producer_epoch, base_sequence, len(records),
+        )
+    except struct.error as exc:
+        raise InvalidRecordError(f"a header field is out of range: {exc}") from exc
+    out[RECORDS:] = body
+    UINT32.pack_into(out, CRC, batch_crc(out))
+    return bytes(out)
+
+
+def _signed16(value: int) -> int:
+    return value - 0x10000 if value & 0x8000 else value
+
+
+def write_crc(buf: memoryview | bytearray) -> None:
+    """Recompute and store the CRC after a patch inside the CRC's coverage."""
+    UINT32.pack_into(buf, CRC, batch_crc(buf))
+

@@ -1,0 +1,1 @@
+"""kmirror: the product. Endpoints, routing, the Spark driver, the CLI and benchmarks."""

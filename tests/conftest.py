@@ -1,0 +1,33 @@
+"""Shared fixtures: record sets that exercise every field shape the formats allow."""
+
+from __future__ import annotations
+
+import pytest
+
+from kcodecs import Record
+
+MAGIC_CODECS = [
+    (magic, codec)
+    for magic in (0, 1, 2)
+    for codec in ("none", "gzip", "snappy", "lz4", "zstd")
+    if not (codec == "zstd" and magic < 2)
+]
+"""Every magic x codec pair Kafka allows (zstd needs magic 2)."""
+
+
+def sample_records(magic: int, count: int = 20, base_ts: int = 1_700_000_000_000) -> list[Record]:
+    """Keys, null keys, null values, empty values and (v2) headers with null values, mixed."""
+    records = []
+    for i in range(count):
+        key = None if i % 3 == 0 else f"key-{i % 7}".encode()
+        value = None if i % 5 == 4 else (b"" if i % 11 == 10 else (b"value-%d-" % i) * (i + 1))
+        headers = []
+        if magic == 2 and i % 2:
+            headers = [("h1", b"x" * i), ("trace-\u00e9", None)]
+        records.append(Record(key=key, value=value, timestamp=base_ts + i * 7 - (i % 4), headers=headers))
+    return records
+
+
+@pytest.fixture(params=MAGIC_CODECS, ids=lambda mc: f"v{mc[0]}-{mc[1]}")
+def magic_codec(request) -> tuple[int, str]:
+    return request.param

@@ -87,6 +87,9 @@ class Compression(IntEnum):
         raise UnsupportedCodecError(f"unknown compression codec {value!r}; valid: {names}")
 
 
+# Output is pulled from the lz4 and zstd decompressors this much at a time.
+_READ_CHUNK = 1 << 20
+
 # Errors the codec libraries raise on bad input; translated at the boundary in decompress().
 _LIBRARY_ERRORS: tuple[type[Exception], ...] = (
     zlib.error,  # gzip
@@ -172,7 +175,7 @@ def _gzip_decode(view: memoryview, max_size: int) -> bytes:
             raise CorruptBatchError("gzip: truncated stream")
         rest = inflater.unused_data  # zlib checked this member's CRC32 and ISIZE
         if not rest:
-            return b"".join(out)
+            return out[0] if len(out) == 1 else b"".join(out)
 
 
 # --- snappy -----------------------------------------------------------------------------
@@ -282,14 +285,22 @@ def _lz4_decode(view: memoryview, max_size: int) -> bytes:
         # KAFKA-3160 header: feed a corrected copy of the header, then the rest as a view.
         inflater.decompress(bytes(view[: hc[0]]) + bytes((hc[1],)))
         view = view[hc[0] + 1 :]
-    out = inflater.decompress(view, max_length=max_size + 1)
-    if len(out) > max_size:
-        raise DecompressionLimitError(max_size)
-    if not inflater.eof:
-        raise CorruptBatchError("lz4: truncated frame")
+    out: list[bytes] = []
+    total = 0
+    pending: Buffer = view
+    while not inflater.eof:
+        # lz4 allocates max_length up front, so read in bounded chunks, not max_size at once.
+        chunk = inflater.decompress(pending, max_length=min(max_size - total + 1, _READ_CHUNK))
+        pending = b""  # the decompressor keeps whatever input it has not used yet
+        if not chunk and not inflater.eof:
+            raise CorruptBatchError("lz4: truncated frame")
+        total += len(chunk)
+        if total > max_size:
+            raise DecompressionLimitError(max_size)
+        out.append(chunk)
     if inflater.unused_data:  # Lz4BlockInputStream reads exactly one frame
         raise CorruptBatchError(f"lz4: {len(inflater.unused_data)} bytes after the end mark")
-    return out
+    return b"".join(out)
 
 
 # --- zstd -------------------------------------------------------------------------------
@@ -300,7 +311,6 @@ _ZSTD_U32 = struct.Struct("<I")
 _ZSTD_FHD = struct.Struct("<B")  # frame header descriptor
 _ZSTD_BLOCK = struct.Struct("<HB")  # 3-byte LE block header: last(1) type(2) size(21)
 _ZSTD_RLE_BLOCK = 1
-_ZSTD_READ_SIZE = 1 << 20
 
 
 def _zstd_encode(view: memoryview, magic: int) -> bytes:
@@ -312,7 +322,7 @@ def _zstd_decode(view: memoryview, max_size: int) -> bytes:
     out: list[bytes] = []
     total = 0
     with zstandard.ZstdDecompressor().stream_reader(view, read_across_frames=True) as reader:
-        while chunk := reader.read(min(max_size - total + 1, _ZSTD_READ_SIZE)):
+        while chunk := reader.read(min(max_size - total + 1, _READ_CHUNK)):
             total += len(chunk)
             if total > max_size:
                 raise DecompressionLimitError(max_size)

@@ -1,0 +1,45 @@
+"""The ``kmirror`` command line: one subcommand per job, each defined next to its code."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from typing import Sequence
+
+from .bench import codecs_bench
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="kmirror",
+        description="Mirror Kafka topics without recompressing what does not need it.",
+    )
+    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    bench = commands.add_parser("bench", help="throughput benchmarks, measured side by side")
+    suites = bench.add_subparsers(dest="suite", metavar="SUITE", required=True)
+    codecs = suites.add_parser(
+        "codecs",
+        help="header-only vs full decoding, in-place LogAppendTime vs recompression",
+        description=codecs_bench.__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    codecs_bench.add_arguments(codecs)
+    codecs.set_defaults(run=codecs_bench.run)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(
+        level=logging.DEBUG if args.verbose else logging.INFO,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+    return args.run(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

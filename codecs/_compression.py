@@ -34,9 +34,9 @@ zstd (K ZstdCompression -> zstd-jni ZstdOutputStream), v2 batches only (KIP-110)
     Plain zstd frames. zstd-jni streams frames without a content size, and some writers
     concatenate frames, so decoding reads across frames and never trusts a size field.
 
-Errors from the libraries never escape: they become :class:`CorruptBatchError`, and
-output above ``max_size`` becomes :class:`DecompressionLimitError`, found while
-inflating at most ``max_size + 1`` bytes.
+Errors from the libraries never escape: they become :class:`CorruptBatchError`. Output
+above ``max_size`` raises :class:`DecompressionLimitError` after inflating at most
+``max_size + 1`` bytes (snappy: from the declared lengths, before inflating anything).
 """
 
 from __future__ import annotations
@@ -45,10 +45,9 @@ import struct
 import zlib
 from collections.abc import Callable, Iterator
 from enum import IntEnum
-from typing import Union
 
-import lz4.frame
-import snappy
+import lz4.frame  # type: ignore[import-untyped]
+import snappy  # type: ignore[import-untyped]
 import xxhash
 import zstandard
 
@@ -56,7 +55,7 @@ from ._errors import CorruptBatchError, DecompressionLimitError, UnsupportedCode
 
 __all__ = ["Compression", "DEFAULT_MAX_DECOMPRESSED_SIZE", "compress", "decompress"]
 
-Buffer = Union[bytes, bytearray, memoryview]
+Buffer = bytes | bytearray | memoryview
 
 #: Kafka caps a batch at message.max.bytes / max.message.bytes (1 MiB by default; people
 #: raise it to tens of MiB) and records compress ~2-10x, so a real payload stays far below
@@ -118,6 +117,8 @@ def decompress(
 ) -> bytes:
     """Inflate a Kafka payload, refusing to produce more than ``max_size`` bytes."""
     codec = _check(codec, magic)
+    if max_size < 0:  # zlib and lz4 would read a non-positive max_length as "no limit"
+        raise ValueError(f"max_size must be >= 0, not {max_size}")
     try:
         return _DECODERS[codec](memoryview(data).cast("B"), max_size)
     except _LIBRARY_ERRORS as exc:
@@ -154,8 +155,8 @@ _GZIP_WBITS = 16 + zlib.MAX_WBITS  # gzip wrapper only, as GZIPInputStream accep
 
 def _gzip_encode(view: memoryview, magic: int) -> bytes:
     deflate = zlib.compressobj(_GZIP_LEVEL, zlib.DEFLATED, -zlib.MAX_WBITS)
-    body = deflate.compress(view) + deflate.flush()
-    return b"".join((_GZIP_HEADER, body, _GZIP_TRAILER.pack(zlib.crc32(view), len(view) & 0xFFFFFFFF)))
+    trailer = _GZIP_TRAILER.pack(zlib.crc32(view), len(view) & 0xFFFFFFFF)
+    return b"".join((_GZIP_HEADER, deflate.compress(view), deflate.flush(), trailer))
 
 
 def _gzip_decode(view: memoryview, max_size: int) -> bytes:
@@ -175,7 +176,7 @@ def _gzip_decode(view: memoryview, max_size: int) -> bytes:
             raise CorruptBatchError("gzip: truncated stream")
         rest = inflater.unused_data  # zlib checked this member's CRC32 and ISIZE
         if not rest:
-            return out[0] if len(out) == 1 else b"".join(out)
+            return b"".join(out)  # a single part is returned as is, not copied
 
 
 # --- snappy -----------------------------------------------------------------------------
@@ -248,7 +249,7 @@ _LZ4_FLG_DICT_ID = 0x01
 def _lz4_encode(view: memoryview, magic: int) -> bytes:
     # Lz4BlockOutputStream: 64 KiB independent blocks, no checksums, no content size, fast
     # compressor at the default level; incompressible blocks stored raw, as lz4 does too.
-    frame = lz4.frame.compress(
+    frame: bytes = lz4.frame.compress(
         view,
         block_size=lz4.frame.BLOCKSIZE_MAX64KB,
         block_linked=False,

@@ -144,7 +144,7 @@ def test_snappy_xerial_layout() -> None:
 @pytest.mark.parametrize("magic", [0, 1, 2])
 def test_lz4_frame_header(magic: int) -> None:
     packed = compress(Compression.LZ4, PAYLOADS["large"], magic=magic)
-    assert packed[:6] == bytes.fromhex("04224d18" "60" "40")  # version 01 + independent, 64 KiB
+    assert packed[:6] == bytes.fromhex("04224d18 60 40")  # version 01 + independent, 64 KiB
     assert packed[-4:] == b"\0\0\0\0"  # end mark, no content checksum
     correct, broken = lz4_hc(packed[4:6]), lz4_hc(packed[:6])
     assert correct != broken
@@ -189,7 +189,8 @@ def test_interop_snappy(name: str) -> None:
 def test_interop_lz4(name: str) -> None:
     data = PAYLOADS[name]
     theirs_new, theirs_old = kp.lz4_encode(data), kp.lz4_encode_old_kafka(data)
-    assert theirs_new[4] & 0x08  # their modern frames carry a content size: header parse must skip it
+    if data:  # their frames carry a content size (when non-zero): our header parse must skip it
+        assert theirs_new[4] & 0x08
     for magic in (0, 1, 2):
         assert decompress(Compression.LZ4, theirs_new, magic=magic) == data
         assert decompress(Compression.LZ4, theirs_old, magic=magic) == data
@@ -291,7 +292,7 @@ def bombs() -> dict[Compression, bytes]:
 @pytest.mark.parametrize("codec", CODECS, ids=lambda c: c.name)
 def test_bomb_is_stopped_without_inflating_it(codec: Compression, bombs: dict[Compression, bytes]) -> None:
     bomb = bombs[codec]
-    assert len(bomb) < BOMB_SIZE // 100
+    assert len(bomb) < BOMB_SIZE // 20  # snappy inflates at most ~21x per block
     tracemalloc.start()
     try:
         with pytest.raises(DecompressionLimitError) as info:
@@ -312,6 +313,19 @@ def test_bomb_measurement_is_not_vacuous(bombs: dict[Compression, bytes]) -> Non
     finally:
         tracemalloc.stop()
     assert peak >= BOMB_SIZE
+
+
+@pytest.mark.parametrize("codec", CODECS, ids=lambda c: c.name)
+def test_small_payload_does_not_allocate_the_cap(codec: Compression) -> None:
+    """lz4 allocates max_length up front: asking it for the whole 256 MiB cap at once would."""
+    packed = compress(codec, b"tiny")
+    tracemalloc.start()
+    try:
+        assert decompress(codec, packed) == b"tiny"
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 4 * MiB
 
 
 @pytest.mark.parametrize("codec", CODECS, ids=lambda c: c.name)
@@ -353,14 +367,14 @@ def _valid(codec: Compression) -> bytes:
     "mangle",
     [
         lambda v: b"",
-        lambda v: b"\x00",
+        lambda v: b"\xff",
         lambda v: b"this is not compressed at all, honest",
         lambda v: v[: len(v) // 2],
         lambda v: v[:-1],
         lambda v: v[:5],
         lambda v: v + b"trailing junk",
     ],
-    ids=["empty", "zero", "text", "half", "minus-one", "header-only", "trailing"],
+    ids=["empty", "one-byte", "text", "half", "minus-one", "header-only", "trailing"],
 )
 def test_corrupt_input(codec: Compression, mangle) -> None:
     with pytest.raises(CorruptBatchError) as info:

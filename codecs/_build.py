@@ -41,7 +41,10 @@ def build_batch(
     if not records:
         raise InvalidRecordError("a batch needs at least one record")
     codec = Compression.parse(compression)
-    timestamp_type = TimestampType(timestamp_type)
+    try:
+        timestamp_type = TimestampType(timestamp_type)
+    except ValueError as exc:
+        raise InvalidRecordError(f"unknown timestamp type {timestamp_type!r}") from exc
     if magic == 2:
         return build_v2(
             records,
@@ -58,8 +61,11 @@ def build_batch(
             mark_no_keys=mark_no_keys,
         )
     if magic in (0, 1):
-        if transactional or control or producer_id != -1:
-            raise InvalidRecordError(f"producer state, transactions and control batches need magic 2, not {magic}")
+        v2_fields = (producer_id, producer_epoch, base_sequence, partition_leader_epoch)
+        if transactional or control or v2_fields != (-1, -1, -1, -1):
+            raise InvalidRecordError(
+                f"producer state, leader epochs, transactions and control batches need magic 2, not {magic}"
+            )
         return build_legacy(
             records,
             magic=magic,

@@ -125,6 +125,13 @@ class LegacyBatch(Batch):
         except CorruptBatchError as exc:
             raise exc.at(self.position, self.wrapper_offset)
 
+    def _inner_key_value(self, message: "LegacyBatch") -> tuple[bytes | None, bytes | None]:
+        """An inner message's key and value; errors name the wrapper (an inner position means nothing outside)."""
+        try:
+            return _key_value(message.raw, message.magic)
+        except CorruptBatchError as exc:
+            raise self._corrupt(f"inner message at relative byte {message.position}: {exc.reason}") from exc
+
     def validate(self, *, deep: bool = False, max_size: int = DEFAULT_MAX_DECOMPRESSED_SIZE) -> None:
         stored, computed = self.crc, message_crc(self.raw)
         if stored != computed:
@@ -134,7 +141,7 @@ class LegacyBatch(Batch):
             for inner in self._inner_messages(max_size):
                 if inner.crc != message_crc(inner.raw):
                     raise self._corrupt(f"inner message at relative byte {inner.position} fails its CRC-32")
-                inner._key_value()
+                self._inner_key_value(inner)
 
     def records(self, *, max_size: int = DEFAULT_MAX_DECOMPRESSED_SIZE) -> Iterator[Record]:
         if self.compression is Compression.NONE:
@@ -150,7 +157,7 @@ class LegacyBatch(Batch):
             shift = 0
         append_time = self.max_timestamp if self.timestamp_type is TimestampType.LOG_APPEND_TIME else None
         for message in inner:
-            key, value = message._key_value()
+            key, value = self._inner_key_value(message)
             timestamp = append_time if append_time is not None else message.max_timestamp
             yield Record(key=key, value=value, timestamp=timestamp, headers=[], offset=message.wrapper_offset + shift)
 

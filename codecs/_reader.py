@@ -52,17 +52,17 @@ def read_batch(data: Buffer, *, position: int = 0) -> Batch:
     offset, size = _OFFSET_AND_SIZE.unpack_from(view, 0)
     if size < _MIN_SIZE[0] or LOG_OVERHEAD + size > len(view):
         raise CorruptBatchError(f"size field {size} does not fit the {len(view)} bytes given", position=position, offset=offset)
-    batch = _make(view, 0, LOG_OVERHEAD + size, offset, size)
-    batch.position = position
-    return batch
+    return _make(view, 0, LOG_OVERHEAD + size, offset, size, position)
 
 
-def _make(view: memoryview, pos: int, batch_end: int, offset: int, size: int) -> Batch:
+def _make(view: memoryview, pos: int, batch_end: int, offset: int, size: int, position: int | None = None) -> Batch:
+    """The batch at ``view[pos:batch_end]``, reported (and its errors) at ``position``, by default ``pos``."""
+    where = pos if position is None else position
     magic = view[pos + MAGIC_OFFSET]
     minimum = _MIN_SIZE.get(magic)
     if minimum is None:
-        raise CorruptBatchError(f"unknown magic {magic}", position=pos, offset=offset)
+        raise CorruptBatchError(f"unknown magic {magic}", position=where, offset=offset)
     if size < minimum:
-        raise CorruptBatchError(f"size field {size} is below the {minimum} bytes magic {magic} needs", position=pos, offset=offset)
+        raise CorruptBatchError(f"size field {size} is below the {minimum} bytes magic {magic} needs", position=where, offset=offset)
     raw = view[pos:batch_end]
-    return V2Batch(raw, pos) if magic == 2 else LegacyBatch(raw, pos)
+    return V2Batch(raw, where) if magic == 2 else LegacyBatch(raw, where)

@@ -76,5 +76,14 @@ def parse_control_record(record: Record) -> tuple[ControlType, int]:
 def check_headers(headers: Sequence[Header]) -> None:
     """Reject header shapes the wire format cannot carry, before any bytes are written."""
     for item in headers:
-        if not (isinstance(item, tuple) and len(item) == 2 and isinstance(item[0], str)):
+        if not (
+            isinstance(item, tuple)
+            and len(item) == 2
+            and isinstance(item[0], str)
+            and (item[1] is None or isinstance(item[1], (bytes, bytearray, memoryview)))
+        ):
             raise InvalidRecordError(f"a header must be a (str, bytes | None) pair, got {item!r}")
+        try:
+            item[0].encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise InvalidRecordError(f"header key {item[0]!r} has no UTF-8 encoding: {exc}") from exc

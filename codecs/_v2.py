@@ -306,9 +306,12 @@ def build_v2(
     mark_no_keys: bool,
 ) -> bytes:
     """Build one v2 batch; see :func:`kcodecs.build_batch` for the parameters."""
+    base_timestamp = records[0].timestamp
     for record in records:
         check_headers(record.headers)
-    base_timestamp = records[0].timestamp
+        # Timestamps travel as varlong deltas from the first: a delta past 64 bits would wrap.
+        if not (_INT64_MIN <= record.timestamp <= _INT64_MAX and _INT64_MIN <= record.timestamp - base_timestamp <= _INT64_MAX):
+            raise InvalidRecordError(f"timestamp {record.timestamp} is out of range or too far from the first, {base_timestamp}")
     if max_timestamp is None:
         max_timestamp = max(record.timestamp for record in records)
     body = encode_records(records, base_timestamp)
@@ -335,6 +338,9 @@ def build_v2(
     out[RECORDS:] = body
     UINT32.pack_into(out, CRC, batch_crc(out))
     return bytes(out)
+
+
+_INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
 
 
 def _signed16(value: int) -> int:

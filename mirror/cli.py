@@ -8,6 +8,7 @@ import sys
 from typing import Sequence
 
 from .bench import codecs_bench
+from .broker import cli as broker_cli
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -17,6 +18,15 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    broker = commands.add_parser(
+        "broker",
+        help="run an embedded Kafka-compatible broker in the foreground",
+        description="Run an embedded Kafka-compatible broker until SIGTERM or SIGINT. It logs one "
+        "'ready' line when it accepts connections and exits 0 after a clean shutdown.",
+    )
+    broker_cli.add_arguments(broker)
+    broker.set_defaults(run=broker_cli.run)
 
     bench = commands.add_parser("bench", help="throughput benchmarks, measured side by side")
     suites = bench.add_subparsers(dest="suite", metavar="SUITE", required=True)

@@ -1,0 +1,17 @@
+"""One module per Kafka API; each declares ``API_KEY``, ``MIN_VERSION``, ``MAX_VERSION``,
+``REQUEST`` (kafka-python's schema class) and ``async def handle(request, version, state)``.
+
+The versions are the ones this broker really implements, and ApiVersions advertises
+exactly these ranges.
+"""
+
+from __future__ import annotations
+
+from types import ModuleType
+
+from . import api_versions, create_topics, describe_configs, fetch, init_producer_id, list_offsets, metadata, produce
+
+HANDLERS: dict[int, ModuleType] = {
+    module.API_KEY: module
+    for module in (api_versions, metadata, create_topics, describe_configs, produce, fetch, list_offsets, init_producer_id)
+}

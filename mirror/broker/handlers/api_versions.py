@@ -1,0 +1,32 @@
+"""ApiVersions (key 18), v0-3: the version ranges of every handler in :data:`HANDLERS`.
+
+A client that asks with a version above ours gets a v0 response with UNSUPPORTED_VERSION
+and the full list, as Kafka does (KIP-511), so it can retry with a version we speak.
+"""
+
+from __future__ import annotations
+
+from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse
+
+API_KEY = 18
+MIN_VERSION = 0
+MAX_VERSION = 3
+REQUEST = ApiVersionsRequest
+
+
+def supported() -> list:
+    from . import HANDLERS
+
+    return [
+        ApiVersionsResponse.ApiVersion(api_key=key, min_version=module.MIN_VERSION, max_version=module.MAX_VERSION)
+        for key, module in sorted(HANDLERS.items())
+    ]
+
+
+def fallback_response() -> ApiVersionsResponse:
+    """The v0 answer to an ApiVersions request of a version we do not know."""
+    return ApiVersionsResponse(version=0, error_code=35, api_keys=supported())
+
+
+async def handle(request, version: int, state) -> ApiVersionsResponse:
+    return ApiVersionsResponse(version=version, error_code=0, api_keys=supported(), throttle_time_ms=0)

@@ -1,0 +1,46 @@
+"""The embedded broker's on-disk partition log, in Kafka's byte layout.
+
+A partition directory ``<data_dir>/<topic>-<partition>/`` holds segments named by their
+20-digit base offset (``LogFileUtils``): ``.log`` (batches as appended), ``.index``
+(8-byte ``relativeOffset int32 | position int32`` entries, ``OffsetIndex``) and
+``.timeindex`` (12-byte ``timestamp int64 | relativeOffset int32`` entries, ``TimeIndex``),
+all big-endian, so Kafka's own tools (``kafka-dump-log.sh``) read them. The layouts are
+written down in :mod:`.index` and :mod:`.files`; how entries are placed in
+:mod:`.segment`; what opening a directory checks and repairs in :mod:`.loader`.
+
+::
+
+    log = PartitionLog.open(data_dir / "orders-0", LogConfig(flush="always"))
+    log.append(batch_bytes, first_offset=log.log_end_offset, last_offset=..., max_timestamp=...,
+               offset_of_max_timestamp=...)
+    data = log.read(offset, max_bytes)            # memoryview of stored bytes, >= one batch
+    log.offset_for_timestamp(ts)                  # (offset, timestamp) or None
+    log.delete_old_segments(now_ms)
+    log.close()
+"""
+
+from .config import LogConfig
+from .errors import (
+    InvalidAppendError,
+    InvalidArgumentError,
+    LogClosedError,
+    LogError,
+    LogStorageError,
+    OffsetOutOfRangeError,
+    RecordBatchTooLargeError,
+)
+from .files import partition_dir
+from .partition_log import PartitionLog
+
+__all__ = [
+    "PartitionLog",
+    "LogConfig",
+    "partition_dir",
+    "LogError",
+    "OffsetOutOfRangeError",
+    "InvalidArgumentError",
+    "InvalidAppendError",
+    "RecordBatchTooLargeError",
+    "LogClosedError",
+    "LogStorageError",
+]

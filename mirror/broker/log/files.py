@@ -1,0 +1,84 @@
+"""File names of a partition directory, as Kafka's ``LogFileUtils`` spells them.
+
+::
+
+    <data_dir>/<topic>-<partition>/
+        00000000000000000000.log         record batches exactly as appended (kcodecs formats)
+        00000000000000000000.index       offset index, 8-byte entries   (see index.py)
+        00000000000000000000.timeindex   time index, 12-byte entries    (see index.py)
+        00000000000000052731.log         next segment: named by its base offset, 20 digits
+        ...
+        .kmirror_cleanshutdown           present only between a clean close() and the next open
+
+Each segment is named by its *base offset*, zero-padded to 20 digits so that names sort
+like offsets (``LogFileUtils.filenamePrefixFromOffset``). Kafka keeps one
+``.kafka_cleanshutdown`` per data directory; kmirror keeps its marker per partition
+directory, under a name Kafka's loader ignores.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+__all__ = [
+    "LOG_SUFFIX",
+    "INDEX_SUFFIX",
+    "TIME_INDEX_SUFFIX",
+    "DELETED_SUFFIX",
+    "CLEAN_SHUTDOWN_FILE",
+    "filename_prefix",
+    "log_file",
+    "offset_index_file",
+    "time_index_file",
+    "segment_base_offset",
+    "partition_dir",
+    "fsync_dir",
+]
+
+LOG_SUFFIX = ".log"
+INDEX_SUFFIX = ".index"
+TIME_INDEX_SUFFIX = ".timeindex"
+DELETED_SUFFIX = ".deleted"
+"""Kafka renames files it is about to delete to ``*.deleted``; stray ones are removed on load."""
+CLEAN_SHUTDOWN_FILE = ".kmirror_cleanshutdown"
+
+_SEGMENT_FILE = re.compile(r"^(\d{20})(\.log|\.index|\.timeindex)$")
+
+
+def filename_prefix(offset: int) -> str:
+    """``00000000000000000042`` for 42 (``LogFileUtils.filenamePrefixFromOffset``)."""
+    return f"{offset:020d}"
+
+
+def log_file(directory: Path, base_offset: int) -> Path:
+    return directory / (filename_prefix(base_offset) + LOG_SUFFIX)
+
+
+def offset_index_file(directory: Path, base_offset: int) -> Path:
+    return directory / (filename_prefix(base_offset) + INDEX_SUFFIX)
+
+
+def time_index_file(directory: Path, base_offset: int) -> Path:
+    return directory / (filename_prefix(base_offset) + TIME_INDEX_SUFFIX)
+
+
+def segment_base_offset(name: str) -> tuple[int, str] | None:
+    """``(base_offset, suffix)`` of a segment file name, or None for any other file."""
+    match = _SEGMENT_FILE.match(name)
+    return (int(match.group(1)), match.group(2)) if match else None
+
+
+def partition_dir(data_dir: Path, topic: str, partition: int) -> Path:
+    """``<data_dir>/<topic>-<partition>``, Kafka's partition directory name."""
+    return data_dir / f"{topic}-{partition}"
+
+
+def fsync_dir(directory: Path) -> None:
+    """Make created, renamed or removed names in ``directory`` durable (POSIX needs the directory fsynced)."""
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

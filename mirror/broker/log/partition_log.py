@@ -1,0 +1,337 @@
+"""One partition's log: a directory of segments (Kafka's ``UnifiedLog`` and ``LocalLog``).
+
+Appends take batches whose offsets the broker already assigned and write them as they are;
+reads return stored bytes from the batch holding the requested offset; look-ups by time go
+through the time index. Per append and per read the work is per batch (header reads),
+never per record. Opening a directory loads or recovers it (see :mod:`.loader`).
+"""
+
+from __future__ import annotations
+
+import bisect
+import functools
+import logging
+import os
+import threading
+import time
+from pathlib import Path
+from typing import Callable, TypeVar
+
+import kcodecs
+from kcodecs import NO_TIMESTAMP, KcodecsError
+
+from .config import INT32_MAX, LogConfig
+from .errors import (
+    InvalidAppendError,
+    InvalidArgumentError,
+    LogClosedError,
+    LogStorageError,
+    OffsetOutOfRangeError,
+    RecordBatchTooLargeError,
+)
+from .files import CLEAN_SHUTDOWN_FILE, fsync_dir
+from .loader import load_segments
+from .segment import BatchInfo, LogSegment
+
+__all__ = ["PartitionLog", "LogConfig", "wall_clock_ms"]
+
+log = logging.getLogger(__name__)
+
+_T = TypeVar("_T")
+_EMPTY = memoryview(b"")
+
+
+def wall_clock_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def _guarded(method: Callable[..., _T]) -> Callable[..., _T]:
+    """Hold the log's lock, refuse a closed log, and turn OSError into :class:`LogStorageError`."""
+
+    @functools.wraps(method)
+    def wrapper(self: "PartitionLog", *args, **kwargs):
+        with self._lock:
+            if self._closed:
+                raise LogClosedError(f"the log in {self.directory} is closed")
+            try:
+                return method(self, *args, **kwargs)
+            except OSError as exc:
+                raise LogStorageError(f"{method.__name__} failed in {self.directory}: {exc}", exc.errno) from exc
+
+    return wrapper
+
+
+class PartitionLog:
+    """The segments of one partition, oldest first; the last one is active (takes appends).
+
+    Thread-safe: one lock per partition serialises appends, reads and retention.
+    """
+
+    def __init__(self, directory: Path, config: LogConfig, segments: list[LogSegment], clock: Callable[[], int]):
+        self.directory = directory
+        self.config = config
+        self._segments = segments
+        self._bases = [segment.base_offset for segment in segments]
+        self._clock = clock
+        self._lock = threading.RLock()
+        self._closed = False
+        self._dirty: set[int] = set()
+        """Base offsets of segments written since their last fsync."""
+
+    @classmethod
+    def open(cls, directory: Path | str, config: LogConfig | None = None, *, clock: Callable[[], int] = wall_clock_ms) -> "PartitionLog":
+        """Open ``directory`` (``<data_dir>/<topic>-<partition>``), creating it or loading and recovering it.
+
+        ``clock`` (milliseconds) is used only for segments whose first batch has no
+        timestamp (magic 0), where ``segment_ms`` falls back to wall-clock age.
+        """
+        directory = Path(directory)
+        config = config or LogConfig()
+        try:
+            segments = load_segments(directory, config, clock())
+        except OSError as exc:
+            raise LogStorageError(f"cannot open the log in {directory}: {exc}", exc.errno) from exc
+        return cls(directory, config, segments, clock)
+
+    # -- offsets and sizes ------------------------------------------------------------------
+
+    @property
+    def log_start_offset(self) -> int:
+        """The first offset that may be read (the oldest segment's base offset)."""
+        return self._bases[0]
+
+    @property
+    def log_end_offset(self) -> int:
+        """The offset the next appended record gets."""
+        return self._segments[-1].next_offset
+
+    @property
+    def size_bytes(self) -> int:
+        return sum(segment.size for segment in self._segments)
+
+    @property
+    def segment_base_offsets(self) -> tuple[int, ...]:
+        return tuple(self._bases)
+
+    # -- append -----------------------------------------------------------------------------
+
+    @_guarded
+    def append(
+        self,
+        data: bytes | bytearray | memoryview,
+        *,
+        first_offset: int,
+        last_offset: int,
+        max_timestamp: int,
+        offset_of_max_timestamp: int,
+    ) -> int:
+        """Append validated batches whose offsets start at :attr:`log_end_offset`; return their byte position.
+
+        The position is within the active segment (whose base offset is the last of
+        :attr:`segment_base_offsets`). Only headers are read: the arguments must agree with
+        them, the bytes must be whole batches and fit one segment, or
+        :class:`InvalidAppendError` is raised and nothing is written. Rolls first when
+        needed, so a batch never straddles two segments. Under ``flush="always"`` the data
+        is on disk (fdatasync) when this returns.
+        """
+        batches = self._inspect(data, first_offset, last_offset, max_timestamp, offset_of_max_timestamp)
+        segment = self._segments[-1]
+        reason = segment.should_roll([batch.size for batch in batches], max_timestamp, last_offset, self._clock())
+        if reason is not None:
+            segment = self._roll(reason)
+        position = segment.append(data, batches)
+        if self.config.fsync_appends:
+            segment.log.flush()
+        else:
+            self._dirty.add(segment.base_offset)
+        return position
+
+    def _inspect(
+        self, data: bytes | bytearray | memoryview, first_offset: int, last_offset: int, max_timestamp: int,
+        offset_of_max_timestamp: int,
+    ) -> list[BatchInfo]:
+        """Check the arguments against the batch headers; nothing is written before this passes."""
+        expected = self.log_end_offset
+        if first_offset != expected:
+            raise InvalidAppendError(f"first_offset {first_offset} is not the log end offset {expected}")
+        size = len(memoryview(data).cast("B"))
+        if size > self.config.segment_bytes:
+            raise RecordBatchTooLargeError(size, self.config.segment_bytes)
+        batches: list[BatchInfo] = []
+        previous_last, batch_max, end = first_offset - 1, NO_TIMESTAMP, 0
+        try:
+            for batch in kcodecs.iter_batches(data):
+                last = batch.last_offset
+                first = batch.base_offset if batch.magic >= 2 else None  # v0/v1 headers hold only the last
+                if last <= previous_last or (first is not None and first <= previous_last):
+                    raise InvalidAppendError(f"batch at byte {batch.position} has offsets ..{last} after {previous_last}")
+                if not batches and first is not None and first != first_offset:
+                    raise InvalidAppendError(f"the first batch starts at offset {first}, not first_offset {first_offset}")
+                batches.append(BatchInfo(batch.position, batch.size, last, batch.max_timestamp))
+                previous_last, batch_max, end = last, max(batch_max, batch.max_timestamp), batch.position + batch.size
+        except KcodecsError as exc:
+            raise InvalidAppendError(f"the data does not parse as batches: {exc}") from exc
+        if not batches or end != size:
+            raise InvalidAppendError(f"{size - end} of {size} bytes are not a complete batch")
+        if previous_last != last_offset:
+            raise InvalidAppendError(f"the last batch ends at offset {previous_last}, not last_offset {last_offset}")
+        if batch_max != max_timestamp:
+            raise InvalidAppendError(f"the batches' max timestamp is {batch_max}, not max_timestamp {max_timestamp}")
+        if not first_offset <= offset_of_max_timestamp <= last_offset:
+            raise InvalidAppendError(f"offset_of_max_timestamp {offset_of_max_timestamp} is outside the appended offsets")
+        if last_offset - first_offset > INT32_MAX:
+            raise InvalidAppendError(f"offsets {first_offset}..{last_offset} cannot fit one segment's int32 relative offsets")
+        return batches
+
+    def _roll(self, reason: str) -> LogSegment:
+        """Seal the active segment and start one at the log end offset (Kafka's ``roll``)."""
+        old = self._segments[-1]
+        old.seal()
+        try:
+            if self.config.fsync_appends:
+                old.flush()  # sealed segments are durable, so recovery only needs the last one
+            new = LogSegment.create(self.directory, old.next_offset, self.config, self._clock())
+        except BaseException:
+            old.make_active()
+            raise
+        if self.config.fsync_appends:
+            fsync_dir(self.directory)
+        else:
+            self._dirty.add(old.base_offset)
+        self._segments.append(new)
+        self._bases.append(new.base_offset)
+        log.debug("%s: rolled segment %d -> %d: %s", self.directory, old.base_offset, new.base_offset, reason)
+        return new
+
+    # -- read -------------------------------------------------------------------------------
+
+    @_guarded
+    def read(self, offset: int, max_bytes: int) -> memoryview:
+        """Stored bytes from the batch holding ``offset``: up to ``max_bytes``, but at least that whole batch (KIP-74).
+
+        Reads one segment per call, as Kafka does; the last batch may be cut short and
+        consumers skip it. Empty at :attr:`log_end_offset`; raises
+        :class:`OffsetOutOfRangeError` below :attr:`log_start_offset` or past the end.
+        """
+        if max_bytes < 0:
+            raise InvalidArgumentError(f"max_bytes must not be negative, got {max_bytes}")
+        self._check_range(offset)
+        first = bisect.bisect_right(self._bases, offset) - 1
+        for segment in self._segments[first:]:
+            if offset < segment.next_offset:
+                data = segment.read(offset, max_bytes)
+                if data is not None:
+                    return data
+        return _EMPTY
+
+    def _check_range(self, offset: int) -> None:
+        if not self.log_start_offset <= offset <= self.log_end_offset:
+            raise OffsetOutOfRangeError(offset, self.log_start_offset, self.log_end_offset)
+
+    @_guarded
+    def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
+        """``(offset, timestamp)`` of the first record whose timestamp is >= ``timestamp``; None if none is.
+
+        Kafka's ``fetchOffsetByTimestamp``: the first segment whose largest timestamp
+        reaches the target, its time index, then a header scan and one decompressed batch.
+        ListOffsets' special values (-1 latest, -2 earliest, -3 max timestamp) are the
+        caller's to map to :attr:`log_end_offset` and :attr:`log_start_offset`.
+        """
+        if timestamp < 0:
+            raise InvalidArgumentError(f"timestamp must be >= 0, got {timestamp} (special values are the caller's)")
+        for segment in self._segments:
+            if segment.max_timestamp_and_offset.timestamp >= timestamp:
+                found = segment.find_offset_by_timestamp(timestamp, self.log_start_offset)
+                if found is not None:
+                    return found
+        return None
+
+    # -- retention --------------------------------------------------------------------------
+
+    @_guarded
+    def delete_old_segments(self, now_ms: int) -> int:
+        """Delete whole segments past retention, oldest first; never the active one. Returns how many.
+
+        retention.ms compares ``now_ms`` with each segment's largest timestamp (KIP-32; the
+        file's mtime if it has none) and stops at the first segment still retained;
+        retention.bytes deletes while the log stays at or above the limit without it.
+        The log start offset moves to the new oldest segment.
+        """
+        deleted = 0
+        retention_ms, retention_bytes = self.config.retention_ms, self.config.retention_bytes
+        while len(self._segments) > 1 and retention_ms >= 0 and now_ms - self._segments[0].largest_timestamp > retention_ms:
+            self._delete_oldest("retention_ms")
+            deleted += 1
+        excess = self.size_bytes - retention_bytes
+        while len(self._segments) > 1 and retention_bytes >= 0 and excess >= self._segments[0].size:
+            excess -= self._segments[0].size
+            self._delete_oldest("retention_bytes")
+            deleted += 1
+        if deleted and self.config.fsync_appends:
+            fsync_dir(self.directory)
+        return deleted
+
+    def _delete_oldest(self, reason: str) -> None:
+        segment = self._segments.pop(0)
+        self._bases.pop(0)
+        self._dirty.discard(segment.base_offset)
+        segment.delete()
+        log.info("%s: deleted segment %d (%s); log start offset is now %d",
+                 self.directory, segment.base_offset, reason, self._bases[0])
+
+    # -- durability and lifecycle -----------------------------------------------------------
+
+    @_guarded
+    def flush(self) -> None:
+        """fsync every segment written since its last flush (log and indexes)."""
+        self._flush_dirty()
+
+    def _flush_dirty(self) -> None:
+        for segment in self._segments:
+            if segment.base_offset in self._dirty:
+                segment.flush()
+        self._dirty.clear()
+
+    def close(self) -> None:
+        """Seal and fsync everything, release the files and write the clean-shutdown marker. Idempotent."""
+        with self._lock:
+            if self._closed:
+                return
+            try:
+                self._flush_dirty()
+                self._segments[-1].close()
+                for segment in self._segments[:-1]:
+                    segment.close_handles()
+                marker = os.open(self.directory / CLEAN_SHUTDOWN_FILE, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+                try:
+                    os.fsync(marker)
+                finally:
+                    os.close(marker)
+                fsync_dir(self.directory)
+            except OSError as exc:
+                self.close_handles()
+                raise LogStorageError(f"close failed in {self.directory}: {exc}", exc.errno) from exc
+            self._closed = True
+
+    def close_handles(self) -> None:
+        """Release files and mappings without trimming, syncing or marking a clean shutdown.
+
+        Kafka's ``closeHandlers``, for a failed disk; tests use it to leave the directory
+        as a crashed process would (the next open recovers).
+        """
+        with self._lock:
+            for segment in self._segments:
+                segment.close_handles()
+            self._closed = True
+
+    def __enter__(self) -> "PartitionLog":
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return (
+            f"<PartitionLog {self.directory} start={self.log_start_offset} end={self.log_end_offset}"
+            f" segments={len(self._segments)}>"
+        )

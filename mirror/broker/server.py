@@ -1,0 +1,125 @@
+"""The broker's network side: Kafka framing, request headers, dispatch, orderly shutdown.
+
+Each connection is served one request at a time, in order, as Kafka's SocketServer does
+by muting a channel while its request is in flight. Requests are decoded and responses
+encoded with kafka-python's generated schemas. Anything a client sends that cannot be a
+valid request (a frame over ``max_request_bytes``, an unknown API key or version, a body
+that does not decode) closes that connection only; other clients and the logs are unaffected.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import struct
+
+from .handlers import HANDLERS, api_versions
+from .state import BrokerState
+
+__all__ = ["BrokerServer"]
+
+log = logging.getLogger(__name__)
+
+_SIZE = struct.Struct(">i")
+_HEADER_PREFIX = struct.Struct(">hhi")  # api_key, api_version, correlation_id: fixed in every header version
+
+
+class BadRequest(Exception):
+    """Ends one connection; never leaves this module."""
+
+
+class BrokerServer:
+    def __init__(self, state: BrokerState):
+        self.state = state
+        self._server: asyncio.base_events.Server | None = None
+        self._connections: dict[asyncio.Task, bool] = {}  # task -> busy with a request
+
+    async def start(self) -> int:
+        config = self.state.config
+        self._server = await asyncio.start_server(self._serve, config.host, config.port, reuse_address=True)
+        port = self._server.sockets[0].getsockname()[1]
+        self.state.bound_port = port
+        return port
+
+    async def stop(self, grace_s: float = 10.0) -> None:
+        """Stop accepting, let in-flight requests finish and answer, then drop idle connections."""
+        self.state.stopping = True
+        if self._server is not None:
+            self._server.close()
+        self.state.appended.notify()  # long-polling fetches return now
+        for task, busy in list(self._connections.items()):
+            if not busy:
+                task.cancel()
+        pending = list(self._connections)
+        if pending:
+            _, late = await asyncio.wait(pending, timeout=grace_s)
+            for task in late:
+                task.cancel()
+        if self._server is not None:
+            await self._server.wait_closed()
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        self._connections[task] = False
+        peer = writer.get_extra_info("peername")
+        try:
+            while not self.state.stopping:
+                frame = await self._read_frame(reader)
+                if frame is None:
+                    break
+                self._connections[task] = True
+                response = await self._handle(frame)
+                if response is not None:
+                    writer.write(response)
+                    await writer.drain()
+                self._connections[task] = False
+        except BadRequest as exc:
+            log.warning("closing connection from %s: %s", peer, exc)
+        except (ConnectionError, asyncio.IncompleteReadError):
+            pass
+        except asyncio.CancelledError:
+            pass
+        except Exception:
+            log.exception("closing connection from %s after an internal error", peer)
+        finally:
+            self._connections.pop(task, None)
+            writer.close()
+
+    async def _read_frame(self, reader: asyncio.StreamReader) -> bytes | None:
+        try:
+            head = await reader.readexactly(4)
+        except asyncio.IncompleteReadError as exc:
+            if exc.partial:
+                raise BadRequest("connection closed inside a frame size") from exc
+            return None
+        (size,) = _SIZE.unpack(head)
+        if size < _HEADER_PREFIX.size or size > self.state.config.max_request_bytes:
+            raise BadRequest(f"frame of {size} bytes outside 8..{self.state.config.max_request_bytes} (socket.request.max.bytes)")
+        return await reader.readexactly(size)
+
+    async def _handle(self, frame: bytes) -> bytes | None:
+        api_key, version, correlation_id = _HEADER_PREFIX.unpack_from(frame)
+        handler = HANDLERS.get(api_key)
+        if handler is None:
+            raise BadRequest(f"unknown API key {api_key}")
+        if not handler.MIN_VERSION <= version <= handler.MAX_VERSION:
+            if api_key == api_versions.API_KEY:
+                return _encode(api_versions.fallback_response(), 0, correlation_id)
+            raise BadRequest(f"unsupported version {version} of API {api_key} (we serve {handler.MIN_VERSION}-{handler.MAX_VERSION})")
+        try:
+            request = handler.REQUEST.decode(frame, version=version, header=True)
+        except Exception as exc:  # kafka-python raises assorted errors for malformed bodies
+            raise BadRequest(f"malformed {handler.REQUEST.__name__} v{version}: {exc!r}") from exc
+        response = await handler.handle(request, version, self.state)
+        if response is None:
+            return None
+        return _encode(response, version, correlation_id)
+
+
+def _encode(response, version: int, correlation_id: int) -> bytes:
+    # Handlers build responses with version=...; passing it again to encode() would trip
+    # kafka-python, which copies it into the (response) header as a request field.
+    assert response.API_VERSION == version
+    response.with_header(correlation_id=correlation_id)
+    return bytes(response.encode(header=True, framed=True))

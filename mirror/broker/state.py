@@ -1,0 +1,95 @@
+"""What every request handler may touch: config, topics, producer ids, the clock, append signals."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Literal
+
+from .topics import TopicStore
+
+__all__ = ["BrokerConfig", "BrokerState", "Clock", "system_clock"]
+
+Clock = Callable[[], int]
+"""Milliseconds since the epoch; a seam so tests can control LogAppendTime and segment.ms."""
+
+
+def system_clock() -> int:
+    return time.time_ns() // 1_000_000
+
+
+@dataclass(frozen=True)
+class BrokerConfig:
+    data_dir: Path
+    host: str = "127.0.0.1"
+    port: int = 9092
+    node_id: int = 0
+    advertised_host: str | None = None
+    advertised_port: int | None = None
+    auto_create_topics: bool = False
+    default_partitions: int = 1
+    flush: Literal["always", "os"] = "os"
+    max_request_bytes: int = 100 * 1024 * 1024
+    """Kafka's ``socket.request.max.bytes``: larger frames close the connection unread."""
+    cluster_id: str = "kmirror-embedded"
+
+
+class AppendSignal:
+    """Wakes long-polling fetches when any partition grows (or the broker stops)."""
+
+    def __init__(self) -> None:
+        self._event = asyncio.Event()
+
+    def notify(self) -> None:
+        self._event.set()
+        self._event = asyncio.Event()
+
+    async def wait(self, timeout_s: float) -> None:
+        try:
+            await asyncio.wait_for(self._event.wait(), timeout_s)
+        except asyncio.TimeoutError:
+            pass
+
+
+@dataclass
+class BrokerState:
+    config: BrokerConfig
+    topics: TopicStore
+    clock: Clock = system_clock
+    appended: AppendSignal = field(default_factory=AppendSignal)
+    producer_ids: "ProducerIdAllocator" = field(init=False)
+    bound_port: int = 0
+    stopping: bool = False
+
+    def __post_init__(self) -> None:
+        self.producer_ids = ProducerIdAllocator(self.config.data_dir / "producer-ids.json")
+
+    @property
+    def advertised(self) -> tuple[str, int]:
+        return (self.config.advertised_host or self.config.host, self.config.advertised_port or self.bound_port)
+
+
+class ProducerIdAllocator:
+    """Hands out producer ids that are never reused, even across restarts (persisted in blocks)."""
+
+    BLOCK = 1000
+
+    def __init__(self, path: Path) -> None:
+        self._path = path
+        reserved = json.loads(path.read_text())["next_block_start"] if path.exists() else 0
+        self._next = reserved
+        self._limit = reserved
+
+    def allocate(self) -> int:
+        if self._next >= self._limit:
+            self._limit = self._next + self.BLOCK
+            tmp = self._path.with_suffix(".tmp")
+            tmp.write_text(json.dumps({"next_block_start": self._limit}))
+            os.replace(tmp, self._path)
+        pid = self._next
+        self._next += 1
+        return pid

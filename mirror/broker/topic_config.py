@@ -1,0 +1,103 @@
+"""Topic configuration: the Kafka config names the broker honours, parsed and validated once.
+
+Unknown names are rejected with INVALID_CONFIG, as Kafka does, so a typo never silently
+falls back to a default.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from typing import Mapping
+
+from kcodecs import Compression, TimestampType
+
+from .errors import ApiError, kerr
+
+__all__ = ["TopicConfig"]
+
+_COMPRESSION_TYPES = ("producer", "uncompressed", "gzip", "snappy", "lz4", "zstd")
+_CLEANUP_POLICIES = ("delete", "compact", "compact,delete", "delete,compact")
+_TIMESTAMP_TYPES = {"CreateTime": TimestampType.CREATE_TIME, "LogAppendTime": TimestampType.LOG_APPEND_TIME}
+
+
+@dataclass(frozen=True)
+class TopicConfig:
+    """Kafka topic configs, under their Python names; ``kafka_name`` maps them back."""
+
+    message_timestamp_type: str = "CreateTime"
+    compression_type: str = "producer"
+    cleanup_policy: str = "delete"
+    segment_bytes: int = 1024 * 1024 * 1024
+    segment_ms: int = 7 * 24 * 3600 * 1000
+    retention_ms: int = 7 * 24 * 3600 * 1000
+    retention_bytes: int = -1
+    max_message_bytes: int = 1024 * 1024 + 12
+
+    @staticmethod
+    def kafka_name(python_name: str) -> str:
+        return python_name.replace("_", ".")
+
+    @classmethod
+    def from_kafka(cls, configs: Mapping[str, str | None]) -> "TopicConfig":
+        """Parse ``{"segment.bytes": "1048576", ...}``; raise INVALID_CONFIG naming the bad entry."""
+        known = {cls.kafka_name(f.name): f for f in fields(cls)}
+        values: dict[str, object] = {}
+        for name, raw in configs.items():
+            field = known.get(name)
+            if field is None:
+                raise ApiError(kerr.InvalidConfigurationError, f"unknown topic config {name!r}")
+            if raw is None:
+                continue
+            values[field.name] = _parse(name, raw, field.type)
+        config = cls(**values)  # type: ignore[arg-type]
+        config.check()
+        return config
+
+    def check(self) -> None:
+        if self.message_timestamp_type not in _TIMESTAMP_TYPES:
+            raise _invalid("message.timestamp.type", self.message_timestamp_type, "CreateTime or LogAppendTime")
+        if self.compression_type not in _COMPRESSION_TYPES:
+            raise _invalid("compression.type", self.compression_type, ", ".join(_COMPRESSION_TYPES))
+        if self.cleanup_policy not in _CLEANUP_POLICIES:
+            raise _invalid("cleanup.policy", self.cleanup_policy, "delete, compact or compact,delete")
+        if self.segment_bytes < 14:
+            raise _invalid("segment.bytes", self.segment_bytes, "at least 14")
+        if self.segment_ms < 1:
+            raise _invalid("segment.ms", self.segment_ms, "at least 1")
+        if self.retention_ms < -1 or self.retention_bytes < -1:
+            raise _invalid("retention.ms/retention.bytes", (self.retention_ms, self.retention_bytes), "-1 or more")
+        if self.max_message_bytes < 0:
+            raise _invalid("max.message.bytes", self.max_message_bytes, "0 or more")
+
+    def as_kafka(self) -> dict[str, str]:
+        return {self.kafka_name(f.name): str(getattr(self, f.name)) for f in fields(self)}
+
+    def explicit(self) -> dict[str, str]:
+        """Only the configs that differ from the defaults (what DescribeConfigs reports as dynamic)."""
+        default = TopicConfig()
+        return {self.kafka_name(f.name): str(getattr(self, f.name)) for f in fields(self)
+                if getattr(self, f.name) != getattr(default, f.name)}
+
+    @property
+    def timestamp_type(self) -> TimestampType:
+        return _TIMESTAMP_TYPES[self.message_timestamp_type]
+
+    @property
+    def target_compression(self) -> Compression | None:
+        """The codec the broker must store, or None to keep the producer's (``producer``)."""
+        if self.compression_type == "producer":
+            return None
+        return Compression.NONE if self.compression_type == "uncompressed" else Compression.parse(self.compression_type)
+
+
+def _parse(name: str, raw: str, kind: object) -> object:
+    if kind in (int, "int"):
+        try:
+            return int(raw)
+        except ValueError as exc:
+            raise _invalid(name, raw, "an integer") from exc
+    return raw
+
+
+def _invalid(name: str, value: object, expected: str) -> ApiError:
+    return ApiError(kerr.InvalidConfigurationError, f"invalid value {value!r} for {name}: expected {expected}")

@@ -1,0 +1,121 @@
+"""Validate a produced batch and assign its offsets in place: the broker side of KIP-31/32.
+
+Pure, like Kafka's ``LogValidator``: it takes the bytes, the next offset, the topic config
+and the broker's time, and returns a frozen :class:`ValidationResult`; the log does the I/O.
+Offsets are assigned by patching the base offset and LogAppendTime by patching the header
+(CRC recomputed): the compressed payload is never opened, unless the topic's
+``compression.type`` names another codec, where Kafka recompresses too.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import kcodecs
+from kcodecs import CorruptBatchError, KcodecsError, TimestampType, V2Batch
+
+from .errors import ApiError, kerr
+from .topic_config import TopicConfig
+
+__all__ = ["ValidationResult", "inspect_produced", "assign_offsets"]
+
+LEADER_EPOCH = 0
+"""A single-node broker is always the leader, in epoch 0."""
+
+
+@dataclass(frozen=True)
+class ProducedBatch:
+    """What the broker learns from a produced batch's header before accepting it."""
+
+    batch: V2Batch
+    producer_id: int
+    producer_epoch: int
+    base_sequence: int
+    record_count: int
+
+    @property
+    def last_sequence(self) -> int:
+        # Sequences wrap at Int32.MAX (Kafka's DefaultRecordBatch.incrementSequence).
+        return (self.base_sequence + self.record_count - 1) % (1 << 31)
+
+
+@dataclass(frozen=True)
+class ValidationResult:
+    data: bytes | bytearray
+    first_offset: int
+    last_offset: int
+    max_timestamp: int
+    offset_of_max_timestamp: int
+    log_append_time: int
+    record_count: int
+
+
+def inspect_produced(data: bytes | bytearray | memoryview, config: TopicConfig) -> ProducedBatch:
+    """Check a partition's produce payload from its header: exactly one intact v2 batch."""
+    try:
+        batches = list(kcodecs.iter_batches(data))
+        consumed = sum(batch.size for batch in batches)
+        if consumed != len(data):
+            raise ApiError(kerr.CorruptRecordError, f"{len(data) - consumed} trailing bytes after the last batch")
+        if len(batches) != 1:
+            raise ApiError(kerr.InvalidRecordError, f"a produce request must carry exactly one batch per partition, got {len(batches)}")
+        (batch,) = batches
+        if not isinstance(batch, V2Batch):
+            raise ApiError(kerr.InvalidRecordError, f"produce v3+ requires magic 2, got magic {batch.magic}")
+        if batch.size > config.max_message_bytes:
+            raise ApiError(kerr.MessageSizeTooLargeError, f"batch of {batch.size} bytes exceeds max.message.bytes={config.max_message_bytes}")
+        batch.validate()
+        if batch.is_control:
+            raise ApiError(kerr.InvalidRecordError, "clients may not produce control batches")
+        if not batch.has_contiguous_offsets() or batch.record_count == 0:
+            raise ApiError(kerr.InvalidRecordError,
+                           f"recordCount {batch.record_count} must equal lastOffsetDelta + 1 = {batch.last_offset_delta + 1}")
+    except CorruptBatchError as exc:
+        raise ApiError(kerr.CorruptRecordError, str(exc)) from exc
+    except KcodecsError as exc:
+        raise ApiError(kerr.InvalidRecordError, str(exc)) from exc
+    return ProducedBatch(batch, batch.producer_id, batch.producer_epoch, batch.base_sequence, batch.record_count)
+
+
+def assign_offsets(produced: ProducedBatch, *, next_offset: int, now_ms: int, config: TopicConfig) -> ValidationResult:
+    """Give the batch its offsets and timestamps, recompressing only if the topic demands a codec."""
+    batch = produced.batch
+    target = config.target_compression
+    if target is not None and target is not batch.compression:
+        buf = _recompress(batch, target)
+    else:
+        buf = bytearray(batch.raw)
+    kcodecs.set_base_offset(buf, next_offset)
+    kcodecs.set_partition_leader_epoch(buf, LEADER_EPOCH)
+    if config.timestamp_type is TimestampType.LOG_APPEND_TIME:
+        kcodecs.set_log_append_time(buf, now_ms)
+        log_append_time = now_ms
+    else:
+        kcodecs.clear_log_append_time(buf)
+        log_append_time = -1
+    stored = kcodecs.read_batch(buf)
+    return ValidationResult(
+        data=buf,
+        first_offset=next_offset,
+        last_offset=stored.last_offset,
+        max_timestamp=stored.max_timestamp,
+        offset_of_max_timestamp=stored.last_offset,
+        log_append_time=log_append_time,
+        record_count=produced.record_count,
+    )
+
+
+def _recompress(batch: V2Batch, target: kcodecs.Compression) -> bytearray:
+    """Kafka's LogValidator path for a topic-level codec: decode, rebuild, keep producer state."""
+    try:
+        records = list(batch.records())
+    except KcodecsError as exc:
+        raise ApiError(kerr.CorruptRecordError, str(exc)) from exc
+    return bytearray(kcodecs.build_batch(
+        records,
+        compression=target,
+        producer_id=batch.producer_id,
+        producer_epoch=batch.producer_epoch,
+        base_sequence=batch.base_sequence,
+        transactional=batch.is_transactional,
+    ))

@@ -1,0 +1,300 @@
+"""In-place header patches, beyond what the kafka-python interop tests check.
+
+A patch touches only its own batch when that batch sits in the middle of a larger buffer,
+only the bytes of its fields (plus the CRC when its rule says so), never the payload; a
+patch that changes nothing writes nothing; read-only buffers, wrong magics and values a
+field cannot hold are refused before a byte is written; and every patched batch still
+validates (Kafka's ``DefaultRecordBatchTest.testSetLastOffset`` and friends).
+"""
+
+from __future__ import annotations
+
+import zlib
+from dataclasses import dataclass
+from typing import Callable
+
+import crc32c
+import pytest
+
+import kcodecs
+from kcodecs import CorruptBatchError, InvalidRecordError, Record, TimestampType
+
+from conftest import sample_records
+
+T0 = 1_700_000_500_000  # a source broker's LogAppendTime
+T1 = 1_800_000_000_000  # ours
+
+# Byte ranges from the documented layouts (DefaultRecordBatch, LegacyRecord).
+V2_BASE_OFFSET, V2_EPOCH, V2_CRC, V2_ATTRIBUTES = (0, 8), (12, 16), (17, 21), (21, 23)
+V2_MAX_TIMESTAMP, V2_PRODUCER_STATE, V2_RECORDS = (35, 43), (43, 57), 61
+LEGACY_OFFSET, LEGACY_CRC, LEGACY_ATTRIBUTES, V1_TIMESTAMP = (0, 8), (12, 16), (17, 18), (18, 26)
+LEGACY_KEY_LENGTH = {0: 18, 1: 26}  # where key length, key, value length and the (compressed) value start
+
+
+@dataclass(frozen=True)
+class Patch:
+    name: str
+    apply: Callable[[memoryview], None]
+    fields: list[tuple[int, int]]  # the only byte ranges it may change
+    recomputes_crc: bool
+    check: Callable[[kcodecs.Batch, list[Record]], None]
+    log_append_time_before: bool = False  # patch a LogAppendTime batch (else CreateTime)
+
+
+def _v2_checks():
+    def base_offset(batch, records):
+        assert batch.base_offset == 5_000_000
+        assert [r.offset for r in batch.records()] == list(range(5_000_000, 5_000_000 + len(records)))
+
+    def epoch(batch, records):
+        assert batch.partition_leader_epoch == 12
+
+    def set_lat(batch, records):
+        assert (batch.timestamp_type, batch.max_timestamp) == (TimestampType.LOG_APPEND_TIME, T1)
+        assert [r.timestamp for r in batch.records()] == [T1] * len(records)
+
+    def clear_lat(batch, records):
+        assert (batch.timestamp_type, batch.max_timestamp) == (TimestampType.CREATE_TIME, T0)
+        assert [r.timestamp for r in batch.records()] == [r.timestamp for r in records]
+
+    def producer(batch, records):
+        assert (batch.producer_id, batch.producer_epoch, batch.base_sequence) == (-1, -1, -1)
+        assert not batch.is_transactional
+
+    return [
+        Patch("set_base_offset", lambda b: kcodecs.set_base_offset(b, 5_000_000), [V2_BASE_OFFSET], False, base_offset),
+        Patch("set_partition_leader_epoch", lambda b: kcodecs.set_partition_leader_epoch(b, 12), [V2_EPOCH], False, epoch),
+        Patch("set_log_append_time", lambda b: kcodecs.set_log_append_time(b, T1),
+              [V2_CRC, V2_ATTRIBUTES, V2_MAX_TIMESTAMP], True, set_lat),
+        Patch("clear_log_append_time", kcodecs.clear_log_append_time, [V2_CRC, V2_ATTRIBUTES], True, clear_lat,
+              log_append_time_before=True),
+        Patch("clear_producer_state", kcodecs.clear_producer_state, [V2_CRC, V2_ATTRIBUTES, V2_PRODUCER_STATE], True,
+              producer),
+    ]
+
+
+def _legacy_checks(magic):
+    def wrapper_offset(batch, records):
+        assert batch.last_offset == 5_000
+        offsets = [r.offset for r in batch.records()]
+        if batch.compression is kcodecs.Compression.NONE:
+            assert offsets == [5_000]
+        elif magic == 1:  # relative inner offsets follow the wrapper (KIP-31)
+            assert offsets == list(range(5_000 - len(records) + 1, 5_001))
+        else:  # v0 inner offsets are absolute: they stay (why v0 sets get rebuilt, not patched)
+            assert offsets == list(range(100, 100 + len(records)))
+
+    def set_lat(batch, records):
+        assert (batch.timestamp_type, batch.max_timestamp) == (TimestampType.LOG_APPEND_TIME, T1)
+        assert [r.timestamp for r in batch.records()] == [T1] * len(records)
+
+    def clear_lat(batch, records):
+        assert (batch.timestamp_type, batch.max_timestamp) == (TimestampType.CREATE_TIME, T0)
+        if batch.compression is not kcodecs.Compression.NONE:  # inner messages kept their own times
+            assert [r.timestamp for r in batch.records()] == [r.timestamp for r in records]
+
+    patches = [Patch("set_wrapper_offset", lambda b: kcodecs.set_wrapper_offset(b, 5_000), [LEGACY_OFFSET], False,
+                     wrapper_offset)]
+    if magic == 1:
+        patches += [
+            Patch("set_log_append_time", lambda b: kcodecs.set_log_append_time(b, T1),
+                  [LEGACY_CRC, LEGACY_ATTRIBUTES, V1_TIMESTAMP], True, set_lat),
+            Patch("clear_log_append_time", kcodecs.clear_log_append_time, [LEGACY_CRC, LEGACY_ATTRIBUTES], True,
+                  clear_lat, log_append_time_before=True),
+        ]
+    return patches
+
+
+CASES = [
+    pytest.param(magic, codec, patch, id=f"v{magic}-{codec}-{patch.name}")
+    for magic, codecs in [(2, ["none", "gzip", "snappy", "lz4", "zstd"]), (1, ["none", "gzip", "snappy", "lz4"]),
+                          (0, ["none", "gzip", "snappy", "lz4"])]
+    for codec in codecs
+    for patch in (_v2_checks() if magic == 2 else _legacy_checks(magic))
+]
+
+
+def _target(magic: int, codec: str, log_append_time: bool) -> tuple[bytes, list[Record]]:
+    """One batch (an uncompressed v0/v1 set holds one message per batch, so one record there)."""
+    records = sample_records(magic, count=1 if magic < 2 and codec == "none" else 6)
+    kwargs: dict = {}
+    if magic == 2:
+        kwargs = {"producer_id": 7, "producer_epoch": 1, "base_sequence": 40, "transactional": True,
+                  "partition_leader_epoch": 3}
+    if log_append_time:
+        kwargs.update(timestamp_type=TimestampType.LOG_APPEND_TIME, max_timestamp=T0)
+    return kcodecs.build_batch(records, magic=magic, compression=codec, base_offset=100, **kwargs), records
+
+
+NEIGHBOURS = (
+    kcodecs.build_batch(sample_records(1, count=1), magic=1, base_offset=50),
+    kcodecs.build_batch(sample_records(2, count=4), compression="gzip", base_offset=200),
+)
+
+
+def _payload_start(magic: int) -> int:
+    return V2_RECORDS if magic == 2 else LEGACY_KEY_LENGTH[magic]
+
+
+def _crc_of(magic: int, batch: bytes) -> tuple[int, int]:
+    """(stored, computed over this batch's bytes only), computed independently of kcodecs."""
+    if magic == 2:
+        return int.from_bytes(batch[17:21], "big"), crc32c.crc32c(batch[21:])
+    return int.from_bytes(batch[12:16], "big"), zlib.crc32(batch[16:])
+
+
+@pytest.mark.parametrize(("magic", "codec", "patch"), CASES)
+def test_patch_in_the_middle_of_a_buffer(magic, codec, patch):
+    before, records = _target(magic, codec, patch.log_append_time_before)
+    head, tail = NEIGHBOURS
+    buf = bytearray(head + before + tail)
+    start, end = len(head), len(head) + len(before)
+    patch.apply(memoryview(buf)[start:])  # the view runs on past the batch, into its neighbour
+    after = bytes(buf[start:end])
+    assert bytes(buf[:start]) == head and bytes(buf[end:]) == tail, "a neighbour changed"
+    assert after != before
+    changed = {i for i in range(len(before)) if before[i] != after[i]}
+    allowed = {i for lo, hi in patch.fields for i in range(lo, hi)}
+    assert changed <= allowed, f"{patch.name} changed bytes {sorted(changed - allowed)}"
+    assert after[_payload_start(magic):] == before[_payload_start(magic):], "the payload changed"
+    stored, computed = _crc_of(magic, after)
+    assert stored == computed, "CRC not over exactly this batch"
+    if not patch.recomputes_crc:
+        assert _crc_of(magic, after)[0] == _crc_of(magic, before)[0]
+    batch = kcodecs.read_batch(after)
+    batch.validate(deep=True)
+    patch.check(batch, records)
+    middle = list(kcodecs.iter_batches(buf))
+    assert [b.position for b in middle][:2] == [0, start]
+    for b in middle:
+        b.validate(deep=True)
+
+
+@pytest.mark.parametrize(("magic", "codec", "patch"), CASES)
+def test_patch_on_an_exact_slice_and_a_bytearray_agree(magic, codec, patch):
+    before, _ = _target(magic, codec, patch.log_append_time_before)
+    whole = bytearray(before)
+    patch.apply(memoryview(whole))
+    sliced = bytearray(NEIGHBOURS[0] + before)
+    patch.apply(memoryview(sliced)[len(NEIGHBOURS[0]):])
+    assert bytes(sliced[len(NEIGHBOURS[0]):]) == bytes(whole)
+
+
+def _noops(magic: int) -> list[tuple[str, Callable[[bytearray], None]]]:
+    """Patches whose batch already holds what they would write (see _noop_target)."""
+    if magic == 2:
+        return [
+            ("set_base_offset", lambda b: kcodecs.set_base_offset(b, 100)),
+            ("set_partition_leader_epoch", lambda b: kcodecs.set_partition_leader_epoch(b, -1)),
+            ("set_log_append_time", lambda b: kcodecs.set_log_append_time(b, T0)),
+            ("clear_producer_state", kcodecs.clear_producer_state),
+        ]
+    noops = [("set_wrapper_offset", lambda b: kcodecs.set_wrapper_offset(b, kcodecs.read_batch(b).last_offset))]
+    if magic == 1:
+        noops.append(("set_log_append_time", lambda b: kcodecs.set_log_append_time(b, T0)))
+    return noops
+
+
+@pytest.mark.parametrize("magic", [0, 1, 2])
+@pytest.mark.parametrize("codec", ["none", "gzip", "lz4"])
+def test_patches_that_change_nothing_write_nothing(magic, codec):
+    """With a deliberately wrong CRC, so that a recomputation would show."""
+    records = sample_records(magic, count=1 if magic < 2 and codec == "none" else 5)
+    lat = {"timestamp_type": TimestampType.LOG_APPEND_TIME, "max_timestamp": T0} if magic > 0 else {}
+    cases = [(_noops(magic), lat)]
+    if magic > 0:  # clearing LogAppendTime on a CreateTime batch changes nothing either
+        cases.append(([("clear_log_append_time", kcodecs.clear_log_append_time)], {}))
+    for noops, kwargs in cases:
+        built = kcodecs.build_batch(records, magic=magic, compression=codec, base_offset=100, **kwargs)
+        bogus = bytearray(built)
+        crc_at = 17 if magic == 2 else 12
+        bogus[crc_at] ^= 0xFF
+        for name, apply in noops:
+            for buf in (bytearray(built), bytearray(bogus)):
+                before = bytes(buf)
+                apply(buf)
+                assert bytes(buf) == before, f"{name} rewrote an unchanged batch"
+            kcodecs.read_batch(built).validate(deep=True)
+
+
+# --- refusals ----------------------------------------------------------------------------------------------
+
+ALL_PATCHES = {
+    "set_base_offset": (lambda b: kcodecs.set_base_offset(b, 1), {2}),
+    "set_wrapper_offset": (lambda b: kcodecs.set_wrapper_offset(b, 1), {0, 1}),
+    "set_partition_leader_epoch": (lambda b: kcodecs.set_partition_leader_epoch(b, 1), {2}),
+    "set_log_append_time": (lambda b: kcodecs.set_log_append_time(b, 1), {1, 2}),
+    "clear_log_append_time": (kcodecs.clear_log_append_time, {1, 2}),
+    "clear_producer_state": (kcodecs.clear_producer_state, {2}),
+}
+
+
+def _lat_batch(magic: int) -> bytes:
+    kwargs = {"timestamp_type": TimestampType.LOG_APPEND_TIME, "max_timestamp": T0} if magic else {}
+    return kcodecs.build_batch(sample_records(magic, count=3), magic=magic, compression="gzip", **kwargs)
+
+
+@pytest.mark.parametrize("name", list(ALL_PATCHES))
+@pytest.mark.parametrize("magic", [0, 1, 2])
+def test_read_only_buffers_are_refused(name, magic):
+    apply, _ = ALL_PATCHES[name]
+    data = _lat_batch(magic)
+    for buf in (data, memoryview(data), memoryview(bytearray(data)).toreadonly()):
+        with pytest.raises(InvalidRecordError, match="writable"):
+            apply(buf)
+
+
+@pytest.mark.parametrize(
+    ("name", "magic"), [(n, m) for n, (_, magics) in ALL_PATCHES.items() for m in (0, 1, 2) if m not in magics]
+)
+def test_wrong_magics_are_refused_untouched(name, magic):
+    apply, _ = ALL_PATCHES[name]
+    buf = bytearray(_lat_batch(magic))
+    before = bytes(buf)
+    with pytest.raises(InvalidRecordError, match="magic"):
+        apply(buf)
+    assert bytes(buf) == before
+
+
+def test_v0_has_no_log_append_time():
+    buf = bytearray(kcodecs.build_batch(sample_records(0, count=3), magic=0, compression="snappy"))
+    before = bytes(buf)
+    for apply in (lambda b: kcodecs.set_log_append_time(b, T1), kcodecs.clear_log_append_time):
+        with pytest.raises(InvalidRecordError):
+            apply(buf)
+    assert bytes(buf) == before
+    assert kcodecs.read_batch(buf).timestamp_type is TimestampType.NO_TIMESTAMP_TYPE
+
+
+@pytest.mark.parametrize(
+    ("name", "magic", "value"),
+    [
+        ("set_base_offset", 2, 1 << 63), ("set_base_offset", 2, -(1 << 63) - 1),
+        ("set_wrapper_offset", 1, 1 << 63), ("set_wrapper_offset", 0, -(1 << 64)),
+        ("set_partition_leader_epoch", 2, 1 << 31), ("set_partition_leader_epoch", 2, -(1 << 31) - 1),
+        ("set_log_append_time", 2, 1 << 63), ("set_log_append_time", 1, 1 << 64),
+    ],
+)
+def test_values_a_field_cannot_hold_are_refused_untouched(name, magic, value):
+    """struct.pack_into writes part of an out-of-range int64 before it raises; the patch must check first."""
+    buf = bytearray(_lat_batch(magic))
+    before = bytes(buf)
+    with pytest.raises(InvalidRecordError):
+        getattr(kcodecs, name)(buf, value)
+    assert bytes(buf) == before
+    limit = (1 << 31) - 1 if name == "set_partition_leader_epoch" else (1 << 63) - 1
+    getattr(kcodecs, name)(buf, limit if value > 0 else -limit - 1)  # the extremes themselves fit
+    kcodecs.read_batch(buf).validate(deep=True)
+
+
+@pytest.mark.parametrize("magic", [0, 1, 2])
+def test_a_buffer_shorter_than_its_size_field_is_refused_untouched(magic):
+    data = _lat_batch(magic)
+    for cut in (0, 16, 17, len(data) - 1):
+        buf = bytearray(data[:cut])
+        for name, (apply, magics) in ALL_PATCHES.items():
+            if magic not in magics:
+                continue
+            with pytest.raises(CorruptBatchError):
+                apply(buf)
+            assert bytes(buf) == data[:cut], name

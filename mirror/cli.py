@@ -7,7 +7,7 @@ import logging
 import sys
 from typing import Sequence
 
-from .bench import codecs_bench
+from .bench import broker_bench, codecs_bench
 from .broker import cli as broker_cli
 
 
@@ -38,6 +38,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     codecs_bench.add_arguments(codecs)
     codecs.set_defaults(run=codecs_bench.run)
+    broker_suite = suites.add_parser(
+        "broker",
+        help="produce and fetch throughput of the embedded broker",
+        description=broker_bench.__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    broker_bench.add_arguments(broker_suite)
+    broker_suite.set_defaults(run=broker_bench.run)
     return parser
 
 

@@ -14,7 +14,7 @@ import kcodecs
 from kcodecs import ControlType, Record
 
 from mirror.broker import EmbeddedBroker
-from wire import Wire
+from mirror.kafka import KafkaConnection as Wire
 
 CORRUPT_MESSAGE, UNKNOWN_TOPIC, MESSAGE_TOO_LARGE, UNSUPPORTED_VERSION = 2, 3, 10, 35
 OUT_OF_ORDER_SEQUENCE, INVALID_RECORD = 45, 87

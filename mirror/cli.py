@@ -30,22 +30,14 @@ def build_parser() -> argparse.ArgumentParser:
 
     bench = commands.add_parser("bench", help="throughput benchmarks, measured side by side")
     suites = bench.add_subparsers(dest="suite", metavar="SUITE", required=True)
-    codecs = suites.add_parser(
-        "codecs",
-        help="header-only vs full decoding, in-place LogAppendTime vs recompression",
-        description=codecs_bench.__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    codecs_bench.add_arguments(codecs)
-    codecs.set_defaults(run=codecs_bench.run)
-    broker_suite = suites.add_parser(
-        "broker",
-        help="produce and fetch throughput of the embedded broker",
-        description=broker_bench.__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    broker_bench.add_arguments(broker_suite)
-    broker_suite.set_defaults(run=broker_bench.run)
+    for name, module, summary in (
+        ("codecs", codecs_bench, "header-only vs full decoding, in-place LogAppendTime vs recompression"),
+        ("broker", broker_bench, "produce and fetch throughput of the embedded broker"),
+    ):
+        suite = suites.add_parser(name, help=summary, description=module.__doc__,
+                                  formatter_class=argparse.RawDescriptionHelpFormatter)
+        module.add_arguments(suite)
+        suite.set_defaults(run=module.run)
     return parser
 
 

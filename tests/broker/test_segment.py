@@ -146,7 +146,8 @@ def test_roll_when_an_index_would_be_full(tmp_path):
     segment = make_segment(tmp_path / "a", config, [[T0]] * 6)
     assert (segment.offset_index.entries, segment.time_index.entries) == (5, 1)
     assert segment.should_roll([100], T0, 6, now_ms=0) is None
-    segment.append(batch_bytes(6, [T0]), [BatchInfo(0, 100, 6, T0)])
+    data = batch_bytes(6, [T0])
+    segment.append(data, [BatchInfo(0, len(data), 6, T0)])
     assert segment.offset_index.is_full
     assert segment.should_roll([100], T0, 7, now_ms=0) == "an index would be full"
     # Growing timestamps: the time index is full at 3 entries (Kafka keeps the last slot for the roll entry).

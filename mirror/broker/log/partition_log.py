@@ -234,11 +234,10 @@ class PartitionLog:
 
         Kafka's ``fetchOffsetByTimestamp``: the first segment whose largest timestamp
         reaches the target, its time index, then a header scan and one decompressed batch.
-        ListOffsets' special values (-1 latest, -2 earliest, -3 max timestamp) are the
-        caller's to map to :attr:`log_end_offset` and :attr:`log_start_offset`.
+        The target is taken literally, as Kafka's log does: ListOffsets' special values
+        (-1 latest, -2 earliest, -3 max timestamp) are the caller's to map to
+        :attr:`log_end_offset` and :attr:`log_start_offset`.
         """
-        if timestamp < 0:
-            raise InvalidArgumentError(f"timestamp must be >= 0, got {timestamp} (special values are the caller's)")
         for segment in self._segments:
             if segment.max_timestamp_and_offset.timestamp >= timestamp:
                 found = segment.find_offset_by_timestamp(timestamp, self.log_start_offset)
@@ -298,10 +297,11 @@ class PartitionLog:
             if self._closed:
                 return
             try:
-                self._flush_dirty()
-                self._segments[-1].close()
                 for segment in self._segments[:-1]:
+                    if segment.base_offset in self._dirty:
+                        segment.flush()
                     segment.close_handles()
+                self._segments[-1].close()  # seals, fsyncs and releases the active segment
                 marker = os.open(self.directory / CLEAN_SHUTDOWN_FILE, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
                 try:
                     os.fsync(marker)

@@ -304,6 +304,8 @@ class LogSegment:
         for index in (self.offset_index, self.time_index):
             if index.writable or not index.trimmed:
                 index.trim()
+            else:
+                index.close()  # unmapped until its next look-up (Kafka's LazyIndex)
 
     def flush(self) -> None:
         self.log.flush()

@@ -51,7 +51,7 @@ import snappy  # type: ignore[import-untyped]
 import xxhash
 import zstandard
 
-from ._errors import CorruptBatchError, DecompressionLimitError, UnsupportedCodecError
+from ._errors import CorruptBatchError, DecompressionLimitError, InvalidRecordError, UnsupportedCodecError
 
 __all__ = ["Compression", "DEFAULT_MAX_DECOMPRESSED_SIZE", "compress", "decompress"]
 
@@ -118,7 +118,7 @@ def decompress(
     """Inflate a Kafka payload, refusing to produce more than ``max_size`` bytes."""
     codec = _check(codec, magic)
     if max_size < 0:  # zlib and lz4 would read a non-positive max_length as "no limit"
-        raise ValueError(f"max_size must be >= 0, not {max_size}")
+        raise InvalidRecordError(f"max_size must be >= 0, not {max_size}")
     try:
         return _DECODERS[codec](memoryview(data).cast("B"), max_size)
     except _LIBRARY_ERRORS as exc:

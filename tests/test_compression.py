@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from kafka import codec as kp  # kafka-python: an independent implementation
 
 from kcodecs._compression import DEFAULT_MAX_DECOMPRESSED_SIZE, Compression, compress, decompress
-from kcodecs._errors import CorruptBatchError, DecompressionLimitError, UnsupportedCodecError
+from kcodecs._errors import CorruptBatchError, DecompressionLimitError, InvalidRecordError, UnsupportedCodecError
 
 MiB = 1024 * 1024
 CODECS = [Compression.GZIP, Compression.SNAPPY, Compression.LZ4, Compression.ZSTD]
@@ -426,3 +426,10 @@ def test_fuzz_mangled_payloads(codec: Compression, magic: int, data: st.DataObje
         if pos < len(mangled):
             mangled[pos] ^= 1 << bit
     _survives(codec, bytes(mangled))
+
+
+def test_negative_cap_is_a_typed_error():
+    # zlib and lz4 read a non-positive max_length as "no limit"; refuse it instead of unbounding.
+    data = compress("gzip", b"x" * 100)
+    with pytest.raises(InvalidRecordError):
+        decompress("gzip", data, max_size=-1)

@@ -61,7 +61,9 @@ class LogConfig:
         if not _MIN_INDEX_BYTES <= self.max_index_bytes <= INT32_MAX:
             problems.append(f"max_index_bytes must be in [{_MIN_INDEX_BYTES}, {INT32_MAX}], got {self.max_index_bytes}")
         if self.retention_ms < -1 or self.retention_bytes < -1:
-            problems.append(f"retention_ms and retention_bytes must be -1 or more, got {self.retention_ms}, {self.retention_bytes}")
+            problems.append(
+                f"retention_ms and retention_bytes must be -1 or more, got {self.retention_ms}, {self.retention_bytes}"
+            )
         if self.flush not in ("always", "os"):
             problems.append(f"flush must be 'always' or 'os', got {self.flush!r}")
         if problems:

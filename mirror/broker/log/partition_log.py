@@ -79,7 +79,9 @@ class PartitionLog:
         """Base offsets of segments written since their last fsync."""
 
     @classmethod
-    def open(cls, directory: Path | str, config: LogConfig | None = None, *, clock: Callable[[], int] = wall_clock_ms) -> "PartitionLog":
+    def open(
+        cls, directory: Path | str, config: LogConfig | None = None, *, clock: Callable[[], int] = wall_clock_ms
+    ) -> "PartitionLog":
         """Open ``directory`` (``<data_dir>/<topic>-<partition>``), creating it or loading and recovering it.
 
         ``clock`` (milliseconds) is used only for segments whose first batch has no

@@ -158,18 +158,18 @@ def test_roll_when_an_index_would_be_full(tmp_path):
 
 def test_recover_rebuilds_indexes_and_truncates_a_torn_tail(tmp_path):
     config = LogConfig(index_interval_bytes=100)
-    segment = make_segment(tmp_path, config, [[T0 + i, T0 + i + 3] for i in range(30)])
+    segment = make_segment(tmp_path, config, [[T0 + i, T0 + i + 3] for i in range(30)])  # offsets 0..59
     segment.seal()
-    offsets, times = segment.offset_index.path.read_bytes(), segment.time_index.path.read_bytes()
+    offsets, times = parse(segment.offset_index.path, ">ii"), parse(segment.time_index.path, ">qi")
     full = segment.size
-    segment.log.truncate_to(full - 7)
+    segment.log.truncate_to(full - 7)  # tear the last batch
     result = segment.recover(upper_bound=None)
     assert (result.batches, result.truncated_bytes) == (29, full - 7 - result.valid_bytes)
-    assert "torn" in result.reason and segment.next_offset == 58
+    assert "torn" in result.reason and segment.next_offset == 58 and segment.size == result.valid_bytes
     segment.seal()
-    # The rebuilt indexes are a prefix of the originals (plus the roll entry for the new max).
-    assert offsets.startswith(segment.offset_index.path.read_bytes())
-    assert times[:-12].startswith(segment.time_index.path.read_bytes()[:-12])
+    # The rebuilt indexes hold the original entries for the batches kept, then the new largest timestamp.
+    assert parse(segment.offset_index.path, ">ii") == [e for e in offsets if e[1] < result.valid_bytes]
+    assert parse(segment.time_index.path, ">qi") == [e for e in times if e[1] < 57] + [(T0 + 31, 57)]
     segment.close_handles()
 
 

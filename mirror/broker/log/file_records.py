@@ -87,6 +87,8 @@ class FileRecords:
         pos, end = start, self._size
         while end - pos >= LOG_OVERHEAD:
             buf = self.read(pos, min(chunk, end - pos))
+            if len(buf) < LOG_OVERHEAD:  # the file shrank under us: nothing more to read
+                return
             consumed = 0
             try:
                 for batch in kcodecs.iter_batches(buf):

@@ -1,0 +1,74 @@
+"""Admin and offset APIs through kafka-python's own client code: DescribeConfigs, ListOffsets by
+timestamp (time index), long-polling Fetch, and topic auto-creation."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+from kafka.admin import ConfigResource, ConfigResourceType, KafkaAdminClient, NewTopic
+
+from mirror.broker import EmbeddedBroker
+
+pytestmark = pytest.mark.interop
+
+
+@pytest.fixture
+def broker(tmp_path):
+    with EmbeddedBroker(tmp_path / "data", auto_create_topics=True, default_partitions=3) as running:
+        yield running
+
+
+def test_describe_configs_reports_explicit_and_default_values(broker):
+    admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
+    admin.create_topics([NewTopic("cfg", 2, 1, topic_configs={"message.timestamp.type": "LogAppendTime",
+                                                                 "segment.bytes": "1048576"})])
+    described = admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, "cfg")], config_filter="all")
+    (configs,) = [entries for by_name in described.values() for entries in by_name.values()]
+    values = {name: (data["value"], data.get("config_source")) for name, data in configs.items()}
+    admin.close()
+    assert values["message.timestamp.type"] == ("LogAppendTime", "DYNAMIC_TOPIC_CONFIG")
+    assert values["segment.bytes"] == ("1048576", "DYNAMIC_TOPIC_CONFIG")
+    assert values["compression.type"] == ("producer", "DEFAULT_CONFIG")
+    assert values["max.message.bytes"][0] == str(1024 * 1024 + 12)
+
+
+def test_offsets_for_times_uses_the_time_index(broker):
+    producer = KafkaProducer(bootstrap_servers=broker.bootstrap, linger_ms=0)
+    for i in range(300):
+        producer.send("times", value=b"x" * 100, timestamp_ms=1_000_000 + 10 * i, partition=0)
+        if i % 10 == 9:
+            producer.flush()  # separate batches, so the time index has several entries
+    producer.close()
+    consumer = KafkaConsumer(bootstrap_servers=broker.bootstrap, group_id=None)
+    tp = TopicPartition("times", 0)
+    found = consumer.offsets_for_times({tp: 1_000_000 + 10 * 123 - 5})[tp]
+    assert (found.offset, found.timestamp) == (123, 1_000_000 + 10 * 123)
+    assert consumer.offsets_for_times({tp: 9_999_999})[tp] is None
+    assert consumer.beginning_offsets([tp])[tp] == 0 and consumer.end_offsets([tp])[tp] == 300
+    consumer.close()
+
+
+def test_fetch_long_polls_until_data_arrives(broker):
+    # A fetch held far longer than the test waits: data can only arrive if the append wakes it.
+    consumer = KafkaConsumer(bootstrap_servers=broker.bootstrap, group_id=None, fetch_max_wait_ms=30_000,
+                             request_timeout_ms=40_000)
+    tp = TopicPartition("poll", 0)
+    producer = KafkaProducer(bootstrap_servers=broker.bootstrap)
+    producer.send("poll", value=b"first", partition=0).get(10)  # auto-creates the topic
+    consumer.assign([tp])
+    consumer.seek(tp, 1)
+    assert consumer.poll(timeout_ms=300) == {}  # nothing yet: the broker holds the fetch
+    producer.send("poll", value=b"second", partition=0).get(10)
+    records = consumer.poll(timeout_ms=10_000)[tp]
+    assert [r.value for r in records] == [b"second"]
+    producer.close()
+    consumer.close()
+
+
+def test_auto_created_topics_get_the_default_partition_count(broker):
+    producer = KafkaProducer(bootstrap_servers=broker.bootstrap)  # its metadata requests allow auto-creation
+    assert producer.partitions_for("auto") == {0, 1, 2}
+    producer.close()
+    assert "auto" in broker.state.topics.topics

@@ -59,6 +59,9 @@ class Partition:
             max_timestamp=result.max_timestamp,
             offset_of_max_timestamp=result.offset_of_max_timestamp,
         )
+        # Retention runs on the append path: cheap (it looks at the oldest segment only) and
+        # it needs no background task. A partition that stops receiving data keeps its segments.
+        self.log.delete_old_segments(now_ms)
         self.producers.record(produced.producer_id, produced.producer_epoch, BatchMetadata(
             produced.base_sequence, produced.last_sequence, result.first_offset, result.last_offset, result.log_append_time,
         ))

@@ -87,3 +87,16 @@ def check_headers(headers: Sequence[Header]) -> None:
             item[0].encode("utf-8")
         except UnicodeEncodeError as exc:
             raise InvalidRecordError(f"header key {item[0]!r} has no UTF-8 encoding: {exc}") from exc
+
+
+def check_int(value: int, bits: int, what: str) -> int:
+    """Refuse a value a signed ``bits``-bit field cannot hold, before any byte is written.
+
+    Checked up front because ``struct.pack_into`` writes part of an out-of-range int64
+    before raising, which would leave a half-patched batch behind, and because a varlong
+    past 64 bits would silently wrap.
+    """
+    limit = 1 << (bits - 1)
+    if not (isinstance(value, int) and -limit <= value < limit):
+        raise InvalidRecordError(f"{what} {value!r} does not fit a signed {bits}-bit field")
+    return value

@@ -23,6 +23,7 @@ from __future__ import annotations
 from . import _legacy, _v2
 from ._batch import LOG_OVERHEAD, MAGIC_OFFSET
 from ._errors import CorruptBatchError, InvalidRecordError
+from ._record import check_int
 
 __all__ = [
     "set_base_offset",
@@ -51,22 +52,10 @@ def _patchable(buf: bytearray | memoryview, magics: tuple[int, ...], what: str) 
     return view[:end], magic
 
 
-def _fits(value: int, bits: int, what: str) -> int:
-    """Refuse a value the field cannot hold before any byte is written.
-
-    Checked up front because ``struct.pack_into`` writes part of an out-of-range int64
-    before raising, which would leave a half-patched batch behind.
-    """
-    limit = 1 << (bits - 1)
-    if not (isinstance(value, int) and -limit <= value < limit):
-        raise InvalidRecordError(f"{what} {value!r} does not fit a signed {bits}-bit field")
-    return value
-
-
 def set_base_offset(buf: bytearray | memoryview, base_offset: int) -> None:
     """Set a v2 batch's baseOffset (KIP-31: the broker assigns offsets by this patch alone). CRC untouched."""
     view, _ = _patchable(buf, (2,), "set_base_offset")
-    _v2.INT64.pack_into(view, _v2.BASE_OFFSET, _fits(base_offset, 64, "baseOffset"))
+    _v2.INT64.pack_into(view, _v2.BASE_OFFSET, check_int(base_offset, 64, "baseOffset"))
 
 
 def set_wrapper_offset(buf: bytearray | memoryview, offset: int) -> None:
@@ -77,13 +66,13 @@ def set_wrapper_offset(buf: bytearray | memoryview, offset: int) -> None:
     must be rebuilt rather than patched when their offsets change.
     """
     view, _ = _patchable(buf, (0, 1), "set_wrapper_offset")
-    _legacy.INT64.pack_into(view, _legacy.OFFSET, _fits(offset, 64, "offset"))
+    _legacy.INT64.pack_into(view, _legacy.OFFSET, check_int(offset, 64, "offset"))
 
 
 def set_partition_leader_epoch(buf: bytearray | memoryview, epoch: int) -> None:
     """Set a v2 batch's partitionLeaderEpoch. CRC untouched (the field is outside it by design)."""
     view, _ = _patchable(buf, (2,), "set_partition_leader_epoch")
-    _v2.INT32.pack_into(view, _v2.PARTITION_LEADER_EPOCH, _fits(epoch, 32, "partitionLeaderEpoch"))
+    _v2.INT32.pack_into(view, _v2.PARTITION_LEADER_EPOCH, check_int(epoch, 32, "partitionLeaderEpoch"))
 
 
 def set_log_append_time(buf: bytearray | memoryview, timestamp: int) -> None:
@@ -93,7 +82,7 @@ def set_log_append_time(buf: bytearray | memoryview, timestamp: int) -> None:
     v1: the attributes bit and the (wrapper) timestamp. CRC recomputed when anything changed.
     """
     view, magic = _patchable(buf, (1, 2), "set_log_append_time")
-    _fits(timestamp, 64, "timestamp")
+    check_int(timestamp, 64, "timestamp")
     if magic == 2:
         attributes = _v2.INT16.unpack_from(view, _v2.ATTRIBUTES)[0] | _v2.TIMESTAMP_TYPE_MASK
         _patch_v2(view, attributes, timestamp)

@@ -41,7 +41,7 @@ import crc32c as _crc32c
 from ._batch import Batch
 from ._compression import DEFAULT_MAX_DECOMPRESSED_SIZE, Compression, compress, decompress
 from ._errors import CorruptBatchError, InvalidRecordError, UnsupportedCodecError
-from ._record import Record, TimestampType, check_headers
+from ._record import Record, TimestampType, check_headers, check_int
 from ._varint import read_varint, write_varint
 
 __all__ = ["V2Batch", "build_v2"]
@@ -309,9 +309,9 @@ def build_v2(
     base_timestamp = records[0].timestamp
     for record in records:
         check_headers(record.headers)
-        # Timestamps travel as varlong deltas from the first: a delta past 64 bits would wrap.
-        if not (_INT64_MIN <= record.timestamp <= _INT64_MAX and _INT64_MIN <= record.timestamp - base_timestamp <= _INT64_MAX):
-            raise InvalidRecordError(f"timestamp {record.timestamp} is out of range or too far from the first, {base_timestamp}")
+        # Timestamps travel as varlong deltas from the first one.
+        check_int(record.timestamp, 64, "timestamp")
+        check_int(record.timestamp - base_timestamp, 64, f"timestamp delta from the first timestamp {base_timestamp}")
     if max_timestamp is None:
         max_timestamp = max(record.timestamp for record in records)
     body = encode_records(records, base_timestamp)
@@ -338,9 +338,6 @@ def build_v2(
     out[RECORDS:] = body
     UINT32.pack_into(out, CRC, batch_crc(out))
     return bytes(out)
-
-
-_INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
 
 
 def _signed16(value: int) -> int:

@@ -19,7 +19,7 @@ from .errors import ApiError, kerr
 from .log import LogConfig, PartitionLog
 from .producer_state import BatchMetadata, ProducerStateTable
 from .topic_config import TopicConfig
-from .validator import assign_offsets, inspect_produced
+from .validator import assign_offsets, inspect_produced, last_sequence
 
 __all__ = ["TopicStore", "Topic", "Partition", "AppendOutcome"]
 
@@ -45,13 +45,13 @@ class Partition:
     def append(self, data: bytes | memoryview, now_ms: int) -> AppendOutcome:
         """Validate, deduplicate, assign offsets and append one produced batch; all or nothing."""
         config = self.topic.config
-        produced = inspect_produced(data, config)
-        duplicate = self.producers.check(
-            produced.producer_id, produced.producer_epoch, produced.base_sequence, produced.last_sequence
-        )
+        batch = inspect_produced(data, config)
+        producer_id, epoch = batch.producer_id, batch.producer_epoch
+        first_sequence, last_seq = batch.base_sequence, last_sequence(batch)
+        duplicate = self.producers.check(producer_id, epoch, first_sequence, last_seq)
         if duplicate is not None:
             return AppendOutcome(duplicate.first_offset, duplicate.log_append_time, duplicate=True)
-        result = assign_offsets(produced, next_offset=self.log.log_end_offset, now_ms=now_ms, config=config)
+        result = assign_offsets(batch, next_offset=self.log.log_end_offset, now_ms=now_ms, config=config)
         self.log.append(
             result.data,
             first_offset=result.first_offset,
@@ -62,8 +62,8 @@ class Partition:
         # Retention runs on the append path: cheap (it looks at the oldest segment only) and
         # it needs no background task. A partition that stops receiving data keeps its segments.
         self.log.delete_old_segments(now_ms)
-        self.producers.record(produced.producer_id, produced.producer_epoch, BatchMetadata(
-            produced.base_sequence, produced.last_sequence, result.first_offset, result.last_offset, result.log_append_time,
+        self.producers.record(producer_id, epoch, BatchMetadata(
+            first_sequence, last_seq, result.first_offset, result.last_offset, result.log_append_time,
         ))
         return AppendOutcome(result.first_offset, result.log_append_time, duplicate=False)
 

@@ -17,26 +17,15 @@ from kcodecs import CorruptBatchError, KcodecsError, TimestampType, V2Batch
 from .errors import ApiError, kerr
 from .topic_config import TopicConfig
 
-__all__ = ["ValidationResult", "inspect_produced", "assign_offsets"]
+__all__ = ["ValidationResult", "inspect_produced", "assign_offsets", "last_sequence"]
 
 LEADER_EPOCH = 0
 """A single-node broker is always the leader, in epoch 0."""
 
 
-@dataclass(frozen=True)
-class ProducedBatch:
-    """What the broker learns from a produced batch's header before accepting it."""
-
-    batch: V2Batch
-    producer_id: int
-    producer_epoch: int
-    base_sequence: int
-    record_count: int
-
-    @property
-    def last_sequence(self) -> int:
-        # Sequences wrap at Int32.MAX (Kafka's DefaultRecordBatch.incrementSequence).
-        return (self.base_sequence + self.record_count - 1) % (1 << 31)
+def last_sequence(batch: V2Batch) -> int:
+    """Sequence of the batch's last record; sequences wrap at Int32.MAX (``DefaultRecordBatch.incrementSequence``)."""
+    return (batch.base_sequence + batch.record_count - 1) % (1 << 31)
 
 
 @dataclass(frozen=True)
@@ -47,10 +36,9 @@ class ValidationResult:
     max_timestamp: int
     offset_of_max_timestamp: int
     log_append_time: int
-    record_count: int
 
 
-def inspect_produced(data: bytes | bytearray | memoryview, config: TopicConfig) -> ProducedBatch:
+def inspect_produced(data: bytes | bytearray | memoryview, config: TopicConfig) -> V2Batch:
     """Check a partition's produce payload from its header: exactly one intact v2 batch."""
     try:
         batches = list(kcodecs.iter_batches(data))
@@ -74,12 +62,11 @@ def inspect_produced(data: bytes | bytearray | memoryview, config: TopicConfig) 
         raise ApiError(kerr.CorruptRecordError, str(exc)) from exc
     except KcodecsError as exc:
         raise ApiError(kerr.InvalidRecordError, str(exc)) from exc
-    return ProducedBatch(batch, batch.producer_id, batch.producer_epoch, batch.base_sequence, batch.record_count)
+    return batch
 
 
-def assign_offsets(produced: ProducedBatch, *, next_offset: int, now_ms: int, config: TopicConfig) -> ValidationResult:
+def assign_offsets(batch: V2Batch, *, next_offset: int, now_ms: int, config: TopicConfig) -> ValidationResult:
     """Give the batch its offsets and timestamps, recompressing only if the topic demands a codec."""
-    batch = produced.batch
     target = config.target_compression
     if target is not None and target is not batch.compression:
         buf = _recompress(batch, target)
@@ -101,7 +88,6 @@ def assign_offsets(produced: ProducedBatch, *, next_offset: int, now_ms: int, co
         max_timestamp=stored.max_timestamp,
         offset_of_max_timestamp=stored.last_offset,
         log_append_time=log_append_time,
-        record_count=produced.record_count,
     )
 
 

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse
 
+from ..errors import kerr
+
 API_KEY = 18
 MIN_VERSION = 0
 MAX_VERSION = 3
@@ -25,7 +27,7 @@ def supported() -> list:
 
 def fallback_response() -> ApiVersionsResponse:
     """The v0 answer to an ApiVersions request of a version we do not know."""
-    return ApiVersionsResponse(version=0, error_code=35, api_keys=supported())
+    return ApiVersionsResponse(version=0, error_code=kerr.UnsupportedVersionError.errno, api_keys=supported())
 
 
 async def handle(request, version: int, state) -> ApiVersionsResponse:

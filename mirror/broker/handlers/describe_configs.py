@@ -45,7 +45,7 @@ def _one(resource, state) -> Result:
         return _error(resource, kerr.InvalidRequestError.errno,
                       f"resource type {resource.resource_type} {resource.resource_name!r} is not described by this broker")
     entries = [
-        Entry(name=name, value=value, read_only=source != _DYNAMIC_TOPIC_CONFIG and resource.resource_type == BROKER,
+        Entry(name=name, value=value, read_only=resource.resource_type == BROKER,
               config_source=source, is_default=source == _DEFAULT_CONFIG, is_sensitive=False, synonyms=[])
         for name, (value, source) in sorted(values.items())
         if keys is None or name in keys

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from kafka.protocol.metadata import MetadataRequest, MetadataResponse
 
-from ..errors import ApiError
+from ..errors import ApiError, kerr
 
 API_KEY = 3
 MIN_VERSION = 0
@@ -36,7 +36,7 @@ async def handle(request, version: int, state) -> MetadataResponse:
                 error = exc.code
         topic = store.topics.get(name)
         if topic is None:
-            topics.append(MetadataResponse.MetadataResponseTopic(error_code=error or 3, name=name, is_internal=False, partitions=[]))
+            topics.append(MetadataResponse.MetadataResponseTopic(error_code=error or kerr.UnknownTopicOrPartitionError.errno, name=name, is_internal=False, partitions=[]))
             continue
         partitions = [
             MetadataResponse.MetadataResponseTopic.MetadataResponsePartition(

@@ -54,8 +54,9 @@ def _read(request, version: int, state) -> tuple[list, int, bool]:
                 result.log_start_offset = plog.log_start_offset
                 limit = min(want.partition_max_bytes, budget - total)
                 if limit > 0 or total == 0:
+                    # The encoder copies the memoryview into the response; no copy of our own.
                     data = plog.read(want.fetch_offset, max(limit, 1))
-                    result.records = bytes(data)
+                    result.records = data
                     total += len(data)
             except OffsetOutOfRangeError as exc:
                 result.error_code, errors = kerr.OffsetOutOfRangeError.errno, True

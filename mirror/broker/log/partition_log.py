@@ -263,11 +263,12 @@ class PartitionLog:
         while len(self._segments) > 1 and retention_ms >= 0 and now_ms - self._segments[0].largest_timestamp > retention_ms:
             self._delete_oldest("retention_ms")
             deleted += 1
-        excess = self.size_bytes - retention_bytes
-        while len(self._segments) > 1 and retention_bytes >= 0 and excess >= self._segments[0].size:
-            excess -= self._segments[0].size
-            self._delete_oldest("retention_bytes")
-            deleted += 1
+        if retention_bytes >= 0:  # summing the segment sizes runs on every append: only when it can matter
+            excess = self.size_bytes - retention_bytes
+            while len(self._segments) > 1 and excess >= self._segments[0].size:
+                excess -= self._segments[0].size
+                self._delete_oldest("retention_bytes")
+                deleted += 1
         if deleted and self.config.fsync_appends:
             fsync_dir(self.directory)
         return deleted

@@ -1,0 +1,25 @@
+"""Routing: which destination partition each source batch goes to, and how cheaply.
+
+Pure code over kcodecs batches, no I/O: :func:`route_batch` classifies a batch as passed
+through, inspected, rebuilt or dropped and returns the v2 batches to produce;
+:class:`RouteCounters` adds up the classes. See ``docs/routing.md``.
+"""
+
+from .counters import ClassCounts, RouteCounters
+from .murmur2 import murmur2, partition_for_key
+from .policy import Partitioning, RouteClass, RoutingError, RoutingPolicy
+from .router import Outgoing, Routed, route_batch
+
+__all__ = [
+    "route_batch",
+    "Routed",
+    "Outgoing",
+    "RoutingPolicy",
+    "Partitioning",
+    "RouteClass",
+    "RoutingError",
+    "RouteCounters",
+    "ClassCounts",
+    "murmur2",
+    "partition_for_key",
+]

@@ -1,0 +1,67 @@
+"""What the user chose (partitioning, codec, decompression cap) and the names of the routing classes."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+
+from kcodecs import DEFAULT_MAX_DECOMPRESSED_SIZE, Compression, KMirrorError
+
+__all__ = ["Partitioning", "RouteClass", "RoutingPolicy", "RoutingError"]
+
+
+class RoutingError(KMirrorError, ValueError):
+    """A policy or a source partition the router cannot honour: a misconfiguration, not bad data."""
+
+
+class Partitioning(str, Enum):
+    """How the destination partition is chosen (``--partitioning``)."""
+
+    BY_KEY = "by-key"
+    """murmur2(key) mod destination partitions, like Kafka's default partitioner; unkeyed records
+    keep their source partition number modulo the destination count."""
+    PRESERVE = "preserve"
+    """Destination partition = source partition; needs at least as many destination partitions."""
+
+
+class RouteClass(str, Enum):
+    """What happened to a source batch, cheapest first; the values name the counters."""
+
+    PASSED_THROUGH = "passed-through"
+    """Forwarded without decompressing."""
+    INSPECTED = "inspected"
+    """Decompressed to read the keys, then the original bytes forwarded."""
+    REBUILT = "rebuilt"
+    """Decoded and built again as new v2 batches (split by partition, recompressed)."""
+    DROPPED = "dropped"
+    """Not forwarded: a transaction marker, or a batch compaction left empty."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class RoutingPolicy:
+    """The routing choices for one destination topic.
+
+    ``compression=None`` keeps each source batch's codec, so batches can be forwarded as they
+    are; naming a codec forces every batch in another codec to be rebuilt.
+    ``partitioning`` and ``compression`` also accept their config strings ("by-key", "zstd").
+    """
+
+    partitioning: Partitioning = Partitioning.BY_KEY
+    destination_partitions: int
+    compression: Compression | None = None
+    max_decompressed_size: int = DEFAULT_MAX_DECOMPRESSED_SIZE
+
+    def __post_init__(self) -> None:
+        try:
+            object.__setattr__(self, "partitioning", Partitioning(self.partitioning))
+        except ValueError as exc:
+            choices = ", ".join(p.value for p in Partitioning)
+            raise RoutingError(f"partitioning must be one of {choices}, not {self.partitioning!r}") from exc
+        if self.compression is not None:
+            object.__setattr__(self, "compression", Compression.parse(self.compression))
+        if isinstance(self.destination_partitions, bool) or not isinstance(self.destination_partitions, int):
+            raise RoutingError(f"destination_partitions must be an int, not {self.destination_partitions!r}")
+        if self.destination_partitions < 1:
+            raise RoutingError(f"destination_partitions must be at least 1, not {self.destination_partitions}")
+        if self.max_decompressed_size < 0:
+            raise RoutingError(f"max_decompressed_size must not be negative, not {self.max_decompressed_size}")

@@ -1,0 +1,184 @@
+"""Route one source batch to destination partitions, opening it only when keys force us to.
+
+A batch is *forwardable* when its bytes can go to a destination as they are: magic 2,
+contiguous offsets, and the codec the policy asks for (``compression=None`` keeps any).
+The first matching row wins (``docs/routing.md`` explains each one):
+
+===  ===================================================  ==============  =========================
+row  source batch                                         class           destination partition
+===  ===================================================  ==============  =========================
+1    control batch (transaction marker)                   DROPPED         none
+2    forwardable, ``preserve``                            PASSED_THROUGH  the source partition
+3    forwardable, ``by-key``, no-keys flag (seed 000)     PASSED_THROUGH  source partition mod N
+4    no records left (compaction can empty a batch)       DROPPED         none
+5    forwardable, every record routes to one partition    INSPECTED       that partition
+6    anything else: v0/v1, offset holes, another codec,   REBUILT         ``preserve``: the source
+     records routing to several partitions                                partition; ``by-key``:
+                                                                          each record's own
+===  ===================================================  ==============  =========================
+
+Rows 4-6 decompress and decode the records. Under ``by-key`` a keyed record routes to ``partition_for_key(key, N)`` and a null-keyed one
+to the source partition mod N. Forwarded batches (rows 2, 3, 5) are copies of the source
+bytes with the destination rewrites applied in place (:func:`_forward`); rebuilt ones are
+built clean. Either way each outgoing batch has base offset 0, no producer state, no leader
+epoch and CreateTime, so the destination assigns offsets and, for LogAppendTime topics, its
+own timestamps (seeds 000 and 001).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+import kcodecs
+from kcodecs import Batch, Record, TimestampType, V2Batch
+
+from .murmur2 import partition_for_key
+from .policy import Partitioning, RouteClass, RoutingError, RoutingPolicy
+
+__all__ = ["Outgoing", "Routed", "route_batch"]
+
+NO_PARTITION_LEADER_EPOCH = -1
+"""Kafka's ``RecordBatch.NO_PARTITION_LEADER_EPOCH``: what a producer sends; the leader fills it in."""
+
+
+@dataclass(frozen=True)
+class Outgoing:
+    """One v2 batch for one destination partition, ready to produce."""
+
+    partition: int
+    data: bytearray
+    records: int
+
+
+@dataclass(frozen=True)
+class Routed:
+    """What became of one source batch."""
+
+    route: RouteClass
+    outgoing: tuple[Outgoing, ...]
+    records: int
+    """Records in the source batch."""
+    source_bytes: int
+    """Size of the source batch, log overhead included."""
+
+
+def route_batch(batch: Batch, source_partition: int, policy: RoutingPolicy) -> Routed:
+    """Decide the class of ``batch`` (read from ``source_partition``) and build its outgoing batches.
+
+    The source buffer is never written. Raises :class:`~kcodecs.CorruptBatchError` for a batch
+    that fails its CRC or does not decode, and :class:`RoutingError` for a source partition the
+    policy cannot place.
+    """
+    home = _home_partition(source_partition, policy)
+    # The rewrites recompute the CRC, which would launder a corrupt batch: check it first.
+    batch.validate(max_size=policy.max_decompressed_size)
+    if batch.is_control:
+        # Transaction markers belong to the source's transactions; the destination has none.
+        return Routed(RouteClass.DROPPED, (), batch.record_count or 0, batch.size)
+    forwardable = _forwardable(batch, policy)
+    if forwardable and (policy.partitioning is Partitioning.PRESERVE or batch.has_no_keys_flag):
+        return _forward(batch, home, RouteClass.PASSED_THROUGH)
+    records = _decode(batch, policy.max_decompressed_size)
+    if not records:
+        return Routed(RouteClass.DROPPED, (), 0, batch.size)
+    if policy.partitioning is Partitioning.PRESERVE:
+        targets = [home] * len(records)
+    else:
+        targets = _key_targets(records, home, policy.destination_partitions)
+    if forwardable and targets.count(targets[0]) == len(targets):
+        return _forward(batch, targets[0], RouteClass.INSPECTED)
+    return _rebuild(batch, records, targets, policy)
+
+
+def _home_partition(source_partition: int, policy: RoutingPolicy) -> int:
+    """Where unkeyed records (and everything, under ``preserve``) go."""
+    if source_partition < 0:
+        raise RoutingError(f"source partition {source_partition} is negative")
+    if policy.partitioning is Partitioning.BY_KEY:
+        return source_partition % policy.destination_partitions
+    if source_partition >= policy.destination_partitions:
+        raise RoutingError(
+            f"partitioning 'preserve' needs partition {source_partition} at the destination, "
+            f"which has only {policy.destination_partitions}"
+        )
+    return source_partition
+
+
+def _forwardable(batch: Batch, policy: RoutingPolicy) -> bool:
+    """Whether the source bytes may go to the destination as they are (header rewrites aside)."""
+    if not isinstance(batch, V2Batch):
+        return False  # Produce v3+ carries magic 2 only (KIP-98)
+    if not batch.has_contiguous_offsets():
+        # Compacted. Kafka's LogValidator rejects a compressed batch whose inner offsets are
+        # not incremental (seed 001 weighed reassigning them instead), and would keep the
+        # holes of an uncompressed one; our broker rejects both.
+        return False
+    return policy.compression is None or policy.compression is batch.compression
+
+
+def _decode(batch: Batch, max_size: int) -> list[Record]:
+    """The batch's records with the timestamps a forwarded copy of it would show.
+
+    Under LogAppendTime ``records()`` gives every record the source broker's append time,
+    while a forwarded copy, its bit cleared, shows each record's CreateTime again. Reading a
+    cleared copy makes rebuilt records carry those same CreateTimes.
+    """
+    if batch.timestamp_type is TimestampType.LOG_APPEND_TIME:
+        copy = bytearray(batch.raw)
+        kcodecs.clear_log_append_time(copy)
+        batch = kcodecs.read_batch(copy, position=batch.position)
+    return list(batch.records(max_size=max_size))
+
+
+def _key_targets(records: Sequence[Record], home: int, partitions: int) -> list[int]:
+    """Each record's destination partition; keys repeat within a batch, so each is hashed once."""
+    seen: dict[bytes, int] = {}
+    targets = []
+    for record in records:
+        key = record.key
+        if key is None:
+            targets.append(home)
+            continue
+        target = seen.get(key)
+        if target is None:
+            target = seen[key] = partition_for_key(key, partitions)
+        targets.append(target)
+    return targets
+
+
+def _forward(batch: Batch, partition: int, route: RouteClass) -> Routed:
+    """A copy of the source bytes with the destination rewrites; the payload is untouched.
+
+    Base offset 0 and no leader epoch: the destination assigns both (KIP-31). No producer
+    state: the source's ids and sequences mean nothing to the destination, and a
+    transactional batch without a producer id is invalid. No LogAppendTime bit: the
+    destination stamps its own time where its topic asks for it.
+    """
+    data = bytearray(batch.raw)
+    kcodecs.set_base_offset(data, 0)
+    kcodecs.set_partition_leader_epoch(data, NO_PARTITION_LEADER_EPOCH)
+    kcodecs.clear_producer_state(data)
+    kcodecs.clear_log_append_time(data)
+    count = batch.record_count or 0  # v2 only here: the header knows
+    return Routed(route, (Outgoing(partition, data, count),), count, batch.size)
+
+
+def _rebuild(batch: Batch, records: list[Record], targets: list[int], policy: RoutingPolicy) -> Routed:
+    """One new v2 batch per destination partition, records in source order within each."""
+    groups: dict[int, list[Record]] = {}
+    for record, target in zip(records, targets):
+        groups.setdefault(target, []).append(record)
+    # Compression.NONE is 0, so test for None rather than truthiness.
+    codec = batch.compression if policy.compression is None else policy.compression
+    outgoing = tuple(
+        Outgoing(
+            partition,
+            # build_batch sets the no-keys flag exactly when this group has no key.
+            bytearray(kcodecs.build_batch(group, compression=codec, base_offset=0,
+                                          timestamp_type=TimestampType.CREATE_TIME)),
+            len(group),
+        )
+        for partition, group in sorted(groups.items())
+    )
+    return Routed(RouteClass.REBUILT, outgoing, len(records), batch.size)

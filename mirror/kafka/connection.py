@@ -12,6 +12,8 @@ import importlib
 import socket
 import struct
 
+from kafka.protocol.metadata import ApiVersionsResponse
+
 from kcodecs import KMirrorError
 
 __all__ = ["KafkaConnection", "ConnectionFailedError", "ProtocolError"]
@@ -33,13 +35,15 @@ class ProtocolError(KMirrorError):
 
 
 class KafkaConnection:
-    def __init__(self, address: str, *, timeout_s: float = 30, client_id: str = "kmirror"):
+    def __init__(self, address: str, *, timeout_s: float = 30, client_id: str = "kmirror",
+                 connect_timeout_s: float | None = None):
         host, _, port = address.rpartition(":")
         self.address = address
         self.client_id = client_id
         self._correlation_id = 0
         try:
-            self.sock = socket.create_connection((host, int(port)), timeout=timeout_s)
+            self.sock = socket.create_connection((host, int(port)), timeout=connect_timeout_s or timeout_s)
+            self.sock.settimeout(timeout_s)
         except (OSError, ValueError) as exc:
             raise ConnectionFailedError(address, f"cannot connect: {exc}") from exc
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -49,30 +53,42 @@ class KafkaConnection:
         self._correlation_id += 1
         request.API_VERSION = version
         request.with_header(correlation_id=self._correlation_id, client_id=self.client_id)
-        self.send_raw(bytes(request.encode(header=True, framed=True)))
+        # encode() returns a fresh bytearray; sending it as is saves a copy of every record set.
+        self.send_raw(request.encode(header=True, framed=True))
         return self._correlation_id
 
     def call(self, request, version: int):
         """Send ``request`` and return its decoded response."""
-        correlation_id = self.send(request, version)
-        payload = self.read_frame()
+        return self.receive(request, version, self.send(request, version))
+
+    def receive(self, request, version: int, correlation_id: int):
+        """Read and decode the response to ``request``, sent earlier as ``version`` with
+        ``correlation_id``. Brokers answer in request order, so several requests may be sent
+        on one connection before their responses are read."""
         response_class = _response_class(request)
+        payload = memoryview(self.read_frame())
         try:
-            response = response_class.decode(payload, version=version, header=True)
+            (got,) = _SIZE.unpack_from(payload, 0)
+            # The header is decoded here rather than by kafka-python, whose decode(header=True)
+            # copies the whole payload (record sets included) into a BytesIO first.
+            body = _header_size(payload, _flexible_header(response_class, version))
+            response = response_class.decode(payload[body:], version=version)
         except Exception as exc:  # kafka-python raises assorted errors on bad bytes
             raise ProtocolError(f"{self.address}: undecodable {response_class.__name__} v{version}: {exc!r}") from exc
-        if response.header.correlation_id != correlation_id:
-            raise ProtocolError(f"{self.address}: correlation id {response.header.correlation_id}, expected {correlation_id}")
+        if got != correlation_id:
+            raise ProtocolError(f"{self.address}: correlation id {got}, expected {correlation_id}")
         return response
 
-    def send_raw(self, data: bytes) -> None:
+    def send_raw(self, data: bytes | bytearray) -> None:
         try:
             self.sock.sendall(data)
         except OSError as exc:
             raise ConnectionFailedError(self.address, f"send failed: {exc}") from exc
 
-    def read_frame(self) -> bytes:
+    def read_frame(self) -> bytearray:
         (size,) = _SIZE.unpack(self._read(4))
+        if size < 0:
+            raise ProtocolError(f"{self.address}: negative frame size {size}")
         return self._read(size)
 
     def is_closed(self) -> bool:
@@ -82,7 +98,7 @@ class KafkaConnection:
         except OSError:
             return True
 
-    def _read(self, n: int) -> bytes:
+    def _read(self, n: int) -> bytearray:
         out = bytearray(n)
         view = memoryview(out)
         got = 0
@@ -94,7 +110,7 @@ class KafkaConnection:
                 got += chunk
         except OSError as exc:
             raise ConnectionFailedError(self.address, f"receive failed: {exc}") from exc
-        return bytes(out)
+        return out
 
     def close(self) -> None:
         self.sock.close()
@@ -109,3 +125,31 @@ class KafkaConnection:
 def _response_class(request):
     name = type(request).__name__.removesuffix("Request") + "Response"
     return getattr(importlib.import_module(type(request).__module__), name)
+
+
+def _flexible_header(response_class, version: int) -> bool:
+    # ApiVersionsResponse always has a v0 header, so a client can read it whatever it asked (KIP-511).
+    return response_class.flexible_version_q(version) and response_class is not ApiVersionsResponse
+
+
+def _header_size(payload: memoryview, flexible: bool) -> int:
+    """ResponseHeader v0 is the correlation id; v1 (flexible versions, KIP-482) adds tagged fields."""
+    if not flexible:
+        return 4
+    count, pos = _uvarint(payload, 4)
+    for _ in range(count):
+        _tag, pos = _uvarint(payload, pos)
+        size, pos = _uvarint(payload, pos)
+        pos += size
+    return pos
+
+
+def _uvarint(data: memoryview, pos: int) -> tuple[int, int]:
+    value = shift = 0
+    while True:
+        byte = data[pos]
+        pos += 1
+        value |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            return value, pos
+        shift += 7

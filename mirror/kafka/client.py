@@ -1,0 +1,537 @@
+"""The mirror's client for one cluster: metadata, leader routing, raw fetch and raw produce.
+
+Record sets go in and out as the bytes the broker stores (magic 2 only: Fetch v4+, Produce
+v3+); parsing them is kcodecs' job. Requests are kafka-python's schemas, framed by
+:class:`KafkaConnection`, one connection per broker, opened lazily and reopened after a
+failure. Each connection negotiates API versions once (ApiVersions, KIP-35/KIP-511).
+
+Failures are retried with tenacity (bounded exponential backoff, :class:`RetryPolicy`):
+broken or refused connections and the error codes Kafka calls retriable. Leader errors
+(``invalid_metadata`` in kafka.errors, InvalidMetadataException in Kafka) drop the cached
+leaders, so the next attempt routes with fresh metadata. Everything else raises at once.
+
+Produce keeps at most one request in flight per partition, as Kafka's producer does with
+``max.in.flight.requests.per.connection=1``, so a retry can never reorder a partition. It
+is not idempotent: a batch whose acknowledgement was lost is sent again (at-least-once).
+
+Not thread-safe: use one client per thread.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import logging
+from collections import defaultdict, deque
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable, Literal, Sequence, TypeVar
+
+import kafka.errors as kerr
+import tenacity
+from kafka.protocol.admin import CreateTopicsRequest, DescribeConfigsRequest
+from kafka.protocol.consumer import FetchRequest, ListOffsetsRequest
+from kafka.protocol.metadata import ApiVersionsRequest, MetadataRequest
+from kafka.protocol.producer import ProduceRequest
+
+from kcodecs import KMirrorError
+
+from .connection import ConnectionFailedError, KafkaConnection, ProtocolError
+from .errors import BrokerApiError, ClusterUnreachableError, OffsetOutOfRangeError, UnknownTopicError
+from .types import FetchedData, NewTopic, TopicPartition
+
+__all__ = ["KafkaClient", "RetryPolicy"]
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+Batch = bytes | bytearray | memoryview
+
+# The versions this client speaks, per request: at most what kafka-python's schemas know, and
+# below the topic-id versions (Fetch and Produce v13+ name topics by id only, KIP-516). The
+# lower bounds: Fetch 4 / Produce 3 carry only magic-2 record sets (KIP-98); Metadata 1 has
+# null for "all topics" and is_internal; ListOffsets 1 returns one offset, not a list.
+_SPOKEN: dict[type, tuple[int, int]] = {
+    MetadataRequest: (1, MetadataRequest.max_version),
+    ProduceRequest: (3, 12),
+    FetchRequest: (4, 12),
+    ListOffsetsRequest: (1, ListOffsetsRequest.max_version),
+    CreateTopicsRequest: (0, CreateTopicsRequest.max_version),
+    DescribeConfigsRequest: (0, DescribeConfigsRequest.max_version),
+}
+_TIMESTAMPS = {"earliest": -2, "latest": -1}  # ListOffsets' EARLIEST_TIMESTAMP and LATEST_TIMESTAMP
+_TOPIC_RESOURCE = 2  # DescribeConfigs resource type (ConfigResource.Type.TOPIC)
+_CONNECT_TIMEOUT_S = 10.0  # Kafka's socket.connection.setup.timeout.ms
+
+
+def _software_version() -> str:
+    # Shipped to Spark executors as plain files, kmirror may not be an installed distribution.
+    try:
+        return importlib.metadata.version("kmirror")
+    except importlib.metadata.PackageNotFoundError:
+        return "unknown"
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """Tries per operation, with exponential backoff ``initial * 2**n`` capped at ``max``."""
+
+    attempts: int = 8
+    initial_backoff_s: float = 0.1
+    max_backoff_s: float = 5.0
+
+
+@dataclass(frozen=True)
+class _Sent:
+    request: Any
+    version: int
+    correlation_id: int
+
+
+class _Broker:
+    """One connection and the API versions negotiated on it."""
+
+    def __init__(self, address: str, *, client_id: str, timeout_s: float):
+        self.address = address
+        self._client_id = client_id
+        self._timeout_s = timeout_s
+        self.conn = self._connect()
+        try:
+            self.versions = self._negotiate()
+        except BaseException:
+            self.conn.close()
+            raise
+
+    def _connect(self) -> KafkaConnection:
+        return KafkaConnection(self.address, timeout_s=self._timeout_s, client_id=self._client_id,
+                               connect_timeout_s=min(self._timeout_s, _CONNECT_TIMEOUT_S))
+
+    def _negotiate(self) -> dict[int, tuple[int, int]]:
+        request = ApiVersionsRequest(client_software_name="kmirror", client_software_version=_software_version())
+        try:
+            response = self.conn.call(request, ApiVersionsRequest.max_version)
+        except ConnectionFailedError:
+            # Brokers before KIP-511 (Kafka 2.4) close the connection on an ApiVersions they do not know.
+            self.conn.close()
+            self.conn = self._connect()
+            response = self.conn.call(request, 0)
+        # UNSUPPORTED_VERSION comes as a v0 response that still lists every API (KIP-511).
+        if response.error_code not in (0, kerr.UnsupportedVersionError.errno):
+            raise BrokerApiError.from_code("ApiVersions", response.error_code, detail=f"broker {self.address}")
+        return {api.api_key: (api.min_version, api.max_version) for api in response.api_keys}
+
+    def version(self, request) -> int:
+        low, high = _SPOKEN[type(request)]
+        broker_low, broker_high = self.versions.get(request.API_KEY, (0, -1))
+        version = min(high, broker_high)
+        if version < max(low, broker_low):
+            api = type(request).__name__.removesuffix("Request")
+            raise BrokerApiError(api, kerr.UnsupportedVersionError.message, kerr.UnsupportedVersionError.errno, False,
+                                 detail=f"broker {self.address} speaks v{broker_low}-{broker_high}, kmirror needs v{low}-{high}")
+        return version
+
+    def send(self, request) -> _Sent:
+        version = self.version(request)
+        return _Sent(request, version, self.conn.send(request, version))
+
+    def receive(self, sent: _Sent):
+        return self.conn.receive(sent.request, sent.version, sent.correlation_id)
+
+    def close(self) -> None:
+        self.conn.close()
+
+
+class KafkaClient:
+    """A blocking client for one cluster: metadata, leader routing, raw fetch and produce."""
+
+    def __init__(self, bootstrap: str | Sequence[str], *, client_id: str = "kmirror",
+                 request_timeout_s: float = 30.0, retry: RetryPolicy = RetryPolicy()) -> None:
+        parts = bootstrap.split(",") if isinstance(bootstrap, str) else bootstrap
+        self._bootstrap = [address.strip() for address in parts if address.strip()]
+        if not self._bootstrap:
+            raise ValueError(f"no bootstrap address in {bootstrap!r}")
+        self.bootstrap = ",".join(self._bootstrap)
+        self._client_id = client_id
+        self._timeout_s = request_timeout_s
+        self._timeout_ms = int(request_timeout_s * 1000)
+        self._retry = retry
+        self._brokers: dict[str, _Broker] = {}  # open connections by address
+        self._nodes: dict[int, str] = {}  # node id -> address, from Metadata
+        self._leaders: dict[TopicPartition, int] = {}
+        self._partition_counts: dict[str, int] = {}
+        self._controller = -1
+
+    # ---- public API -------------------------------------------------------------------------
+
+    def topics(self) -> dict[str, int]:
+        """Topic name -> partition count, from fresh metadata; internal topics left out."""
+        response = self._retrying("list topics", lambda: self._refresh(None))
+        return {t.name: len(t.partitions) for t in response.topics if t.error_code == 0 and not t.is_internal}
+
+    def list_offsets(self, partitions: Iterable[TopicPartition],
+                     which: Literal["earliest", "latest"]) -> dict[TopicPartition, int]:
+        """The log start (earliest) or log end (latest, the high watermark) of each partition."""
+        if which not in _TIMESTAMPS:
+            raise ValueError(f"which must be 'earliest' or 'latest', not {which!r}")
+        timestamp = _TIMESTAMPS[which]
+        wanted = list(dict.fromkeys(partitions))
+        found: dict[TopicPartition, int] = {}
+
+        def attempt() -> None:
+            routes = self._route([tp for tp in wanted if tp not in found])
+            requests = {address: _list_offsets_request(tps, timestamp, self._timeout_ms) for address, tps in routes.items()}
+            errors: list[KMirrorError] = []
+            for address, response in self._scatter(requests).items():
+                if isinstance(response, KMirrorError):
+                    errors.append(self._lost(response, routes[address]))
+                    continue
+                for topic in response.topics:
+                    for part in topic.partitions:
+                        tp = TopicPartition(topic.name, part.partition_index)
+                        if part.error_code:
+                            errors.append(self._partition_error("ListOffsets", tp, part.error_code))
+                        else:
+                            found[tp] = part.offset
+            _raise_first(errors)
+            _check_answered("ListOffsets", routes, found)
+
+        if wanted:
+            self._retrying(f"list {which} offsets", attempt)
+        return {tp: found[tp] for tp in wanted}
+
+    def fetch(self, tp: TopicPartition, offset: int, *, max_bytes: int, max_wait_ms: int = 100) -> FetchedData:
+        """Up to ``max_bytes`` of ``tp`` from ``offset``, raw (KIP-74: at least one whole batch).
+        At the log end the broker holds the request up to ``max_wait_ms``, then answers empty."""
+        request = _fetch_request(tp, offset, max_bytes, max_wait_ms)
+
+        def attempt() -> FetchedData:
+            (address,) = self._route([tp])
+            (response,) = self._scatter({address: request}).values()
+            if isinstance(response, KMirrorError):
+                raise self._lost(response, [tp])
+            if response.error_code:  # v7+: request-level errors (fetch sessions)
+                raise BrokerApiError.from_code("Fetch", response.error_code, tp)
+            part = _only_partition(response.responses, tp, address)
+            if part.error_code == kerr.OffsetOutOfRangeError.errno:
+                raise OffsetOutOfRangeError(tp, offset, log_start_offset=part.log_start_offset,
+                                            high_watermark=part.high_watermark)
+            if part.error_code:
+                raise self._partition_error("Fetch", tp, part.error_code)
+            return FetchedData(part.records or b"", part.high_watermark, part.log_start_offset)
+
+        return self._retrying(f"fetch {tp} at offset {offset}", attempt)
+
+    def produce(self, batches: Sequence[tuple[TopicPartition, Batch]], *, acks: int = -1,
+                timeout_ms: int = 30_000) -> list[int]:
+        """Append each batch to its partition; return the base offsets, in input order.
+
+        Each round sends the oldest unsent batch of every partition, one request per leader, all
+        leaders at once. A partition that fails keeps its batch at the head of its queue, so its
+        order survives the retry. With ``acks=0`` the broker does not answer and the offsets are -1.
+        """
+        queues: dict[TopicPartition, deque[int]] = {}
+        for index, (tp, _data) in enumerate(batches):
+            queues.setdefault(tp, deque()).append(index)
+        offsets = [-1] * len(batches)
+
+        def round_() -> None:
+            routes = self._route(list(queues))
+            requests = {address: _produce_request({tp: batches[queues[tp][0]][1] for tp in tps}, acks, timeout_ms)
+                        for address, tps in routes.items()}
+            if acks == 0:
+                self._send_only(requests)
+                for tp in list(queues):
+                    _pop_head(queues, tp)
+                return
+            sent = {tp for tps in routes.values() for tp in tps}
+            done: dict[TopicPartition, int] = {}
+            errors: list[KMirrorError] = []
+            for address, response in self._scatter(requests).items():
+                if isinstance(response, KMirrorError):
+                    errors.append(self._lost(response, routes[address]))
+                    continue
+                for topic in response.responses:
+                    for part in topic.partition_responses:
+                        tp = TopicPartition(topic.name, part.index)
+                        if part.error_code:
+                            errors.append(self._partition_error("Produce", tp, part.error_code, part.error_message))
+                        elif tp in sent and tp not in done:
+                            done[tp] = offsets[_pop_head(queues, tp)] = part.base_offset
+            _raise_first(errors)
+            _check_answered("Produce", routes, done)
+
+        while queues:
+            self._retrying("produce", round_)
+        return offsets
+
+    def create_topics(self, topics: Sequence[NewTopic]) -> None:
+        """Create the topics (an existing one is fine) and wait until metadata shows their leaders."""
+        pending = {topic.name: topic for topic in topics}
+
+        def attempt() -> None:
+            if self._controller < 0:
+                self._refresh([])  # Metadata names the controller
+            request = _create_topics_request(pending.values(), self._timeout_ms)
+            response = self._call_any(request, prefer=self._nodes.get(self._controller))
+            errors: list[KMirrorError] = []
+            for result in response.topics:
+                if result.error_code in (0, kerr.TopicAlreadyExistsError.errno):
+                    pending.pop(result.name, None)
+                    continue
+                if result.error_code == kerr.NotControllerError.errno:
+                    self._controller = -1  # moved: re-read it before the retry
+                errors.append(BrokerApiError.from_code("CreateTopics", result.error_code, topic=result.name,
+                                                       detail=result.error_message))
+            _raise_first(errors)
+
+        def await_metadata() -> None:
+            names = [topic.name for topic in topics]
+            response = self._refresh(names)
+            shown = {t.name: t for t in response.topics if t.error_code == 0 and t.partitions
+                     and all(p.leader_id >= 0 for p in t.partitions)}
+            for name in names:
+                if name not in shown:
+                    raise UnknownTopicError(name)
+
+        if topics:
+            self._retrying("create topics", attempt)
+            self._retrying("wait for created topics", await_metadata)
+
+    def describe_topic_configs(self, topics: Sequence[str]) -> dict[str, dict[str, str]]:
+        """Topic -> config name -> value, every config the broker reports with a non-null value."""
+        resource = DescribeConfigsRequest.DescribeConfigsResource
+        request = DescribeConfigsRequest(resources=[resource(resource_type=_TOPIC_RESOURCE, resource_name=name,
+                                                             configuration_keys=None) for name in topics],
+                                         include_synonyms=False, include_documentation=False)
+
+        def attempt() -> dict[str, dict[str, str]]:
+            results = self._call_any(request).results
+            for result in results:
+                if result.error_code == kerr.UnknownTopicOrPartitionError.errno:
+                    raise UnknownTopicError(result.resource_name)
+                if result.error_code:
+                    raise BrokerApiError.from_code("DescribeConfigs", result.error_code, topic=result.resource_name,
+                                                   detail=result.error_message)
+            return {r.resource_name: {c.name: c.value for c in r.configs if c.value is not None} for r in results}
+
+        return self._retrying("describe topic configs", attempt) if topics else {}
+
+    def close(self) -> None:
+        for broker in self._brokers.values():
+            broker.close()
+        self._brokers.clear()
+
+    def __enter__(self) -> "KafkaClient":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    # ---- retries ----------------------------------------------------------------------------
+
+    def _retrying(self, operation: str, attempt: Callable[[], T]) -> T:
+        """Run ``attempt`` under the retry policy; connection failures that outlast it become
+        :class:`ClusterUnreachableError`."""
+        policy = self._retry
+
+        def warn(state: tenacity.RetryCallState) -> None:
+            log.warning("%s: attempt %d of %d failed, retrying in %.2f s: %s", operation, state.attempt_number,
+                        policy.attempts, state.upcoming_sleep, state.outcome and state.outcome.exception())
+
+        retrying = tenacity.Retrying(
+            stop=tenacity.stop_after_attempt(policy.attempts),
+            wait=tenacity.wait_exponential(multiplier=policy.initial_backoff_s, max=policy.max_backoff_s),
+            retry=tenacity.retry_if_exception(_retriable),
+            before_sleep=warn,
+            reraise=True,
+        )
+        try:
+            return retrying(attempt)
+        except ConnectionFailedError as exc:
+            raise ClusterUnreachableError(self.bootstrap, f"{operation}: {exc}") from exc
+
+    # ---- metadata and routing ---------------------------------------------------------------
+
+    def _refresh(self, topics: list[str] | None):
+        """Metadata for ``topics`` (None: all of them); updates brokers, controller and leaders."""
+        names = None if topics is None else [MetadataRequest.MetadataRequestTopic(name=name) for name in topics]
+        response = self._call_any(MetadataRequest(topics=names, allow_auto_topic_creation=False,
+                                                  include_topic_authorized_operations=False))
+        self._nodes = {b.node_id: f"{b.host}:{b.port}" for b in response.brokers}
+        self._controller = response.controller_id
+        answered = {topic.name for topic in response.topics}
+        self._leaders = {tp: node for tp, node in self._leaders.items() if tp.topic not in answered and node in self._nodes}
+        for topic in response.topics:
+            if topic.error_code:
+                self._partition_counts.pop(topic.name, None)
+                continue
+            self._partition_counts[topic.name] = len(topic.partitions)
+            for part in topic.partitions:
+                if part.leader_id >= 0 and part.leader_id in self._nodes:
+                    self._leaders[TopicPartition(topic.name, part.partition_index)] = part.leader_id
+        return response
+
+    def _route(self, partitions: list[TopicPartition]) -> dict[str, list[TopicPartition]]:
+        """Group partitions by their leader's address, refreshing metadata for unknown leaders."""
+        missing = sorted({tp.topic for tp in partitions if tp not in self._leaders})
+        if missing:
+            self._refresh(missing)
+        routes: dict[str, list[TopicPartition]] = defaultdict(list)
+        for tp in partitions:
+            node = self._leaders.get(tp)
+            if node is None:
+                if tp.topic not in self._partition_counts:
+                    raise UnknownTopicError(tp.topic)
+                code = (kerr.UnknownTopicOrPartitionError if tp.partition >= self._partition_counts[tp.topic]
+                        else kerr.LeaderNotAvailableError).errno
+                raise BrokerApiError.from_code("Metadata", code, tp)
+            routes[self._nodes[node]].append(tp)
+        return routes
+
+    def _partition_error(self, api: str, tp: TopicPartition, code: int, detail: str | None = None) -> BrokerApiError:
+        """The error for one partition's error code; a leader error also drops its cached leader."""
+        if kerr.for_code(code).invalid_metadata:
+            self._leaders.pop(tp, None)
+        return BrokerApiError.from_code(api, code, tp, detail=detail)
+
+    def _lost(self, error: KMirrorError, partitions: list[TopicPartition]) -> KMirrorError:
+        """A request that got no response: its leader may have moved, so forget the partitions'
+        leaders (Kafka's NetworkClient requests a metadata update on disconnect)."""
+        for tp in partitions:
+            self._leaders.pop(tp, None)
+        return error
+
+    # ---- connections ------------------------------------------------------------------------
+
+    def _broker(self, address: str) -> _Broker:
+        broker = self._brokers.get(address)
+        if broker is None:
+            broker = self._brokers[address] = _Broker(address, client_id=self._client_id, timeout_s=self._timeout_s)
+        return broker
+
+    def _drop(self, address: str) -> None:
+        broker = self._brokers.pop(address, None)
+        if broker is not None:
+            broker.close()
+
+    def _call_any(self, request, *, prefer: str | None = None):
+        """``request`` to the first broker that answers: ``prefer``, open connections, known
+        brokers, then the bootstrap list."""
+        addresses = list(dict.fromkeys(a for a in (prefer, *self._brokers, *self._nodes.values(), *self._bootstrap) if a))
+        for address in addresses:  # never empty: the bootstrap list is not
+            (response,) = self._scatter({address: request}).values()
+            if not isinstance(response, ConnectionFailedError) or address == addresses[-1]:
+                break
+        if isinstance(response, KMirrorError):
+            raise response
+        return response
+
+    def _scatter(self, requests: dict[str, Any]) -> dict[str, Any]:
+        """Send every request, then read every response, so brokers work on them in parallel.
+        A request that fails gets its error in place of a response (never raised here, so no
+        connection is left with an unread response); a broken connection is dropped."""
+        sent: dict[str, tuple[_Broker, _Sent]] = {}
+        results: dict[str, Any] = {}
+        try:
+            for address, request in requests.items():
+                try:
+                    broker = self._broker(address)
+                    sent[address] = (broker, broker.send(request))
+                except KMirrorError as exc:
+                    results[address] = self._failed(address, exc)
+            for address, (broker, pending) in sent.items():
+                try:
+                    results[address] = broker.receive(pending)
+                except KMirrorError as exc:
+                    results[address] = self._failed(address, exc)
+        except BaseException:  # a bad argument kafka-python cannot encode, or an interrupt
+            for address in sent.keys() - results.keys():
+                self._drop(address)  # its response would answer the next request
+            raise
+        return results
+
+    def _send_only(self, requests: dict[str, Any]) -> None:
+        """Requests with no response (Produce with acks=0)."""
+        for address, request in requests.items():
+            try:
+                self._broker(address).send(request)
+            except KMirrorError as exc:
+                raise self._failed(address, exc)
+
+    def _failed(self, address: str, error: KMirrorError) -> KMirrorError:
+        if isinstance(error, (ConnectionFailedError, ProtocolError)):
+            self._drop(address)
+        return error
+
+
+# ---- requests ---------------------------------------------------------------------------------
+
+
+def _produce_request(batches: dict[TopicPartition, Batch], acks: int, timeout_ms: int) -> ProduceRequest:
+    by_topic: dict[str, list] = defaultdict(list)
+    for tp, data in batches.items():
+        by_topic[tp.topic].append(ProduceRequest.TopicProduceData.PartitionProduceData(index=tp.partition, records=data))
+    return ProduceRequest(transactional_id=None, acks=acks, timeout_ms=timeout_ms, topic_data=[
+        ProduceRequest.TopicProduceData(name=topic, partition_data=parts) for topic, parts in by_topic.items()])
+
+
+def _fetch_request(tp: TopicPartition, offset: int, max_bytes: int, max_wait_ms: int) -> FetchRequest:
+    # A full fetch every time: session id 0, epoch -1 (no KIP-227 fetch session).
+    partition = FetchRequest.FetchTopic.FetchPartition(partition=tp.partition, fetch_offset=offset,
+                                                       log_start_offset=-1, partition_max_bytes=max_bytes)
+    return FetchRequest(replica_id=-1, max_wait_ms=max_wait_ms, min_bytes=1, max_bytes=max_bytes, isolation_level=0,
+                        session_id=0, session_epoch=-1, rack_id="", forgotten_topics_data=[],
+                        topics=[FetchRequest.FetchTopic(topic=tp.topic, partitions=[partition])])
+
+
+def _list_offsets_request(partitions: list[TopicPartition], timestamp: int, timeout_ms: int) -> ListOffsetsRequest:
+    topic_class = ListOffsetsRequest.ListOffsetsTopic
+    by_topic: dict[str, list] = defaultdict(list)
+    for tp in partitions:
+        by_topic[tp.topic].append(topic_class.ListOffsetsPartition(partition_index=tp.partition, timestamp=timestamp,
+                                                                   current_leader_epoch=-1))
+    return ListOffsetsRequest(replica_id=-1, isolation_level=0, timeout_ms=timeout_ms,
+                              topics=[topic_class(name=topic, partitions=parts) for topic, parts in by_topic.items()])
+
+
+def _create_topics_request(topics: Iterable[NewTopic], timeout_ms: int) -> CreateTopicsRequest:
+    creatable = CreateTopicsRequest.CreatableTopic
+    return CreateTopicsRequest(timeout_ms=timeout_ms, validate_only=False, topics=[
+        creatable(name=topic.name, num_partitions=topic.partitions, replication_factor=topic.replication_factor,
+                  assignments=[], configs=[creatable.CreatableTopicConfig(name=k, value=v) for k, v in topic.configs.items()])
+        for topic in topics])
+
+
+# ---- helpers ----------------------------------------------------------------------------------
+
+
+def _retriable(exc: BaseException) -> bool:
+    if isinstance(exc, ConnectionFailedError):
+        return True
+    return isinstance(exc, BrokerApiError) and exc.retriable
+
+
+def _raise_first(errors: list[KMirrorError]) -> None:
+    """Raise a non-retriable error if there is one (no point retrying the rest), else the first."""
+    if errors:
+        raise next((e for e in errors if not _retriable(e)), errors[0])
+
+
+def _pop_head(queues: dict[TopicPartition, deque[int]], tp: TopicPartition) -> int:
+    index = queues[tp].popleft()
+    if not queues[tp]:
+        del queues[tp]
+    return index
+
+
+def _check_answered(api: str, routes: dict[str, list[TopicPartition]], answered: dict[TopicPartition, int]) -> None:
+    for address, tps in routes.items():
+        missing = [str(tp) for tp in tps if tp not in answered]
+        if missing:
+            raise ProtocolError(f"{address}: {api} response without {', '.join(missing)}")
+
+
+def _only_partition(topics: list, tp: TopicPartition, address: str):
+    for topic in topics:
+        for part in topic.partitions:
+            if topic.topic == tp.topic and part.partition_index == tp.partition:
+                return part
+    raise ProtocolError(f"{address}: fetch response without {tp}")

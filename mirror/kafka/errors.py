@@ -1,0 +1,103 @@
+"""What the Kafka client raises on purpose.
+
+::
+
+    KMirrorError                         (kcodecs) root of everything kmirror raises on purpose
+    ├── ConnectionFailedError            (connection.py) a broker unreachable, or a connection broken mid-request
+    ├── ProtocolError                    (connection.py) a response that does not fit its request
+    ├── ClusterUnreachableError          no broker of a cluster answered, after every retry
+    ├── BrokerApiError                   an error code from the broker (non-retriable, or retries used up)
+    │   ├── OffsetOutOfRangeError        a fetch outside [log start, high watermark]; never retried
+    │   └── UnknownTopicError            metadata never showed the topic
+    └── InvalidTopicPartitionError       (also ValueError) text that is not "topic/partition"
+
+Broker error codes are named by kafka-python's ``kafka.errors`` (from Kafka's Errors.java),
+so names and retriability cannot drift from Kafka's.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import kafka.errors as kerr
+
+from kcodecs import KMirrorError
+
+from .connection import ConnectionFailedError, ProtocolError
+
+if TYPE_CHECKING:
+    from .types import TopicPartition
+
+__all__ = [
+    "ConnectionFailedError",
+    "ProtocolError",
+    "ClusterUnreachableError",
+    "BrokerApiError",
+    "OffsetOutOfRangeError",
+    "UnknownTopicError",
+    "InvalidTopicPartitionError",
+]
+
+
+class ClusterUnreachableError(KMirrorError):
+    """Every attempt to reach the cluster failed; ``reason`` is the last failure."""
+
+    def __init__(self, bootstrap: str, reason: str):
+        super().__init__(f"cluster {bootstrap} unreachable: {reason}")
+        self.bootstrap = bootstrap
+        self.reason = reason
+
+
+class BrokerApiError(KMirrorError):
+    """An error code in a response. ``retriable`` is Kafka's classification of the code (a raised
+    retriable error means the retries were used up); ``detail`` is the broker's own message."""
+
+    def __init__(self, api: str, error_name: str, code: int, retriable: bool, tp: "TopicPartition | None" = None,
+                 *, topic: str | None = None, detail: str | None = None):
+        self.api = api
+        self.error_name = error_name
+        self.code = code
+        self.retriable = retriable
+        self.tp = tp
+        self.topic = topic if topic is not None or tp is None else tp.topic
+        self.detail = detail
+        where = f" for {tp}" if tp is not None else (f" for topic {self.topic}" if self.topic is not None else "")
+        super().__init__(f"{api}{where}: {error_name} (error code {code})" + (f": {detail}" if detail else ""))
+
+    @classmethod
+    def from_code(cls, api: str, code: int, tp: "TopicPartition | None" = None, *, topic: str | None = None,
+                  detail: str | None = None) -> "BrokerApiError":
+        error = kerr.for_code(code)
+        return cls(api, error.message, code, error_is_retriable(code), tp, topic=topic, detail=detail)
+
+
+class OffsetOutOfRangeError(BrokerApiError):
+    """Kafka's OFFSET_OUT_OF_RANGE: the data at ``offset`` is gone (retention) or not written yet.
+    Never retried: the caller decides between failing and skipping (``--on-data-loss``)."""
+
+    def __init__(self, tp: "TopicPartition", offset: int, *, log_start_offset: int = -1, high_watermark: int = -1):
+        detail = f"offset {offset} is outside [{log_start_offset}, {high_watermark}]"
+        super().__init__("Fetch", kerr.OffsetOutOfRangeError.message, kerr.OffsetOutOfRangeError.errno, False, tp,
+                         detail=detail)
+        self.offset = offset
+        self.log_start_offset = log_start_offset
+        self.high_watermark = high_watermark
+
+
+class UnknownTopicError(BrokerApiError):
+    """Metadata never listed ``topic``, even after the retries (topics can lag their creation)."""
+
+    def __init__(self, topic: str):
+        error = kerr.UnknownTopicOrPartitionError
+        super().__init__("Metadata", error.message, error.errno, True, topic=topic)
+
+
+class InvalidTopicPartitionError(KMirrorError, ValueError):
+    """Text that does not parse as ``topic/partition``."""
+
+
+def error_is_retriable(code: int) -> bool:
+    """Kafka's RetriableException, which includes InvalidMetadataException (leader moves,
+    topics not yet propagated)."""
+    error = kerr.for_code(code)
+    return bool(error.retriable or error.invalid_metadata)

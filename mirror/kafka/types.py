@@ -1,0 +1,50 @@
+"""Values shared by the client, the routing code and the Spark source: partitions, fetched
+data, topics to create. Frozen, so they can be dict keys and cross process boundaries.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Mapping
+
+from .errors import InvalidTopicPartitionError
+
+__all__ = ["TopicPartition", "FetchedData", "NewTopic"]
+
+
+@dataclass(frozen=True, order=True)
+class TopicPartition:
+    topic: str
+    partition: int
+
+    def __str__(self) -> str:
+        # Also the key of the Spark offset JSON ({"topic/partition": next_offset}); topic names
+        # cannot contain '/' (Kafka's Topic.LEGAL_CHARS is [a-zA-Z0-9._-]).
+        return f"{self.topic}/{self.partition}"
+
+    @classmethod
+    def parse(cls, text: str) -> "TopicPartition":
+        """The inverse of :meth:`__str__`."""
+        topic, sep, partition = text.rpartition("/")
+        if not sep or not topic or not partition.isdigit():
+            raise InvalidTopicPartitionError(f"not a topic/partition: {text!r}")
+        return cls(topic, int(partition))
+
+
+@dataclass(frozen=True)
+class FetchedData:
+    records: bytes | memoryview
+    """The partition's record-set bytes exactly as the broker sent them (may end in a partial batch)."""
+    high_watermark: int
+    log_start_offset: int
+    """-1 when the broker did not say."""
+
+
+@dataclass(frozen=True)
+class NewTopic:
+    name: str
+    partitions: int
+    configs: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+    replication_factor: int = -1
+    """-1 asks for the broker's default (``default.replication.factor``, KIP-464)."""

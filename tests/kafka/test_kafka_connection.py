@@ -1,0 +1,49 @@
+"""KafkaConnection's own response-header decoding (it skips kafka-python's, which copies the
+payload): v0 and flexible v1 headers, the ApiVersions exception, and pipelined requests."""
+
+from __future__ import annotations
+
+import io
+
+import pytest
+from kafka.protocol.api_header import ResponseHeader
+from kafka.protocol.metadata import ApiVersionsRequest, MetadataRequest
+
+from mirror.broker import EmbeddedBroker
+from mirror.kafka import KafkaConnection
+from mirror.kafka.connection import _header_size
+
+
+@pytest.fixture
+def broker(tmp_path):
+    with EmbeddedBroker(tmp_path / "data") as running:
+        yield running
+
+
+@pytest.mark.parametrize("version", [0, 3])
+def test_api_versions_response_has_a_v0_header_even_when_its_body_is_flexible(broker, version):
+    with KafkaConnection(broker.bootstrap) as conn:
+        response = conn.call(ApiVersionsRequest(client_software_name="kmirror", client_software_version="1"), version)
+    assert response.error_code == 0 and {api.api_key for api in response.api_keys} >= {0, 1, 3, 18}
+
+
+def test_requests_pipelined_on_one_connection_are_answered_in_order(broker):
+    requests = [(MetadataRequest(topics=None), 9), (ApiVersionsRequest(), 0), (MetadataRequest(topics=None), 1)]
+    with KafkaConnection(broker.bootstrap) as conn:
+        sent = [(request, version, conn.send(request, version)) for request, version in requests]
+        responses = [conn.receive(*entry) for entry in sent]
+    assert [type(r).__name__ for r in responses] == ["MetadataResponse", "ApiVersionsResponse", "MetadataResponse"]
+    assert responses[0].brokers[0].port == responses[2].brokers[0].port == broker.port
+
+
+@pytest.mark.interop
+def test_header_size_matches_kafka_python_for_tagged_fields():
+    plain = bytes(ResponseHeader(correlation_id=9).encode(flexible=False))
+    flexible = bytes(ResponseHeader(correlation_id=9).encode(flexible=True))
+    assert _header_size(memoryview(plain + b"body"), False) == len(plain) == 4
+    assert _header_size(memoryview(flexible + b"body"), True) == len(flexible) == 5
+    # Two unknown tagged fields (tag 0: 3 bytes, tag 200: 1 byte), as a newer broker may send.
+    tagged = b"\x00\x00\x00\x09" + b"\x02" + b"\x00\x03abc" + b"\xc8\x01\x01z"
+    theirs = io.BytesIO(tagged + b"body")
+    assert ResponseHeader.decode(theirs, flexible=True).correlation_id == 9
+    assert _header_size(memoryview(tagged + b"body"), True) == theirs.tell() == len(tagged)

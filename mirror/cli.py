@@ -8,6 +8,7 @@ import sys
 from typing import Sequence
 
 from .bench import broker_bench, codecs_bench
+from . import run_cli
 from .broker import cli as broker_cli
 
 
@@ -18,6 +19,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    run = commands.add_parser(
+        "run", help="mirror topics between clusters with Spark Structured Streaming",
+        description=run_cli.__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    run_cli.add_arguments(run)
+    run.set_defaults(run=run_cli.run)
 
     broker = commands.add_parser(
         "broker",

@@ -1,0 +1,162 @@
+"""The mirror's configuration: one pydantic model, loaded from TOML, overridden from the command line.
+
+Everything is validated before Spark starts, so a typo costs a one-line message naming the
+field (``config error: source.bootstrap: ...``) rather than a JVM stack trace minutes later.
+See ``docs/configuration.md`` for the reference; the field docs here are its source.
+"""
+
+from __future__ import annotations
+
+import re
+import string
+import sys
+from pathlib import Path
+from typing import Any, Literal, Mapping
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from kcodecs import KMirrorError
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - exercised on 3.10 only
+    import tomli as tomllib
+
+__all__ = ["ClusterConfig", "RetryConfig", "MirrorConfig", "ConfigError", "load_config"]
+
+_TOPIC_CHARS = re.compile(r"[a-zA-Z0-9._-]{1,249}")
+"""Kafka's legal topic names (``Topic.validate``)."""
+
+
+class ConfigError(KMirrorError):
+    """Invalid configuration; the message names every bad field and why."""
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class ClusterConfig(_Strict):
+    """How to reach one Kafka cluster."""
+
+    bootstrap: tuple[str, ...] = Field(min_length=1, description="HOST:PORT addresses, any broker of the cluster")
+    client_id: str = Field("kmirror", min_length=1, description="client.id sent with every request")
+    request_timeout_s: float = Field(30.0, gt=0, description="socket timeout per request")
+
+    @field_validator("bootstrap", mode="before")
+    @classmethod
+    def _split(cls, value: Any) -> Any:
+        return tuple(part.strip() for part in value.split(",") if part.strip()) if isinstance(value, str) else value
+
+    @field_validator("bootstrap")
+    @classmethod
+    def _host_ports(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for address in value:
+            host, sep, port = address.rpartition(":")
+            if not sep or not host or not port.isdigit() or not 0 < int(port) <= 65535:
+                raise ValueError(f"expected HOST:PORT with a port from 1 to 65535, got {address!r}")
+        return value
+
+
+class RetryConfig(_Strict):
+    """Bounded exponential backoff for retriable failures (connection errors, leader changes, timeouts)."""
+
+    attempts: int = Field(8, ge=1, description="tries per request before giving up")
+    initial_backoff_s: float = Field(0.1, gt=0, description="first wait; doubles each retry")
+    max_backoff_s: float = Field(5.0, gt=0, description="cap on a single wait")
+
+
+class MirrorConfig(_Strict):
+    """One mirror job: which topics go where, how they are partitioned, and how Spark drives it."""
+
+    source: ClusterConfig
+    destination: ClusterConfig
+    topics: str = Field(description="regular expression; source topics whose whole name matches are mirrored")
+    exclude: str | None = Field(None, description="regular expression; matching topics are left out")
+    rename: str = Field("{topic}", description="destination topic name, a format string over {topic}")
+    partitioning: Literal["by-key", "preserve"] = Field(
+        "by-key", description="by-key: murmur2(key) mod destination partitions, like Kafka's default "
+        "partitioner; preserve: destination partition = source partition")
+    compression: Literal["source", "none", "gzip", "snappy", "lz4", "zstd"] = Field(
+        "source", description="codec of the destination batches; anything but 'source' rebuilds batches in another codec")
+    destination_partitions: int | None = Field(
+        None, ge=1, description="partitions of created destination topics (default: the source topic's count)")
+    replication_factor: int = Field(-1, description="replication factor of created destination topics (-1: broker default)")
+    starting_offsets: Literal["earliest", "latest"] = Field(
+        "earliest", description="where a new job (no checkpoint) starts in each source partition")
+    on_data_loss: Literal["fail", "skip-to-earliest"] = Field(
+        "fail", description="when source data was deleted before it was copied: stop, or warn, count and go on")
+    checkpoint: Path = Field(Path("kmirror-checkpoint"), description="Spark checkpoint directory (the mirror's offsets)")
+    once: bool = Field(False, description="copy what is there now, then exit (Trigger.AvailableNow)")
+    trigger_interval_s: float = Field(1.0, ge=0, description="processing-time trigger interval of the long-running job")
+    max_bytes_per_trigger: int | None = Field(None, ge=1, description="approximate cap on source bytes per micro-batch")
+    max_records_per_trigger: int | None = Field(None, ge=1, description="cap on source offsets per micro-batch")
+    fetch_max_bytes: int = Field(8 * 1024 * 1024, ge=1024, description="bytes asked for per fetch request")
+    master: str = Field("local[2]", min_length=1, description="Spark master URL")
+    spark_conf: dict[str, str] = Field(default_factory=dict, description="extra Spark settings, e.g. spark.executor.memory")
+    retry: RetryConfig = Field(default_factory=RetryConfig)
+
+    @field_validator("topics", "exclude")
+    @classmethod
+    def _regex(cls, value: str | None) -> str | None:
+        if value is not None:
+            try:
+                re.compile(value)
+            except re.error as exc:
+                raise ValueError(f"not a regular expression: {exc}") from None
+        return value
+
+    @field_validator("rename")
+    @classmethod
+    def _rename(cls, value: str) -> str:
+        fields = {name for _, name, _, _ in string.Formatter().parse(value) if name is not None}
+        if fields != {"topic"}:
+            raise ValueError(f"must use {{topic}} and no other field, got {value!r}")
+        if not _TOPIC_CHARS.fullmatch(value.format(topic="t")):
+            raise ValueError(f"{value!r} does not make a legal Kafka topic name (letters, digits, '.', '_', '-')")
+        return value
+
+    @model_validator(mode="after")
+    def _no_loop(self) -> "MirrorConfig":
+        if set(self.source.bootstrap) & set(self.destination.bootstrap) and self.rename == "{topic}":
+            raise ValueError("source and destination share a broker and rename is '{topic}': "
+                             "the mirror would copy topics onto themselves; set rename, e.g. 'mirror.{topic}'")
+        return self
+
+    def destination_topic(self, source_topic: str) -> str:
+        return self.rename.format(topic=source_topic)
+
+    def selects(self, topic: str) -> bool:
+        """Whether a source topic is mirrored; internal topics (``__*``) never are."""
+        return (not topic.startswith("__") and re.fullmatch(self.topics, topic) is not None
+                and (self.exclude is None or re.fullmatch(self.exclude, topic) is None))
+
+
+def load_config(path: Path | None = None, overrides: Mapping[str, Any] | None = None) -> MirrorConfig:
+    """Read ``path`` (TOML), apply ``overrides`` (dotted keys; None means "not given"), validate.
+
+    Raises :class:`ConfigError` with one line per problem.
+    """
+    data: dict[str, Any] = {}
+    if path is not None:
+        try:
+            data = tomllib.loads(Path(path).read_text())
+        except OSError as exc:
+            raise ConfigError(f"config error: cannot read {path}: {exc.strerror or exc}") from exc
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigError(f"config error: {path} is not valid TOML: {exc}") from exc
+    for dotted, value in (overrides or {}).items():
+        if value is not None:
+            *parents, leaf = dotted.split(".")
+            node = data
+            for parent in parents:
+                node = node.setdefault(parent, {})
+                if not isinstance(node, dict):
+                    raise ConfigError(f"config error: {parent}: expected a table")
+            node[leaf] = value
+    try:
+        return MirrorConfig.model_validate(data)
+    except ValidationError as exc:
+        lines = [f"{'.'.join(map(str, err['loc'])) or '(top level)'}: {err['msg']}" for err in exc.errors()]
+        source = f" in {path}" if path else ""
+        raise ConfigError(f"config error{source}:\n  " + "\n  ".join(lines)) from None

@@ -1,0 +1,79 @@
+"""Destination topics: created when missing, with the source's partitions and the configs that
+change what the bytes mean, and one :class:`TopicRoute` per mirrored source topic.
+
+Runs on the driver before each micro-batch's copy, so a topic that appeared at the source
+exists at the destination before any task produces to it.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Mapping
+
+from ..config import MirrorConfig
+from ..kafka import KafkaClient, NewTopic
+from ..routing import RoutingPolicy
+from .errors import TopicMismatchError
+
+__all__ = ["TopicRoute", "COPIED_CONFIGS", "sync_destination_topics"]
+
+log = logging.getLogger(__name__)
+
+COPIED_CONFIGS = ("message.timestamp.type", "cleanup.policy", "compression.type", "max.message.bytes")
+"""Configs a destination topic takes from its source when kmirror creates it: they decide how
+records are stamped, kept and sized, so a mirror without them is a different topic."""
+
+
+@dataclass(frozen=True)
+class TopicRoute:
+    """Where one source topic goes and how its batches are routed."""
+
+    source_topic: str
+    topic: str
+    source_partitions: int
+    policy: RoutingPolicy
+
+
+def sync_destination_topics(config: MirrorConfig, source: KafkaClient, destination: KafkaClient,
+                            known: Mapping[str, TopicRoute] | None = None) -> dict[str, TopicRoute]:
+    """Routes for every selected source topic, creating destination topics that are missing.
+
+    ``known`` routes are reused while the source partition count is unchanged, so a steady job
+    costs one metadata request per micro-batch.
+    """
+    selected = {topic: count for topic, count in source.topics().items() if config.selects(topic)}
+    known = known or {}
+    routes = {t: known[t] for t, n in selected.items() if t in known and known[t].source_partitions == n}
+    todo = {t: n for t, n in selected.items() if t not in routes}
+    if not todo:
+        return routes
+    existing = destination.topics()
+    missing = sorted(t for t in todo if config.destination_topic(t) not in existing)
+    if missing:
+        source_configs = source.describe_topic_configs(missing)
+        created = [
+            NewTopic(config.destination_topic(t), config.destination_partitions or todo[t],
+                     configs={k: v for k, v in source_configs.get(t, {}).items() if k in COPIED_CONFIGS},
+                     replication_factor=config.replication_factor)
+            for t in missing
+        ]
+        destination.create_topics(created)
+        for new in created:
+            log.info("created destination topic %s: %d partitions, %s", new.name,
+                     new.partitions, ", ".join(f"{k}={v}" for k, v in sorted(new.configs.items())) or "broker defaults")
+        existing = destination.topics()
+    for topic, count in sorted(todo.items()):
+        routes[topic] = _route(config, topic, count, existing[config.destination_topic(topic)])
+    return routes
+
+
+def _route(config: MirrorConfig, topic: str, source_partitions: int, destination_partitions: int) -> TopicRoute:
+    name = config.destination_topic(topic)
+    if config.partitioning == "preserve" and destination_partitions < source_partitions:
+        raise TopicMismatchError(
+            f"partitioning 'preserve' needs destination topic {name} to have at least the {source_partitions} "
+            f"partitions of {topic}, it has {destination_partitions}; add partitions or use --partitioning by-key")
+    policy = RoutingPolicy(partitioning=config.partitioning, destination_partitions=destination_partitions,
+                           compression=None if config.compression == "source" else config.compression)
+    return TopicRoute(topic, name, source_partitions, policy)

@@ -1,0 +1,96 @@
+"""What the job tells its operator: one line per micro-batch, one summary at the end.
+
+Pure formatting over :class:`~mirror.engine.copy.RangeStats`, so the lines are tested
+without Spark. Lag is the source high watermark (as the task last saw it) minus the offset
+the micro-batch copied up to, per partition, the number a Kafka consumer-lag dashboard shows.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from .engine.copy import RangeStats
+from .kafka import TopicPartition
+from .routing import RouteClass, RouteCounters
+
+__all__ = ["MicroBatchReport", "RunTotals", "LAG_SHOWN"]
+
+LAG_SHOWN = 8
+"""Partitions listed by name in a progress line (the laggiest); the rest are summed."""
+
+
+def _mib(n: int) -> str:
+    return f"{n / 2**20:.1f} MiB"
+
+
+def _classes(counters: RouteCounters) -> str:
+    parts = []
+    for route in RouteClass:
+        counts = counters.by_class[route]
+        if counts.batches:
+            parts.append(f"{route.value} {counts.batches} batches/{counts.records} records")
+    return ", ".join(parts) or "no batches"
+
+
+@dataclass
+class MicroBatchReport:
+    batch_id: int
+    seconds: float
+    ranges: list[RangeStats]
+
+    @property
+    def counters(self) -> RouteCounters:
+        total = RouteCounters()
+        for stats in self.ranges:
+            total.merge(stats.counters)
+        return total
+
+    @property
+    def lag(self) -> dict[TopicPartition, int]:
+        return {stats.tp: stats.lag for stats in self.ranges}
+
+    def line(self) -> str:
+        counters = self.counters
+        records, size = counters.total_records, counters.total_bytes
+        rate = size / self.seconds / 1e6 if self.seconds > 0 else 0.0
+        lag = sorted(self.lag.items(), key=lambda item: (-item[1], item[0]))
+        shown = " ".join(f"{tp}={n}" for tp, n in lag[:LAG_SHOWN])
+        more = f" (+{len(lag) - LAG_SHOWN} partitions, {sum(n for _, n in lag[LAG_SHOWN:])} more)" if len(lag) > LAG_SHOWN else ""
+        lost = sum(stats.lost_records for stats in self.ranges)
+        return (f"batch {self.batch_id}: {records} records, {_mib(size)} from {len(self.ranges)} partitions "
+                f"in {self.seconds:.2f} s ({rate:.1f} MB/s); {_classes(counters)}"
+                + (f"; LOST {lost} records" if lost else "")
+                + f"; lag {sum(n for _, n in lag)}" + (f" [{shown}{more}]" if lag else ""))
+
+
+@dataclass
+class RunTotals:
+    """Everything the run copied, for the closing summary (and for ``kmirror demo``)."""
+
+    micro_batches: int = 0
+    seconds: float = 0.0
+    counters: RouteCounters = field(default_factory=RouteCounters)
+    lost_records: int = 0
+    produced_batches: int = 0
+    produced_bytes: int = 0
+
+    def add(self, report: MicroBatchReport) -> None:
+        self.micro_batches += 1
+        self.seconds += report.seconds
+        self.counters.merge(report.counters)
+        self.lost_records += sum(stats.lost_records for stats in report.ranges)
+        self.produced_batches += sum(stats.produced_batches for stats in report.ranges)
+        self.produced_bytes += sum(stats.produced_bytes for stats in report.ranges)
+
+    def summary(self) -> str:
+        counters = self.counters
+        rate = counters.total_bytes / self.seconds / 1e6 if self.seconds > 0 else 0.0
+        rows = [f"  {route.value:<15} {c.batches:>9} batches {c.records:>11} records {_mib(c.bytes):>12}"
+                for route, c in counters.by_class.items()]
+        return "\n".join([
+            f"kmirror copied {counters.total_records} records ({_mib(counters.total_bytes)} of source batches) "
+            f"in {self.micro_batches} micro-batches, {self.seconds:.1f} s of copying ({rate:.1f} MB/s); "
+            f"produced {self.produced_batches} batches, {_mib(self.produced_bytes)}"
+            + (f"; LOST {self.lost_records} records to source retention" if self.lost_records else ""),
+            *rows,
+        ])
+

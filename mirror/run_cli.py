@@ -1,0 +1,131 @@
+"""``kmirror run``: mirror topics from one cluster to another with Spark Structured Streaming.
+
+Every setting can come from a TOML file (``--config``, keys as in docs/configuration.md);
+flags given on the command line override it. Exit codes: 0 done (``--once`` caught up, or
+stopped by SIGTERM/SIGINT after the current micro-batch), 1 the copy failed (corrupt source
+batch, data loss, a broker error), 2 invalid configuration or an unreachable cluster.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+import threading
+from pathlib import Path
+
+from kcodecs import KMirrorError
+
+__all__ = ["add_arguments", "run", "overrides_from_args", "EXIT_FAILED", "EXIT_UNUSABLE"]
+
+log = logging.getLogger("kmirror")
+
+EXIT_FAILED = 1
+EXIT_UNUSABLE = 2
+"""Bad configuration or an unreachable cluster: nothing was attempted."""
+
+_FLAGS = {
+    # flag dest -> dotted config key
+    "source": "source.bootstrap",
+    "destination": "destination.bootstrap",
+    "topics": "topics",
+    "exclude": "exclude",
+    "rename": "rename",
+    "partitioning": "partitioning",
+    "compression": "compression",
+    "destination_partitions": "destination_partitions",
+    "starting_offsets": "starting_offsets",
+    "on_data_loss": "on_data_loss",
+    "checkpoint": "checkpoint",
+    "once": "once",
+    "trigger_interval": "trigger_interval_s",
+    "max_bytes_per_trigger": "max_bytes_per_trigger",
+    "max_records_per_trigger": "max_records_per_trigger",
+    "fetch_max_bytes": "fetch_max_bytes",
+    "master": "master",
+}
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    where = parser.add_argument_group("clusters and topics")
+    where.add_argument("--source", metavar="HOST:PORT[,...]", help="bootstrap brokers of the cluster to copy from")
+    where.add_argument("--destination", metavar="HOST:PORT[,...]", help="bootstrap brokers of the cluster to copy to")
+    where.add_argument("--topics", metavar="REGEX", help="source topics to mirror (whole-name match); internal __ topics never are")
+    where.add_argument("--exclude", metavar="REGEX", help="source topics to leave out, even if --topics matches")
+    where.add_argument("--rename", metavar="FORMAT", help="destination topic name over {topic}, e.g. 'src.{topic}' (default '{topic}')")
+    how = parser.add_argument_group("routing")
+    how.add_argument("--partitioning", choices=("by-key", "preserve"),
+                     help="by-key (default): murmur2(key) mod destination partitions, as Kafka's default partitioner; "
+                          "keyless batches are forwarded unopened. preserve: same partition number, never decompresses")
+    how.add_argument("--compression", choices=("source", "none", "gzip", "snappy", "lz4", "zstd"),
+                     help="destination codec; 'source' (default) keeps each batch's codec so batches pass through. "
+                          "Any other value rebuilds batches in a different codec")
+    how.add_argument("--destination-partitions", type=int, metavar="N",
+                     help="partitions of destination topics kmirror creates (default: the source topic's count)")
+    run = parser.add_argument_group("streaming")
+    run.add_argument("--checkpoint", type=Path, metavar="DIR",
+                     help="Spark checkpoint directory; restarting with the same one resumes where the job stopped "
+                          "(default ./kmirror-checkpoint)")
+    run.add_argument("--once", action="store_true", default=None,
+                     help="copy everything there is now, then exit 0 (Trigger.AvailableNow)")
+    run.add_argument("--trigger-interval", type=float, metavar="SECONDS",
+                     help="how often the long-running job looks for new data (default 1)")
+    run.add_argument("--max-bytes-per-trigger", type=int, metavar="N", help="approximate cap on source bytes per micro-batch")
+    run.add_argument("--max-records-per-trigger", type=int, metavar="N", help="cap on source offsets per micro-batch")
+    run.add_argument("--starting-offsets", choices=("earliest", "latest"),
+                     help="where a job without a checkpoint starts (default earliest)")
+    run.add_argument("--on-data-loss", choices=("fail", "skip-to-earliest"),
+                     help="if retention deleted source data before it was copied: fail (default), or warn loudly, "
+                          "count the lost records and go on from the earliest offset")
+    run.add_argument("--fetch-max-bytes", type=int, metavar="N", help="bytes per fetch request (default 8 MiB)")
+    run.add_argument("--master", metavar="URL", help="Spark master (default local[2])")
+    run.add_argument("--spark-conf", action="append", default=[], metavar="KEY=VALUE",
+                     help="extra Spark setting, repeatable (e.g. spark.executor.memory=4g)")
+    parser.add_argument("--config", type=Path, metavar="FILE", help="TOML file with any of the settings above")
+
+
+def overrides_from_args(args: argparse.Namespace) -> dict[str, object]:
+    """Command-line values as dotted config keys; flags not given are None and do not override."""
+    overrides = {key: getattr(args, dest) for dest, key in _FLAGS.items()}
+    conf = {}
+    for item in args.spark_conf:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise argparse.ArgumentTypeError(f"--spark-conf expects KEY=VALUE, got {item!r}")
+        conf[key] = value
+    if conf:
+        overrides["spark_conf"] = conf
+    return overrides
+
+
+def run(args: argparse.Namespace) -> int:
+    from .config import ConfigError, load_config
+    from .kafka import ClusterUnreachableError
+
+    try:
+        config = load_config(args.config, overrides_from_args(args))
+    except (ConfigError, argparse.ArgumentTypeError) as exc:
+        log.error("%s", exc)
+        return EXIT_UNUSABLE
+    stop = threading.Event()
+
+    def request_stop(signum, _frame) -> None:
+        log.info("%s received: stopping after the current micro-batch", signal.Signals(signum).name)
+        stop.set()
+
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, request_stop)
+    from .spark.job import MirrorJobError, run_mirror
+
+    try:
+        run_mirror(config, stop=stop)
+    except ClusterUnreachableError as exc:
+        log.error("%s", exc)
+        return EXIT_UNUSABLE
+    except MirrorJobError as exc:
+        log.error("mirror failed: %s", exc)
+        return EXIT_UNUSABLE if exc.kind == ClusterUnreachableError.__name__ else EXIT_FAILED
+    except KMirrorError as exc:
+        log.error("mirror failed: %s", exc)
+        return EXIT_FAILED
+    return 0

@@ -1,0 +1,158 @@
+"""The Structured Streaming job: the ``kmirror-kafka`` source, ``foreachBatch`` copying on executors.
+
+Per micro-batch the driver (1) makes sure every selected source topic has its destination
+topic, (2) runs ``rows.mapPartitions(copy).collect()`` so each executor task copies its
+ranges and returns only statistics, and (3) logs one progress line. Spark commits the
+micro-batch's offsets to the checkpoint only after ``foreachBatch`` returns, so a crash
+replays the unfinished micro-batch: delivery is at-least-once (see docs/architecture.md).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import sys
+import threading
+import time
+from typing import Callable
+
+from kcodecs import KMirrorError
+
+from ..config import MirrorConfig
+from ..engine import CopyJob, client_for, sync_destination_topics
+from ..progress import MicroBatchReport, RunTotals
+
+__all__ = ["run_mirror", "MirrorJobError", "QUERY_NAME"]
+
+log = logging.getLogger(__name__)
+
+QUERY_NAME = "kmirror"
+_OUR_ERROR = re.compile(r"^(?:mirror|kcodecs)\.[\w.]*?\.?(\w+): (.+)$", re.MULTILINE)
+
+
+class MirrorJobError(KMirrorError):
+    """A copy task failed on an executor; ``kind`` is the class name of the error it raised there
+    (e.g. ``CorruptSourceError``), ``message`` its text."""
+
+    def __init__(self, kind: str, message: str):
+        super().__init__(f"{kind}: {message}")
+        self.kind = kind
+        self.message = message
+
+
+def run_mirror(config: MirrorConfig, *, stop: threading.Event | None = None,
+               on_report: Callable[[MicroBatchReport], None] | None = None) -> RunTotals:
+    """Run the mirror until caught up (``config.once``) or until ``stop`` is set; return the totals.
+
+    Clusters are contacted before Spark starts, so an unreachable one fails in seconds with
+    :class:`~mirror.kafka.ClusterUnreachableError`.
+    """
+    source = client_for(config.source, config.retry)
+    destination = client_for(config.destination, config.retry)
+    routes = sync_destination_topics(config, source, destination)
+    log.info("mirroring %d topics from %s to %s (%s, compression %s)%s", len(routes), ",".join(config.source.bootstrap),
+             ",".join(config.destination.bootstrap), config.partitioning, config.compression,
+             ": " + ", ".join(f"{t} -> {r.topic}" for t, r in sorted(routes.items())) if routes else "")
+    spark = _session(config)
+    from .source import KafkaRangeSource
+
+    spark.dataSource.register(KafkaRangeSource)
+    runner = _MicroBatchRunner(config, routes, on_report)
+    writer = (spark.readStream.format(KafkaRangeSource.name()).option("config", config.model_dump_json()).load()
+              .writeStream.queryName(QUERY_NAME).foreachBatch(runner)
+              .option("checkpointLocation", str(config.checkpoint)))
+    if config.once:
+        writer = writer.trigger(availableNow=True)
+    else:
+        writer = writer.trigger(processingTime=f"{config.trigger_interval_s} seconds")
+    query = writer.start()
+    try:
+        _await(query, stop or threading.Event())
+    except Exception as exc:
+        if runner.failure is not None:
+            raise runner.failure from None
+        raise MirrorJobError(type(exc).__name__, _first_line(str(exc))) from exc
+    if runner.failure is not None:
+        raise runner.failure
+    log.info("%s", runner.totals.summary())
+    return runner.totals
+
+
+def _session(config: MirrorConfig):
+    # The executors' Python must be the one kmirror is installed in.
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    from pyspark.sql import SparkSession
+
+    builder = (SparkSession.builder.master(config.master).appName("kmirror")
+               .config("spark.ui.enabled", "false")
+               .config("spark.sql.streaming.stopGracefullyOnShutdown", "true"))
+    for key, value in config.spark_conf.items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
+
+
+class _MicroBatchRunner:
+    """The ``foreachBatch`` function: plan on the driver, copy on executors, report."""
+
+    def __init__(self, config: MirrorConfig, routes, on_report):
+        self.config = config
+        self.routes = routes
+        self.on_report = on_report
+        self.totals = RunTotals()
+        self.failure: KMirrorError | None = None
+
+    def __call__(self, rows, batch_id: int) -> None:
+        config = self.config
+        source = client_for(config.source, config.retry)
+        destination = client_for(config.destination, config.retry)
+        try:
+            self.routes = sync_destination_topics(config, source, destination, self.routes)
+        except KMirrorError as exc:
+            self.failure = exc
+            raise
+        job = CopyJob(config.source, config.destination, config.retry, self.routes,
+                      config.fetch_max_bytes, config.on_data_loss)
+        began = time.perf_counter()
+        try:
+            ranges = rows.rdd.mapPartitions(job.copy_rows).collect()
+        except Exception as exc:
+            self.failure = _task_failure(exc)
+            raise
+        report = MicroBatchReport(batch_id, time.perf_counter() - began, ranges)
+        if ranges:
+            log.info("%s", report.line())
+        self.totals.add(report)
+        if self.on_report is not None:
+            self.on_report(report)
+
+
+def _task_failure(exc: Exception) -> MirrorJobError:
+    """The error a copy task raised, recovered from the executor traceback Spark wraps it in."""
+    found = _OUR_ERROR.findall(str(exc))
+    if found:
+        kind, message = found[-1]
+        return MirrorJobError(kind, message)
+    return MirrorJobError(type(exc).__name__, _first_line(str(exc)))
+
+
+def _first_line(text: str) -> str:
+    return text.strip().splitlines()[0] if text.strip() else "(no message)"
+
+
+def _await(query, stop: threading.Event) -> None:
+    """Wait for the query; on ``stop``, let the running micro-batch finish, then stop it."""
+    while query.isActive:
+        if stop.is_set():
+            log.info("stop requested: letting the current micro-batch finish")
+            while query.isActive and query.status.get("isTriggerActive"):
+                time.sleep(0.05)
+            query.stop()
+            log.info("stopped; the checkpoint holds every committed micro-batch")
+            return
+        query.awaitTermination(0.5)
+    error = query.exception()
+    if error is not None:
+        raise RuntimeError(str(error))

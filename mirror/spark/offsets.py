@@ -1,0 +1,75 @@
+"""The streaming source's offsets and how a micro-batch's end offsets are chosen. Pure code.
+
+Spark checkpoints offsets as JSON, ``{"topic/partition": next_offset}``, one entry per source
+partition: the same small map MirrorMaker 2 keeps per partition (``MirrorUtils.wrapOffset``).
+A micro-batch copies ``[start, end)`` of each partition; :func:`cap_end_offsets` shrinks the
+ends to a rate limit, sharing it fairly between partitions (max-min fairness), so one busy
+partition cannot starve the others.
+"""
+
+from __future__ import annotations
+
+from typing import Mapping
+
+from ..kafka.types import TopicPartition
+
+__all__ = ["Offsets", "parse_offsets", "format_offsets", "cap_end_offsets"]
+
+Offsets = dict[TopicPartition, int]
+
+
+def parse_offsets(offsets: Mapping[str, int]) -> Offsets:
+    return {TopicPartition.parse(key): int(value) for key, value in offsets.items()}
+
+
+def format_offsets(offsets: Mapping[TopicPartition, int]) -> dict[str, int]:
+    return {str(tp): offsets[tp] for tp in sorted(offsets)}
+
+
+def cap_end_offsets(
+    start: Mapping[TopicPartition, int],
+    latest: Mapping[TopicPartition, int],
+    *,
+    max_records: int | None = None,
+    max_bytes: int | None = None,
+    bytes_per_offset: Mapping[TopicPartition, float] | None = None,
+) -> Offsets:
+    """End offsets for one micro-batch: ``latest``, cut down to the record and byte budgets.
+
+    Bytes are estimated per partition with ``bytes_per_offset`` (from a small probe fetch), so
+    ``max_bytes`` is approximate. When every share rounds down to nothing, the partition with the
+    longest backlog still advances by one offset, so a batch larger than the budget is copied
+    eventually rather than never.
+    """
+    backlog = {tp: max(0, end - start[tp]) for tp, end in latest.items() if tp in start}
+    allowed = dict(backlog)
+    if max_records is not None:
+        allowed = _min(allowed, _fair_share(backlog, float(max_records), lambda tp: 1.0))
+    if max_bytes is not None:
+        cost = bytes_per_offset or {}
+        allowed = _min(allowed, _fair_share(backlog, float(max_bytes), lambda tp: max(cost.get(tp, 1.0), 1e-9)))
+    if backlog and not any(allowed.values()) and any(backlog.values()):
+        busiest = max(backlog, key=lambda tp: (backlog[tp], tp))
+        allowed[busiest] = 1
+    ends = dict(latest)
+    for tp, count in allowed.items():
+        ends[tp] = start[tp] + count
+    return ends
+
+
+def _fair_share(backlog: Mapping[TopicPartition, int], budget: float, cost) -> dict[TopicPartition, int]:
+    """Water-filling: partitions needing less than an equal share get all they need; the rest split what is left."""
+    share: dict[TopicPartition, int] = {}
+    pending = sorted((tp for tp in backlog if backlog[tp]), key=lambda tp: backlog[tp] * cost(tp))
+    while pending:
+        equal = budget / len(pending)
+        tp = pending.pop(0)
+        need = backlog[tp] * cost(tp)
+        granted = min(backlog[tp], int(min(need, equal) / cost(tp)))
+        share[tp] = granted
+        budget -= granted * cost(tp)
+    return {tp: share.get(tp, 0) for tp in backlog}
+
+
+def _min(a: Mapping[TopicPartition, int], b: Mapping[TopicPartition, int]) -> dict[TopicPartition, int]:
+    return {tp: min(a[tp], b[tp]) for tp in a}

@@ -1,0 +1,159 @@
+"""``kmirror-kafka``: a Python streaming data source whose rows are copy descriptors, not records.
+
+Name
+    ``kmirror-kafka``
+Options
+    ``config``: the job's :class:`~mirror.config.MirrorConfig` as JSON (source cluster, topic
+    selection, starting offsets, rate limits).
+Schema
+    ``topic string, partition int, start_offset long, end_offset long``: one row per source
+    partition range of the micro-batch. The bytes never enter Spark: moving payloads through
+    rows costs about 10x more than copying inside the executor, so ``foreachBatch`` hands each
+    row to :func:`mirror.engine.copy_ranges`, which fetches and produces on the executor.
+Examples
+    >>> spark.dataSource.register(KafkaRangeSource)
+    >>> spark.readStream.format("kmirror-kafka").option("config", config.model_dump_json()).load()
+
+Offsets are ``{"topic/partition": next_offset}`` (:mod:`mirror.spark.offsets`). A partition
+that appears while the job runs (a new matching topic, or more partitions) first shows up at
+its earliest offset with nothing to copy, so the checkpoint holds where it starts before any
+of it is copied. Under ``Trigger.AvailableNow`` the latest offsets are pinned when the query
+starts and partitions found later wait for the next run.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Iterator
+
+from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
+from pyspark.sql.streaming.datasource import (
+    ReadAllAvailable,
+    ReadLimit,
+    ReadMaxBytes,
+    ReadMaxRows,
+    SupportsTriggerAvailableNow,
+)
+
+from ..config import MirrorConfig
+from ..kafka.types import TopicPartition
+from .offsets import Offsets, cap_end_offsets, format_offsets, parse_offsets
+
+__all__ = ["KafkaRangeSource", "KafkaRangeReader", "CopyRange", "SCHEMA"]
+
+log = logging.getLogger(__name__)
+
+SCHEMA = "topic string, partition int, start_offset long, end_offset long"
+PROBE_BYTES = 64 * 1024
+"""Bytes fetched to estimate a partition's bytes per offset when a byte limit is set."""
+
+
+class CopyRange(InputPartition):
+    """Offsets ``[start, end)`` of one source partition: one Spark task, one output row."""
+
+    def __init__(self, topic: str, partition: int, start: int, end: int):
+        self.topic, self.partition, self.start, self.end = topic, partition, start, end
+
+    def __repr__(self) -> str:
+        return f"CopyRange({self.topic}/{self.partition} [{self.start}, {self.end}))"
+
+
+class KafkaRangeSource(DataSource):
+    @classmethod
+    def name(cls) -> str:
+        return "kmirror-kafka"
+
+    def schema(self) -> str:
+        return SCHEMA
+
+    def streamReader(self, schema) -> "KafkaRangeReader":
+        return KafkaRangeReader(MirrorConfig.model_validate_json(self.options["config"]))
+
+
+class KafkaRangeReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    """Plans ranges on the driver side; :meth:`read` (on executors) only emits the descriptor."""
+
+    def __init__(self, config: MirrorConfig):
+        self.config = config
+        self._client = None
+        self._target: Offsets | None = None
+
+    @property
+    def client(self):
+        if self._client is None:
+            from ..engine.clients import client_for
+
+            self._client = client_for(self.config.source, self.config.retry)
+        return self._client
+
+    def _partitions(self) -> list[TopicPartition]:
+        return [TopicPartition(topic, p) for topic, count in sorted(self.client.topics().items())
+                if self.config.selects(topic) for p in range(count)]
+
+    def initialOffset(self) -> dict:
+        tps = self._partitions()
+        return format_offsets(self.client.list_offsets(tps, self.config.starting_offsets) if tps else {})
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        tps = self._partitions()
+        self._target = self.client.list_offsets(tps, "latest") if tps else {}
+        log.info("copying up to the current end of %d source partitions, then stopping", len(tps))
+
+    def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
+        begun = parse_offsets(start)
+        tps = self._partitions() if self._target is None else list(self._target)
+        known = [tp for tp in tps if tp in begun]
+        latest = self.client.list_offsets(known, "latest") if known else {}
+        if self._target is not None:
+            latest = {tp: min(end, self._target[tp]) for tp, end in latest.items()}
+        ends = dict(begun)  # partitions gone from metadata keep their offsets
+        ends.update(self._limit(begun, latest, limit))
+        fresh = [tp for tp in tps if tp not in begun]
+        if fresh:
+            ends.update(self.client.list_offsets(fresh, "earliest"))
+            log.info("new source partitions, starting at their earliest offsets: %s", ", ".join(map(str, fresh)))
+        return format_offsets(ends)
+
+    def _limit(self, start: Offsets, latest: Offsets, limit: ReadLimit) -> Offsets:
+        if isinstance(limit, ReadAllAvailable):
+            return latest
+        max_records = self.config.max_records_per_trigger
+        max_bytes = self.config.max_bytes_per_trigger
+        if isinstance(limit, ReadMaxRows):
+            max_records = limit.max_rows
+        elif isinstance(limit, ReadMaxBytes):
+            max_bytes = limit.max_bytes
+        estimate = None
+        if max_bytes is not None:
+            estimate = {tp: self._bytes_per_offset(tp, start[tp]) for tp in latest if latest[tp] > start[tp]}
+        return cap_end_offsets(start, latest, max_records=max_records, max_bytes=max_bytes, bytes_per_offset=estimate)
+
+    def _bytes_per_offset(self, tp: TopicPartition, offset: int) -> float:
+        """Average stored bytes per offset just after ``offset``, from headers only."""
+        from kcodecs import iter_batches
+
+        fetched = self.client.fetch(tp, offset, max_bytes=PROBE_BYTES)
+        batches = list(iter_batches(fetched.records))
+        if not batches:
+            return 1.0
+        span = batches[-1].last_offset + 1 - min(offset, batches[0].last_offset)
+        return sum(b.size for b in batches) / max(span, 1)
+
+    def getDefaultReadLimit(self) -> ReadLimit:
+        if self.config.max_bytes_per_trigger is not None:
+            return ReadMaxBytes(self.config.max_bytes_per_trigger)
+        if self.config.max_records_per_trigger is not None:
+            return ReadMaxRows(self.config.max_records_per_trigger)
+        return ReadAllAvailable()
+
+    def partitions(self, start: dict, end: dict) -> list[CopyRange]:
+        begun = parse_offsets(start)
+        return [CopyRange(tp.topic, tp.partition, begun[tp], stop)
+                for tp, stop in sorted(parse_offsets(end).items()) if tp in begun and stop > begun[tp]]
+
+    def read(self, partition: CopyRange) -> Iterator[tuple]:
+        yield (partition.topic, partition.partition, partition.start, partition.end)
+
+    def stop(self) -> None:
+        if self._client is not None:
+            self._client.close()

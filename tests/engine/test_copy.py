@@ -1,0 +1,179 @@
+"""The copy engine without Spark: one range at a time between two embedded brokers, read back
+with kafka-python's consumer (an independent decoder)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from kafka import KafkaConsumer
+from kafka import TopicPartition as KTP
+
+import kcodecs
+from kcodecs import Record
+from mirror.broker import EmbeddedBroker
+from mirror.config import load_config
+from mirror.engine import (
+    CopyRequest,
+    CorruptSourceError,
+    DataLossError,
+    SourceTruncatedError,
+    TopicMismatchError,
+    copy_range,
+    sync_destination_topics,
+)
+from mirror.kafka import KafkaClient, NewTopic, TopicPartition
+from mirror.routing import RouteClass
+
+FETCH = 1024 * 1024
+
+
+@pytest.fixture
+def clusters(tmp_path):
+    with EmbeddedBroker(tmp_path / "src") as src, EmbeddedBroker(tmp_path / "dst") as dst:
+        with KafkaClient(src.bootstrap) as source, KafkaClient(dst.bootstrap) as destination:
+            yield src, dst, source, destination
+
+
+def _config(src, dst, **extra):
+    return load_config(None, {"source.bootstrap": src.bootstrap, "destination.bootstrap": dst.bootstrap,
+                              "topics": ".*", **extra})
+
+
+def _fill(client: KafkaClient, topic: str, batches: int, per_batch: int, *, partition: int = 0, keyed=False,
+          codec="zstd") -> list[Record]:
+    """``batches`` batches of ``per_batch`` records each, so offsets of batch i are [i*n, (i+1)*n)."""
+    produced = []
+    for b in range(batches):
+        records = [Record(key=b"k%d" % (i % 7) if keyed else None, value=b"value-%d-%d" % (b, i), timestamp=1_700_000_000_000 + i)
+                   for i in range(per_batch)]
+        client.produce([(TopicPartition(topic, partition), kcodecs.build_batch(records, compression=codec))])
+        produced += records
+    return produced
+
+
+def _consume(bootstrap: str, topic: str, partition: int = 0) -> list:
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, group_id=None, consumer_timeout_ms=1500,
+                             auto_offset_reset="earliest")
+    consumer.assign([KTP(topic, partition)])
+    records = list(consumer)
+    consumer.close()
+    return records
+
+
+def test_ranges_split_mid_batch_copy_every_batch_exactly_once(clusters):
+    src, dst, source, destination = clusters
+    source.create_topics([NewTopic("t", 1)])
+    produced = _fill(source, "t", batches=3, per_batch=10)
+    routes = sync_destination_topics(_config(src, dst), source, destination)
+    tp = TopicPartition("t", 0)
+    # 15 and 25 cut batches [10, 20) and [20, 30) in two: each goes whole with the range holding its last offset.
+    stats = [copy_range(CopyRequest(tp, a, b), routes["t"], source, destination, fetch_max_bytes=FETCH)
+             for a, b in ((0, 15), (15, 25), (25, 30))]
+    assert [s.counters.total_records for s in stats] == [10, 10, 10]
+    copied = _consume(dst.bootstrap, "t")
+    assert [r.value for r in copied] == [r.value for r in produced]
+    assert [r.offset for r in copied] == list(range(30))
+    assert stats[-1].lag == 0 and stats[-1].high_watermark == 30
+
+
+def test_no_keys_flag_batches_pass_through(clusters):
+    src, dst, source, destination = clusters
+    source.create_topics([NewTopic("nk", 2)])
+    _fill(source, "nk", batches=2, per_batch=5, partition=1, codec="lz4")
+    routes = sync_destination_topics(_config(src, dst), source, destination)
+    stats = copy_range(CopyRequest(TopicPartition("nk", 1), 0, 10), routes["nk"], source, destination,
+                       fetch_max_bytes=FETCH)
+    assert stats.counters.by_class[RouteClass.PASSED_THROUGH].batches == 2
+    assert len(_consume(dst.bootstrap, "nk", 1)) == 10  # unkeyed: same partition number
+
+
+def _log_file(broker_dir: Path, topic: str) -> Path:
+    return broker_dir / f"{topic}-0" / ("0" * 20 + ".log")
+
+
+def test_a_corrupt_source_batch_stops_the_copy_naming_partition_and_offset(clusters, tmp_path):
+    src, dst, source, destination = clusters
+    source.create_topics([NewTopic("bad", 1)])
+    _fill(source, "bad", batches=3, per_batch=4, codec="none")
+    routes = sync_destination_topics(_config(src, dst), source, destination)
+    log = _log_file(tmp_path / "src", "bad")
+    data = bytearray(log.read_bytes())
+    second = kcodecs.read_batch(data).size  # the second batch starts right after the first
+    data[second + 70] ^= 0xFF  # a byte of its records: only the CRC can tell
+    log.write_bytes(data)
+    with pytest.raises(CorruptSourceError) as caught:
+        copy_range(CopyRequest(TopicPartition("bad", 0), 0, 12), routes["bad"], source, destination,
+                   fetch_max_bytes=FETCH)
+    assert caught.value.tp == TopicPartition("bad", 0) and caught.value.offset == 4
+    assert "bad/0" in str(caught.value) and "CRC" in str(caught.value)
+    # A fetch's batches are produced together after all of them were checked, so the corrupt
+    # batch stops the copy before anything of that fetch reaches the destination.
+    assert _consume(dst.bootstrap, "bad") == []
+
+
+@pytest.fixture
+def pruned(clusters):
+    """A source partition whose first segments retention already deleted."""
+    src, dst, source, destination = clusters
+    source.create_topics([NewTopic("old", 1, configs={"segment.bytes": "300", "retention.bytes": "600"})])
+    _fill(source, "old", batches=12, per_batch=2, codec="none")
+    earliest = source.list_offsets([TopicPartition("old", 0)], "earliest")[TopicPartition("old", 0)]
+    assert earliest > 0
+    return src, dst, source, destination, earliest
+
+
+def test_deleted_source_data_is_an_error_by_default(pruned):
+    src, dst, source, destination, earliest = pruned
+    routes = sync_destination_topics(_config(src, dst), source, destination)
+    with pytest.raises(DataLossError) as caught:
+        copy_range(CopyRequest(TopicPartition("old", 0), 0, 24), routes["old"], source, destination,
+                   fetch_max_bytes=FETCH)
+    assert (caught.value.offset, caught.value.earliest) == (0, earliest)
+    assert _consume(dst.bootstrap, "old") == []
+
+
+def test_skip_to_earliest_counts_what_was_lost_and_copies_the_rest(pruned):
+    src, dst, source, destination, earliest = pruned
+    routes = sync_destination_topics(_config(src, dst), source, destination)
+    stats = copy_range(CopyRequest(TopicPartition("old", 0), 0, 24), routes["old"], source, destination,
+                       fetch_max_bytes=FETCH, on_data_loss="skip-to-earliest")
+    assert stats.lost_records == earliest
+    assert len(_consume(dst.bootstrap, "old")) == 24 - earliest
+
+
+def test_a_range_past_the_source_log_end_is_reported(clusters):
+    src, dst, source, destination = clusters
+    source.create_topics([NewTopic("short", 1)])
+    _fill(source, "short", batches=1, per_batch=3)
+    routes = sync_destination_topics(_config(src, dst), source, destination)
+    with pytest.raises((SourceTruncatedError, DataLossError)):
+        copy_range(CopyRequest(TopicPartition("short", 0), 0, 10), routes["short"], source, destination,
+                   fetch_max_bytes=FETCH)
+
+
+def test_destination_topics_are_created_with_the_source_configs(clusters):
+    src, dst, source, destination = clusters
+    source.create_topics([NewTopic("lat", 3, configs={"message.timestamp.type": "LogAppendTime",
+                                                       "segment.bytes": "100000"})])
+    routes = sync_destination_topics(_config(src, dst, rename="copy.{topic}"), source, destination)
+    assert routes["lat"].topic == "copy.lat" and routes["lat"].policy.destination_partitions == 3
+    configs = destination.describe_topic_configs(["copy.lat"])["copy.lat"]
+    assert configs["message.timestamp.type"] == "LogAppendTime"
+    assert configs["segment.bytes"] != "100000"  # storage tuning is the destination's business
+
+
+def test_an_existing_destination_topic_keeps_its_partition_count(clusters):
+    src, dst, source, destination = clusters
+    source.create_topics([NewTopic("keyed", 4)])
+    destination.create_topics([NewTopic("keyed", 6)])
+    routes = sync_destination_topics(_config(src, dst), source, destination)
+    assert routes["keyed"].policy.destination_partitions == 6
+
+
+def test_preserve_into_fewer_partitions_is_refused(clusters):
+    src, dst, source, destination = clusters
+    source.create_topics([NewTopic("wide", 4)])
+    destination.create_topics([NewTopic("wide", 2)])
+    with pytest.raises(TopicMismatchError, match="preserve"):
+        sync_destination_topics(_config(src, dst, partitioning="preserve"), source, destination)

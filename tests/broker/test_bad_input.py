@@ -126,3 +126,16 @@ def _flip(data: bytes, position: int) -> bytearray:
     out = bytearray(data)
     out[position] ^= 0x01
     return out
+
+
+def test_a_batch_larger_than_a_segment_is_refused_with_record_list_too_large(broker):
+    # Kafka's Log.append: a batch that cannot fit in an empty segment is RECORD_LIST_TOO_LARGE.
+    wire = Wire(broker.bootstrap)
+    topic = CreateTopicsRequest.CreatableTopic
+    wire.call(CreateTopicsRequest(topics=[topic(name="small", num_partitions=1, replication_factor=1, assignments=[],
+                                               configs=[topic.CreatableTopicConfig(name="segment.bytes", value="200")])],
+                                  timeout_ms=1000, validate_only=False), version=5)
+    result = produce(wire, batch(b"x" * 1000), topic="small")
+    assert result.error_code == 18  # RECORD_LIST_TOO_LARGE
+    assert produce(wire, batch(b"fits"), topic="small").error_code == 0  # the connection is still usable
+    wire.close()

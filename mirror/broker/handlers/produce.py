@@ -14,6 +14,7 @@ import logging
 from kafka.protocol.producer import ProduceRequest, ProduceResponse
 
 from ..errors import ApiError, kerr
+from ..log import RecordBatchTooLargeError
 
 API_KEY = 0
 MIN_VERSION = 3
@@ -52,6 +53,9 @@ async def handle(request, version: int, state) -> ProduceResponse | None:
             except ApiError as exc:
                 log.info("produce to %s-%d rejected: %s", topic_data.name, part.index, exc)
                 result.error_code, result.error_message = exc.code, exc.message
+            except RecordBatchTooLargeError as exc:  # larger than a whole segment, as Kafka's Log.append says
+                log.info("produce to %s-%d rejected: %s", topic_data.name, part.index, exc)
+                result.error_code, result.error_message = kerr.RecordListTooLargeError.errno, str(exc)
             except OSError as exc:
                 log.error("produce to %s-%d failed to write: %s", topic_data.name, part.index, exc)
                 result.error_code, result.error_message = kerr.KafkaStorageError.errno, str(exc)

@@ -56,6 +56,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         stream=sys.stderr,
     )
+    if not args.verbose:  # Spark's Python bridge and kafka-python log every connection at INFO
+        for noisy in ("py4j", "kafka"):
+            logging.getLogger(noisy).setLevel(logging.WARNING)
     return args.run(args)
 
 

@@ -160,3 +160,28 @@ def test_restart_between_produce_and_consume(tmp_path):
         produce_confluent(second.bootstrap, "durable", "lz4", items[:5])
         rows = consume_confluent(second.bootstrap, "durable", len(items) + 5)
         assert [r[0] for r in rows] == list(range(55))
+
+
+@pytest.mark.parametrize("codec", CODECS[1:])
+def test_librdkafka_really_compresses_with_every_codec(broker, codec):
+    # librdkafka quietly sends lz4 uncompressed to a broker whose ApiVersions lacks
+    # FindCoordinator (its LZ4 feature probe), so look at the stored batches themselves.
+    import kcodecs
+
+    create_topic(broker.bootstrap, "squeezed")
+    produce_confluent(broker.bootstrap, "squeezed", codec, [(None, b"compressible " * 50, [])] * 200)
+    stored = broker.state.topics.partition("squeezed", 0).log.read(0, 1 << 20)
+    codecs = {batch.compression.name.lower() for batch in kcodecs.iter_batches(stored) if batch.record_count > 1}
+    assert codecs == {codec}
+
+
+def test_find_coordinator_says_there_is_none(broker):
+    from kafka.protocol.metadata import FindCoordinatorRequest
+
+    from mirror.kafka import KafkaConnection
+
+    with KafkaConnection(broker.bootstrap) as wire:
+        old = wire.call(FindCoordinatorRequest(key="group", key_type=0), version=3)
+        new = wire.call(FindCoordinatorRequest(key_type=0, coordinator_keys=["a", "b"]), version=4)
+    assert old.error_code == 15 and old.node_id == -1  # COORDINATOR_NOT_AVAILABLE
+    assert [(c.key, c.error_code) for c in new.coordinators] == [("a", 15), ("b", 15)]

@@ -9,9 +9,20 @@ from __future__ import annotations
 
 from types import ModuleType
 
-from . import api_versions, create_topics, describe_configs, fetch, init_producer_id, list_offsets, metadata, produce
+from . import (
+    api_versions,
+    create_topics,
+    describe_configs,
+    fetch,
+    find_coordinator,
+    init_producer_id,
+    list_offsets,
+    metadata,
+    produce,
+)
 
 HANDLERS: dict[int, ModuleType] = {
     module.API_KEY: module
-    for module in (api_versions, metadata, create_topics, describe_configs, produce, fetch, list_offsets, init_producer_id)
+    for module in (api_versions, metadata, create_topics, describe_configs, produce, fetch, list_offsets, init_producer_id,
+                   find_coordinator)
 }

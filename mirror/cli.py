@@ -10,6 +10,7 @@ from typing import Sequence
 from .bench import broker_bench, codecs_bench
 from . import run_cli
 from .broker import cli as broker_cli
+from .demo import cli as demo_cli
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -26,6 +27,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run_cli.add_arguments(run)
     run.set_defaults(run=run_cli.run)
+
+    demo = commands.add_parser(
+        "demo", help="two embedded clusters, mixed data, a Spark mirror and a verification, in one command",
+        description=demo_cli.__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    demo_cli.add_arguments(demo)
+    demo.set_defaults(run=demo_cli.run)
 
     broker = commands.add_parser(
         "broker",

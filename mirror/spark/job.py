@@ -12,9 +12,12 @@ from __future__ import annotations
 import logging
 import os
 import re
+import shutil
 import sys
+import tempfile
 import threading
 import time
+from pathlib import Path
 from typing import Callable
 
 from kcodecs import KMirrorError
@@ -55,11 +58,14 @@ def run_mirror(config: MirrorConfig, *, stop: threading.Event | None = None,
              ",".join(config.destination.bootstrap), config.partitioning, config.compression,
              ": " + ", ".join(f"{t} -> {r.topic}" for t, r in sorted(routes.items())) if routes else "")
     spark = _session(config)
-    from .source import KafkaRangeSource
+    from .source import STOP_FILE_OPTION, KafkaRangeSource
 
     spark.dataSource.register(KafkaRangeSource)
     runner = _MicroBatchRunner(config, routes, on_report)
-    writer = (spark.readStream.format(KafkaRangeSource.name()).option("config", config.model_dump_json()).load()
+    # The reader plans on the driver's machine, so a local file can tell it to plan no more.
+    stop_file = Path(tempfile.mkdtemp(prefix="kmirror-")) / "stop"
+    writer = (spark.readStream.format(KafkaRangeSource.name()).option("config", config.model_dump_json())
+              .option(STOP_FILE_OPTION, str(stop_file)).load()
               .writeStream.queryName(QUERY_NAME).foreachBatch(runner)
               .option("checkpointLocation", str(config.checkpoint)))
     if config.once:
@@ -68,7 +74,7 @@ def run_mirror(config: MirrorConfig, *, stop: threading.Event | None = None,
         writer = writer.trigger(processingTime=f"{config.trigger_interval_s} seconds")
     query = writer.start()
     try:
-        _await(query, stop or threading.Event())
+        _await(query, stop or threading.Event(), stop_file)
     except Exception as exc:
         if runner.failure is not None:
             raise runner.failure from None
@@ -86,6 +92,7 @@ def _session(config: MirrorConfig):
 
     builder = (SparkSession.builder.master(config.master).appName("kmirror")
                .config("spark.ui.enabled", "false")
+               .config("spark.ui.showConsoleProgress", "false")  # its bar garbles the progress lines
                .config("spark.sql.streaming.stopGracefullyOnShutdown", "true"))
     for key, value in config.spark_conf.items():
         builder = builder.config(key, value)
@@ -142,14 +149,18 @@ def _first_line(text: str) -> str:
     return text.strip().splitlines()[0] if text.strip() else "(no message)"
 
 
-def _await(query, stop: threading.Event) -> None:
-    """Wait for the query; on ``stop``, let the running micro-batch finish, then stop it."""
+def _await(query, stop: threading.Event, stop_file: Path) -> None:
+    """Wait for the query. On ``stop``: the stop file makes the reader plan no new micro-batch,
+    the one running finishes and commits, and only then is the query stopped, so a normal stop
+    copies nothing twice."""
     while query.isActive:
         if stop.is_set():
             log.info("stop requested: letting the current micro-batch finish")
+            stop_file.touch()
             while query.isActive and query.status.get("isTriggerActive"):
                 time.sleep(0.05)
             query.stop()
+            shutil.rmtree(stop_file.parent, ignore_errors=True)
             log.info("stopped; the checkpoint holds every committed micro-batch")
             return
         query.awaitTermination(0.5)

@@ -5,6 +5,8 @@ Name
 Options
     ``config``: the job's :class:`~mirror.config.MirrorConfig` as JSON (source cluster, topic
     selection, starting offsets, rate limits).
+    ``stopFile``: optional path on the driver's machine; once it exists the reader plans no new
+    micro-batch, so the job can stop between micro-batches.
 Schema
     ``topic string, partition int, start_offset long, end_offset long``: one row per source
     partition range of the micro-batch. The bytes never enter Spark: moving payloads through
@@ -24,6 +26,7 @@ starts and partitions found later wait for the next run.
 from __future__ import annotations
 
 import logging
+import os
 from typing import Iterator
 
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
@@ -39,11 +42,12 @@ from ..config import MirrorConfig
 from ..kafka.types import TopicPartition
 from .offsets import Offsets, cap_end_offsets, format_offsets, parse_offsets
 
-__all__ = ["KafkaRangeSource", "KafkaRangeReader", "CopyRange", "SCHEMA"]
+__all__ = ["KafkaRangeSource", "KafkaRangeReader", "CopyRange", "SCHEMA", "STOP_FILE_OPTION"]
 
 log = logging.getLogger(__name__)
 
 SCHEMA = "topic string, partition int, start_offset long, end_offset long"
+STOP_FILE_OPTION = "stopFile"
 PROBE_BYTES = 64 * 1024
 """Bytes fetched to estimate a partition's bytes per offset when a byte limit is set."""
 
@@ -67,14 +71,16 @@ class KafkaRangeSource(DataSource):
         return SCHEMA
 
     def streamReader(self, schema) -> "KafkaRangeReader":
-        return KafkaRangeReader(MirrorConfig.model_validate_json(self.options["config"]))
+        return KafkaRangeReader(MirrorConfig.model_validate_json(self.options["config"]),
+                                stop_file=self.options.get(STOP_FILE_OPTION))
 
 
 class KafkaRangeReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     """Plans ranges on the driver side; :meth:`read` (on executors) only emits the descriptor."""
 
-    def __init__(self, config: MirrorConfig):
+    def __init__(self, config: MirrorConfig, *, stop_file: str | None = None):
         self.config = config
+        self.stop_file = stop_file
         self._client = None
         self._target: Offsets | None = None
 
@@ -100,6 +106,8 @@ class KafkaRangeReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         log.info("copying up to the current end of %d source partitions, then stopping", len(tps))
 
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
+        if self.stop_file and os.path.exists(self.stop_file):
+            return start  # stopping: no new micro-batch
         begun = parse_offsets(start)
         tps = self._partitions() if self._target is None else list(self._target)
         known = [tp for tp in tps if tp in begun]

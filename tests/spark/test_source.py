@@ -1,0 +1,120 @@
+"""The streaming source's reader called directly, as Spark's planner process would, against an
+embedded broker: offsets, limits, AvailableNow, new partitions, the stop file. No JVM."""
+
+from __future__ import annotations
+
+import pytest
+from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxBytes, ReadMaxRows
+
+import kcodecs
+from kcodecs import Record
+from mirror.broker import EmbeddedBroker
+from mirror.config import load_config
+from mirror.kafka import KafkaClient, NewTopic, TopicPartition
+from mirror.spark.source import KafkaRangeReader, KafkaRangeSource
+
+
+@pytest.fixture
+def cluster(tmp_path):
+    with EmbeddedBroker(tmp_path / "src") as broker, KafkaClient(broker.bootstrap) as client:
+        yield broker, client
+
+
+def _fill(client: KafkaClient, topic: str, partition: int, batches: int, per_batch: int = 10, size: int = 100) -> None:
+    for b in range(batches):
+        records = [Record(value=bytes([b % 256]) * size) for _ in range(per_batch)]
+        client.produce([(TopicPartition(topic, partition), kcodecs.build_batch(records))])
+
+
+def _reader(broker, tmp_path=None, **settings) -> KafkaRangeReader:
+    config = load_config(None, {"source.bootstrap": broker.bootstrap, "destination.bootstrap": "127.0.0.1:1",
+                                "topics": "t.*", **settings})
+    return KafkaRangeReader(config, stop_file=str(tmp_path / "stop") if tmp_path else None)
+
+
+def test_offsets_cover_every_selected_partition_and_ranges_become_rows(cluster):
+    broker, client = cluster
+    client.create_topics([NewTopic("t1", 2), NewTopic("other", 1)])
+    _fill(client, "t1", 0, 3)
+    reader = _reader(broker)
+    start = reader.initialOffset()
+    assert start == {"t1/0": 0, "t1/1": 0}
+    end = reader.latestOffset(start, ReadAllAvailable())
+    assert end == {"t1/0": 30, "t1/1": 0}
+    (only,) = reader.partitions(start, end)
+    assert list(reader.read(only)) == [("t1", 0, 0, 30)]
+    assert reader.partitions(end, end) == []
+
+
+def test_latest_starting_offsets_skip_what_is_there(cluster):
+    broker, client = cluster
+    client.create_topics([NewTopic("t1", 1)])
+    _fill(client, "t1", 0, 2)
+    assert _reader(broker, starting_offsets="latest").initialOffset() == {"t1/0": 20}
+
+
+def test_a_record_limit_from_spark_caps_the_micro_batch(cluster):
+    broker, client = cluster
+    client.create_topics([NewTopic("t1", 2)])
+    _fill(client, "t1", 0, 5)
+    _fill(client, "t1", 1, 5)
+    reader = _reader(broker, max_records_per_trigger=30)
+    assert reader.getDefaultReadLimit() == ReadMaxRows(30)
+    assert reader.latestOffset({"t1/0": 0, "t1/1": 0}, ReadMaxRows(30)) == {"t1/0": 15, "t1/1": 15}
+    # Spark may ask for everything (e.g. to honour a trigger); the limit must then be ignored.
+    assert reader.latestOffset({"t1/0": 0, "t1/1": 0}, ReadAllAvailable()) == {"t1/0": 50, "t1/1": 50}
+
+
+def test_a_byte_limit_is_turned_into_offsets_by_probing_batch_sizes(cluster):
+    broker, client = cluster
+    client.create_topics([NewTopic("t1", 1)])
+    _fill(client, "t1", 0, 20, per_batch=10, size=1000)
+    batch_size = len(kcodecs.build_batch([Record(value=b"x" * 1000)] * 10))
+    reader = _reader(broker, max_bytes_per_trigger=5 * batch_size)
+    assert reader.getDefaultReadLimit() == ReadMaxBytes(5 * batch_size)
+    end = reader.latestOffset({"t1/0": 0}, ReadMaxBytes(5 * batch_size))
+    assert end == {"t1/0": 50}  # five batches of ten records
+
+
+def test_available_now_pins_the_end_and_ignores_later_data_and_partitions(cluster):
+    broker, client = cluster
+    client.create_topics([NewTopic("t1", 1)])
+    _fill(client, "t1", 0, 2)
+    reader = _reader(broker)
+    start = reader.initialOffset()
+    reader.prepareForTriggerAvailableNow()
+    _fill(client, "t1", 0, 2)
+    client.create_topics([NewTopic("t2", 1)])
+    assert reader.latestOffset(start, ReadAllAvailable()) == {"t1/0": 20}
+
+
+def test_new_partitions_first_appear_at_their_earliest_offset_with_nothing_to_copy(cluster):
+    broker, client = cluster
+    client.create_topics([NewTopic("t1", 1)])
+    reader = _reader(broker)
+    start = reader.initialOffset()
+    client.create_topics([NewTopic("t2", 1)])
+    _fill(client, "t2", 0, 1)
+    found = reader.latestOffset(start, ReadAllAvailable())
+    assert found == {"t1/0": 0, "t2/0": 0}
+    assert reader.partitions(start, found) == []
+    assert reader.latestOffset(found, ReadAllAvailable()) == {"t1/0": 0, "t2/0": 10}
+
+
+def test_the_stop_file_ends_planning(cluster, tmp_path):
+    broker, client = cluster
+    client.create_topics([NewTopic("t1", 1)])
+    _fill(client, "t1", 0, 1)
+    reader = _reader(broker, tmp_path)
+    start = reader.initialOffset()
+    (tmp_path / "stop").touch()
+    assert reader.latestOffset(start, ReadAllAvailable()) == start
+
+
+def test_the_data_source_builds_its_reader_from_options(cluster, tmp_path):
+    broker, _ = cluster
+    config = _reader(broker).config
+    source = KafkaRangeSource({"config": config.model_dump_json(), "stopFile": str(tmp_path / "s")})
+    reader = source.streamReader(source.schema())
+    assert reader.config == config and reader.stop_file == str(tmp_path / "s")
+    assert KafkaRangeSource.name() == "kmirror-kafka"

@@ -91,3 +91,11 @@ def test_the_configuration_reference_documents_every_key():
     for model in (MirrorConfig, ClusterConfig, RetryConfig):
         for name in model.model_fields:
             assert f"`{name}`" in reference or f"[{name}]" in reference, f"{model.__name__}.{name} is undocumented"
+
+
+def test_the_deploy_example_is_a_valid_configuration():
+    from pathlib import Path
+
+    example = Path(__file__).parent.parent / "deploy" / "kmirror.example.toml"
+    config = load_config(example)
+    assert config.destination_topic("orders.eu") == "eu.orders.eu" and config.selects("payments")

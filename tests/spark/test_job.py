@@ -107,3 +107,23 @@ def test_sigterm_stops_after_a_micro_batch_and_a_restart_resumes_without_loss(tm
     # Nothing lost, and nothing twice: the stop came between micro-batches, so the restart
     # began exactly where the checkpoint's last committed micro-batch ended.
     assert copied == produced
+
+
+def test_an_executor_error_is_recovered_from_the_traceback_spark_wraps_it_in():
+    from mirror.spark.job import _task_failure
+
+    wrapped = RuntimeError(
+        "An error occurred while calling o123.collectToPython.\n"
+        ": org.apache.spark.SparkException: Job aborted due to stage failure: Task 0 in stage 3.0 failed 1 times\n"
+        "org.apache.spark.api.python.PythonException: Traceback (most recent call last):\n"
+        '  File "/work/main/mirror/engine/copy.py", line 99, in _route_fetched\n'
+        "    raise CorruptSourceError(tp, where, reason) from exc\n"
+        "mirror.engine.errors.CorruptSourceError: corrupt source batch in t/3 at offset 40: CRC-32C mismatch\n"
+        "\tat org.apache.spark.api.python.BasePythonRunner$ReaderIterator.handlePythonException(PythonRunner.scala:642)\n")
+    failure = _task_failure(wrapped)
+    assert failure.kind == "CorruptSourceError"
+    assert failure.message == "corrupt source batch in t/3 at offset 40: CRC-32C mismatch"
+    unreachable = _task_failure(RuntimeError("...\nmirror.kafka.errors.ClusterUnreachableError: cluster h:1 unreachable: x\n"))
+    assert unreachable.kind == "ClusterUnreachableError"  # kmirror run maps this one to exit code 2
+    other = _task_failure(RuntimeError("Py4J broke\nmore"))
+    assert (other.kind, other.message) == ("RuntimeError", "Py4J broke")

@@ -6,7 +6,7 @@ Steps:
   2. fill the source with four topics, one per routing path:
        nokeys.kmirror      kmirror's producer, zstd and lz4, no-keys flag  -> passed through
        unkeyed.librdkafka  librdkafka, snappy, null keys, 3 -> 2 partitions -> inspected
-       keyed.orders        librdkafka, zstd, 200 keys, 4 -> 6 partitions   -> rebuilt
+       keyed.orders        librdkafka, lz4, 200 keys, 4 -> 6 partitions    -> rebuilt
        appendtime.events   librdkafka, gzip, LogAppendTime topic           -> inspected, re-stamped
   3. run the Spark mirror once, as `kmirror run --topics '.*' --once` would (Trigger.AvailableNow);
   4. read both clusters with kafka-python and check every topic: each record present exactly

@@ -79,6 +79,8 @@ def run_mirror(config: MirrorConfig, *, stop: threading.Event | None = None,
         if runner.failure is not None:
             raise runner.failure from None
         raise MirrorJobError(type(exc).__name__, _first_line(str(exc))) from exc
+    finally:
+        shutil.rmtree(stop_file.parent, ignore_errors=True)
     if runner.failure is not None:
         raise runner.failure
     log.info("%s", runner.totals.summary())
@@ -160,7 +162,6 @@ def _await(query, stop: threading.Event, stop_file: Path) -> None:
             while query.isActive and query.status.get("isTriggerActive"):
                 time.sleep(0.05)
             query.stop()
-            shutil.rmtree(stop_file.parent, ignore_errors=True)
             log.info("stopped; the checkpoint holds every committed micro-batch")
             return
         query.awaitTermination(0.5)

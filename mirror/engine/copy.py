@@ -7,6 +7,11 @@ batch is therefore copied by exactly one range, whole, and never split.
 
 Routing checks each batch's CRC first: the destination rewrites recompute the CRC, so a
 batch corrupted at the source would otherwise arrive at the destination looking valid.
+
+Each fetch response is copied once into a buffer of our own, and forwarded batches are
+rewritten in it and produced as views of it: one copy per fetch instead of one per batch,
+whose allocations (128 KiB and up come straight from the OS) cost 6.9 ms of mostly page
+faults per 8 MB fetch against 0.5 ms (``docs/performance.md``).
 """
 
 from __future__ import annotations
@@ -87,17 +92,17 @@ def copy_range(request: CopyRequest, route: TopicRoute, source: KafkaClient, des
 
 
 def _route_fetched(records, tp: TopicPartition, offset: int, end: int, route: TopicRoute,
-                   counters: RouteCounters) -> tuple[list[tuple[TopicPartition, bytearray]], int]:
+                   counters: RouteCounters) -> tuple[list[tuple[TopicPartition, bytearray | memoryview]], int]:
     """Route the batches this range owns; return them and the offset to fetch next."""
-    outgoing: list[tuple[TopicPartition, bytearray]] = []
+    outgoing: list[tuple[TopicPartition, bytearray | memoryview]] = []
     try:
-        for batch in iter_batches(records):
+        for batch in iter_batches(bytearray(records)):
             last = batch.last_offset
             if last < offset:
                 continue  # the fetch began inside an earlier batch that is not ours
             if last >= end:
                 return outgoing, end  # this batch belongs to a later range
-            routed = route_batch(batch, tp.partition, route.policy)
+            routed = route_batch(batch, tp.partition, route.policy, in_place=True)
             counters.add(routed)
             outgoing.extend((TopicPartition(route.topic, out.partition), out.data) for out in routed.outgoing)
             offset = last + 1

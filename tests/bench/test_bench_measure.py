@@ -1,0 +1,103 @@
+"""How the bench measures: worker specs, process-tree accounting, the checks that refuse a bad
+sample, the command line, and the plot."""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+
+import pytest
+
+from kcodecs import Compression
+from mirror.bench import mirror_bench
+from mirror.bench.mirror_bench import BenchError, check_copy, settings_from
+from mirror.bench.proctree import TreeMeter, parse_stat, tree_pids
+from mirror.bench.stats import ModeResult, Sample
+from mirror.bench.worker import ModeRun, measure, peak_rss_bytes
+
+
+def spec(mode: str = "recompress", ends=(60, 40)) -> ModeRun:
+    return ModeRun(mode, "127.0.0.1:1", "127.0.0.1:2", "t", "t.recompress.1", tuple(ends), 3, "zstd", 1 << 20, "/tmp/x")
+
+
+def parse(*argv: str) -> argparse.Namespace:
+    parser = argparse.ArgumentParser()
+    mirror_bench.add_arguments(parser)
+    return parser.parse_args(argv)
+
+
+def test_mode_run_round_trips_through_json():
+    run = spec()
+    assert ModeRun.from_json(run.to_json()) == run and run.records == 100
+
+
+def test_check_copy_refuses_missing_records_and_the_wrong_route():
+    check_copy(spec(), Sample(1, 1, 1, {"rebuilt": 96, "inspected": 4}), 100)  # 95% rebuilt is enough
+    with pytest.raises(BenchError, match="holds 99 records"):
+        check_copy(spec(), Sample(1, 1, 1, {"rebuilt": 100}), 99)
+    with pytest.raises(BenchError, match="rebuilt"):
+        check_copy(spec(), Sample(1, 1, 1, {"rebuilt": 90, "inspected": 10}), 100)
+    with pytest.raises(BenchError, match="passed-through"):
+        check_copy(spec("pass-through"), Sample(1, 1, 1, {"passed-through": 99, "inspected": 1}), 100)
+    check_copy(spec("confluent-kafka"), Sample(1, 1, 1), 100)  # peers have no routes to check
+
+
+def test_settings_quick_preset_overrides_and_spark():
+    quick = settings_from(parse("--quick"))
+    assert quick.codecs == (Compression.GZIP, Compression.LZ4, Compression.ZSTD) and quick.record_sizes == (1024,)
+    assert quick.modes == mirror_bench.MODES
+    custom = settings_from(parse("--quick", "--codecs", "none", "--record-sizes", "100,10240", "--spark", "--repeats", "1"))
+    assert custom.codecs == (Compression.NONE,) and custom.record_sizes == (100, 10240) and custom.repeats == 1
+    assert custom.modes[-1] == "pass-through-spark"
+    full = settings_from(parse())
+    assert len(full.codecs) == 5 and full.record_sizes == (100, 1024, 10240) and full.total_bytes == 64 * 10**6
+
+
+@pytest.mark.parametrize("argv, message", [
+    (("--codecs", "brotli"), "unknown codec brotli"),
+    (("--modes", "raw,fastest"), "unknown mode fastest"),
+    (("--record-sizes", "1k"), "byte counts"),
+    (("--keyed-ratio", "0"), "keyed_ratio"),
+    (("--repeats", "0"), "at least 1"),
+    (("--source", "h:1"), "go together"),
+])
+def test_bad_settings_are_refused_with_a_reason(argv, message):
+    with pytest.raises(BenchError, match=message):
+        settings_from(parse(*argv))
+
+
+def test_parse_stat_handles_names_with_spaces_and_parentheses():
+    line = "42 (a (weird) name) S 7 42 42 0 -1 4194560 1 0 0 0 150 50 25 25 20 0 1 0 100 0 0"
+    ppid, cpu = parse_stat(line)
+    assert ppid == 7 and cpu == pytest.approx(250 / 100, rel=0.5)  # clock ticks: 100 on Linux
+
+
+def test_tree_pids_follows_parents():
+    parents = {1: 0, 10: 1, 11: 10, 12: 10, 20: 1, 30: 99}
+    assert tree_pids(parents, 10) == {10, 11, 12}
+    assert tree_pids(parents, 30) == {30}
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_tree_meter_counts_a_child_that_burns_cpu():
+    with TreeMeter(interval_s=0.05) as meter:
+        subprocess.run([sys.executable, "-c", "sum(i * i for i in range(3_000_000))"], check=True)
+    assert meter.cpu_s > 0 and meter.peak_rss_bytes > 0
+
+
+def test_measure_reports_cpu_and_rss_of_this_process():
+    sample = measure(lambda: {"passed-through": sum(i for i in range(200_000)) and 1})
+    assert sample.cpu_s > 0 and sample.peak_rss_bytes == peak_rss_bytes() > 0
+    assert sample.routes == {"passed-through": 1} and sample.profile == ""
+    assert "function calls" in measure(lambda: {}, profile=True).profile
+
+
+def test_plot_draws_a_png(tmp_path):
+    pytest.importorskip("matplotlib")
+    from mirror.bench.report import plot
+
+    results = [ModeResult(mode, codec, size, 10, 10**6, 10**5, 0.1, 0.1, 10**6, 1)
+               for mode in ("raw", "pass-through") for codec in ("lz4", "zstd") for size in (100, 1024)]
+    plot(results, tmp_path / "p.png")
+    assert (tmp_path / "p.png").read_bytes().startswith(b"\x89PNG")

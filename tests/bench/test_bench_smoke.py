@@ -1,0 +1,28 @@
+"""One tiny ``kmirror bench mirror`` end to end: two broker processes, every mode in its own
+worker, each copy checked complete by the bench itself. Times are printed, never asserted."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+import pytest
+
+from mirror.bench import mirror_bench
+
+
+@pytest.mark.slow
+def test_tiny_bench_runs_every_mode_and_writes_json(tmp_path, capsys):
+    parser = argparse.ArgumentParser()
+    mirror_bench.add_arguments(parser)
+    out = tmp_path / "bench.json"
+    args = parser.parse_args(["--codecs", "lz4", "--record-sizes", "1024", "--total-mb", "0.2", "--repeats", "1",
+                              "--batch-kib", "16", "--json", str(out)])
+    assert mirror_bench.run(args) == 0
+    printed = capsys.readouterr().out
+    assert "round 1/1  kafka-python" in printed and "Pass-through against the others" in printed
+    document = json.loads(out.read_text())
+    assert [r["mode"] for r in document["results"]] == list(mirror_bench.MODES)
+    assert all(r["records_per_s"] > 0 and r["cpu_s_per_gb"] >= 0 and r["peak_rss_mb"] > 0 for r in document["results"])
+    assert {r["versus"] for r in document["ratios"]} == set(mirror_bench.MODES) - {"pass-through"}
+    assert document["parameters"]["total_bytes"] == 200_000

@@ -97,6 +97,11 @@ class Batch(abc.ABC):
     def records(self, *, max_size: int = DEFAULT_MAX_DECOMPRESSED_SIZE) -> Iterator[Record]:
         """Decompress (at most ``max_size`` bytes) and yield the records with absolute offsets."""
 
+    def keys(self, *, max_size: int = DEFAULT_MAX_DECOMPRESSED_SIZE) -> Iterator[bytes | None]:
+        """Decompress and yield each record's key only, checking the records' framing as
+        :meth:`records` does. Routing needs nothing else to decide where a batch goes."""
+        return (record.key for record in self.records(max_size=max_size))
+
     @abc.abstractmethod
     def has_contiguous_offsets(self, *, max_size: int = DEFAULT_MAX_DECOMPRESSED_SIZE) -> bool:
         """Whether the records use every offset from base to last (no compaction holes)."""

@@ -196,18 +196,31 @@ class V2Batch(Batch):
                 previous = delta
 
     def records(self, *, max_size: int = DEFAULT_MAX_DECOMPRESSED_SIZE) -> Iterator[Record]:
-        payload = self.raw[RECORDS:]
-        codec = self.compression
-        if codec is not Compression.NONE:
-            try:
-                payload = memoryview(decompress(codec, payload, magic=MAGIC, max_size=max_size))
-            except CorruptBatchError as exc:
-                raise exc.at(self.position, self.base_offset)
+        payload = self._payload(max_size)
         append_time = self.max_timestamp if self.timestamp_type is TimestampType.LOG_APPEND_TIME else None
         try:
             yield from _decode_records(payload, self.record_count, self.base_offset, self.base_timestamp, append_time)
         except CorruptBatchError as exc:
             raise self._corrupt(exc.reason) from exc
+
+    def keys(self, *, max_size: int = DEFAULT_MAX_DECOMPRESSED_SIZE) -> Iterator[bytes | None]:
+        # Values and headers are skipped by their lengths, not copied: for an inspected batch
+        # the keys are all routing reads, and copying values was most of the decoding time.
+        payload = self._payload(max_size)
+        try:
+            yield from _decode_keys(payload, self.record_count)
+        except CorruptBatchError as exc:
+            raise self._corrupt(exc.reason) from exc
+
+    def _payload(self, max_size: int) -> memoryview:
+        payload = self.raw[RECORDS:]
+        codec = self.compression
+        if codec is Compression.NONE:
+            return payload
+        try:
+            return memoryview(decompress(codec, payload, magic=MAGIC, max_size=max_size))
+        except CorruptBatchError as exc:
+            raise exc.at(self.position, self.base_offset)
 
     def has_contiguous_offsets(self, *, max_size: int = DEFAULT_MAX_DECOMPRESSED_SIZE) -> bool:
         # Offset deltas strictly increase (Kafka requires it), so n records spanning
@@ -249,6 +262,40 @@ def _decode_records(
         raise CorruptBatchError(f"header key is not UTF-8: {exc}") from exc
     if pos != end:
         raise CorruptBatchError(f"{end - pos} bytes left over after {count} records")
+
+
+def _decode_keys(data: memoryview, count: int) -> Iterator[bytes | None]:
+    """The keys of ``count`` records, every length checked against its record and the body."""
+    pos, end = 0, len(data)
+    for _ in range(count):
+        length, pos = read_varint(data, pos)
+        record_end = pos + length
+        if length < 0 or record_end > end:
+            raise CorruptBatchError(f"record length {length} runs past the end of the batch")
+        _, pos = read_varint(data, pos + 1)  # attributes, then timestamp delta
+        _, pos = read_varint(data, pos)  # offset delta
+        key, pos = _read_bytes(data, pos, record_end)
+        pos = _skip_bytes(data, pos, record_end)  # value
+        header_count, pos = read_varint(data, pos)
+        if header_count < 0:
+            raise CorruptBatchError(f"negative header count {header_count}")
+        for _ in range(header_count):
+            pos = _skip_bytes(data, pos, record_end, nullable=False)  # name
+            pos = _skip_bytes(data, pos, record_end)  # value
+        if pos != record_end:
+            raise CorruptBatchError(f"record declares {length} bytes but its fields use {length + pos - record_end}")
+        yield key
+    if pos != end:
+        raise CorruptBatchError(f"{end - pos} bytes left over after {count} records")
+
+
+def _skip_bytes(data: memoryview, pos: int, limit: int, *, nullable: bool = True) -> int:
+    length, pos = read_varint(data, pos)
+    if length < -1 or (length == -1 and not nullable):
+        raise CorruptBatchError(f"invalid field length {length}" if length < -1 else "null header key")
+    if pos + max(length, 0) > limit:
+        raise CorruptBatchError(f"field of {length} bytes runs past its record")
+    return pos + max(length, 0)
 
 
 def _read_bytes(data: memoryview, pos: int, limit: int) -> tuple[bytes | None, int]:

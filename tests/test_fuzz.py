@@ -116,6 +116,9 @@ def exercise(data: bytes | bytearray | memoryview) -> list[KcodecsError]:
         attempt(lambda: batch.validate())
         attempt(lambda: batch.validate(deep=True, max_size=LIMIT))
         records = attempt(lambda: list(batch.records(max_size=LIMIT)))
+        keys = attempt(lambda: list(batch.keys(max_size=LIMIT)))
+        if records is not None:  # the keys-only walk reads the same framing (it skips UTF-8 checks)
+            assert keys == [record.key for record in records]  # type: ignore[union-attr]
         attempt(lambda: batch.has_contiguous_offsets(max_size=LIMIT))
         if records and attempt(lambda: batch.is_control):
             for record in records:  # type: ignore[union-attr]

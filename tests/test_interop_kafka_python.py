@@ -88,6 +88,17 @@ def test_we_read_what_they_build(magic_codec):
         assert (batch.last_offset, batch.base_offset) == (0, 500)
 
 
+def test_keys_alone_match_the_keys_they_read(magic_codec):
+    magic, codec = magic_codec
+    builder = MemoryRecordsBuilder(magic, CODEC_ID[codec], batch_size=1 << 20, offset=0)
+    for r in sample_records(magic):
+        builder.append(r.timestamp, r.key, r.value, list(r.headers))
+    builder.close()
+    data = builder.buffer()
+    ours = [key for batch in kcodecs.iter_batches(data) for key in batch.keys()]
+    assert ours == [record[2] for record in their_records(data)]
+
+
 def test_uncompressed_legacy_sets_are_one_batch_per_message():
     records = sample_records(1, count=5)
     data = kcodecs.build_batch(records, magic=1, compression="none", base_offset=10)

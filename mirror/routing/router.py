@@ -28,7 +28,7 @@ own timestamps (seeds 000 and 001).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Iterable, Sequence
 
 import kcodecs
 from kcodecs import Batch, Record, TimestampType, V2Batch
@@ -84,15 +84,21 @@ def route_batch(batch: Batch, source_partition: int, policy: RoutingPolicy, *, i
     forwardable = _forwardable(batch, policy)
     if forwardable and (policy.partitioning is Partitioning.PRESERVE or batch.has_no_keys_flag):
         return _forward(batch, home, RouteClass.PASSED_THROUGH, in_place)
+    if forwardable and policy.partitioning is Partitioning.BY_KEY:
+        # The keys alone decide whether the batch can go as it is, and the first key that
+        # disagrees ends the look: the batch is then decoded in full and rebuilt.
+        shared = _shared_target(batch.keys(max_size=policy.max_decompressed_size), home, policy.destination_partitions)
+        if shared == _EMPTY:
+            return Routed(RouteClass.DROPPED, (), 0, batch.size)
+        if shared != _SPLIT:
+            return _forward(batch, shared, RouteClass.INSPECTED, in_place)
     records = _decode(batch, policy.max_decompressed_size)
     if not records:
         return Routed(RouteClass.DROPPED, (), 0, batch.size)
     if policy.partitioning is Partitioning.PRESERVE:
         targets = [home] * len(records)
     else:
-        targets = _key_targets(records, home, policy.destination_partitions)
-    if forwardable and targets.count(targets[0]) == len(targets):
-        return _forward(batch, targets[0], RouteClass.INSPECTED, in_place)
+        targets = _key_targets((record.key for record in records), home, policy.destination_partitions)
     return _rebuild(batch, records, targets, policy)
 
 
@@ -136,12 +142,34 @@ def _decode(batch: Batch, max_size: int) -> list[Record]:
     return list(batch.records(max_size=max_size))
 
 
-def _key_targets(records: Sequence[Record], home: int, partitions: int) -> list[int]:
+_EMPTY = -1
+_SPLIT = -2
+
+
+def _shared_target(keys: Iterable[bytes | None], home: int, partitions: int) -> int:
+    """The partition every key routes to; ``_SPLIT`` as soon as two differ, ``_EMPTY`` for no records."""
+    shared = _EMPTY
+    seen: set[bytes] = set()
+    for key in keys:
+        if key is None:
+            target = home
+        elif key in seen:
+            continue
+        else:
+            seen.add(key)
+            target = partition_for_key(key, partitions)
+        if shared == _EMPTY:
+            shared = target
+        elif target != shared:
+            return _SPLIT
+    return shared
+
+
+def _key_targets(keys: Iterable[bytes | None], home: int, partitions: int) -> list[int]:
     """Each record's destination partition; keys repeat within a batch, so each is hashed once."""
     seen: dict[bytes, int] = {}
     targets = []
-    for record in records:
-        key = record.key
+    for key in keys:
         if key is None:
             targets.append(home)
             continue

@@ -127,3 +127,40 @@ def test_an_executor_error_is_recovered_from_the_traceback_spark_wraps_it_in():
     assert unreachable.kind == "ClusterUnreachableError"  # kmirror run maps this one to exit code 2
     other = _task_failure(RuntimeError("Py4J broke\nmore"))
     assert (other.kind, other.message) == ("RuntimeError", "Py4J broke")
+
+
+def _eventually(read, expected, timeout_s: float = 120) -> list:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        got = read()
+        if sorted(got) == sorted(expected) or time.monotonic() > deadline:
+            return got
+        time.sleep(0.5)
+
+
+@pytest.mark.slow
+def test_a_running_job_picks_up_a_new_topic_and_stops_when_asked(tmp_path):
+    import threading
+
+    from mirror.spark.job import run_mirror
+
+    with EmbeddedBroker(tmp_path / "src") as src, EmbeddedBroker(tmp_path / "dst") as dst, \
+            KafkaClient(src.bootstrap) as source:
+        source.create_topics([NewTopic("live.a", 1)])
+        first = _produce(source, "live.a", batches=2)
+        config = load_config(None, {"source.bootstrap": src.bootstrap, "destination.bootstrap": dst.bootstrap,
+                                    "topics": r"live\..*", "trigger_interval_s": 0.2,
+                                    "checkpoint": str(tmp_path / "ck")})
+        stop, totals = threading.Event(), []
+        job = threading.Thread(target=lambda: totals.append(run_mirror(config, stop=stop)))
+        job.start()
+        try:
+            assert _eventually(lambda: _values(dst.bootstrap, "live.a"), first) == first
+            source.create_topics([NewTopic("live.b", 1)])  # appears while the query runs
+            second = _produce(source, "live.b", batches=3)
+            assert _eventually(lambda: _values(dst.bootstrap, "live.b"), second) == second
+        finally:
+            stop.set()
+            job.join(120)
+        assert not job.is_alive() and totals, "the job did not stop when asked"
+    assert totals[0].counters.total_records == len(first) + len(second)

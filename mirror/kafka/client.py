@@ -3,7 +3,7 @@
 Record sets go in and out as the bytes the broker stores (magic 2 only: Fetch v4+, Produce
 v3+); parsing them is kcodecs' job. Requests are kafka-python's schemas, framed by
 :class:`KafkaConnection`, one connection per broker, opened lazily and reopened after a
-failure. Each connection negotiates API versions once (ApiVersions, KIP-35/KIP-511).
+failure. Each connection negotiates API versions once (:mod:`.broker_connection`).
 
 Failures are retried with tenacity (bounded exponential backoff, :class:`RetryPolicy`):
 broken or refused connections and the error codes Kafka calls retriable. Leader errors
@@ -19,7 +19,6 @@ Not thread-safe: use one client per thread.
 
 from __future__ import annotations
 
-import importlib.metadata
 import logging
 from collections import defaultdict, deque
 from dataclasses import dataclass
@@ -29,12 +28,13 @@ import kafka.errors as kerr
 import tenacity
 from kafka.protocol.admin import CreateTopicsRequest, DescribeConfigsRequest
 from kafka.protocol.consumer import FetchRequest, ListOffsetsRequest
-from kafka.protocol.metadata import ApiVersionsRequest, MetadataRequest
+from kafka.protocol.metadata import MetadataRequest
 from kafka.protocol.producer import ProduceRequest
 
 from kcodecs import KMirrorError
 
-from .connection import ConnectionFailedError, KafkaConnection, ProtocolError
+from .broker_connection import BrokerConnection, Sent
+from .connection import ConnectionFailedError, ProtocolError
 from .errors import BrokerApiError, ClusterUnreachableError, OffsetOutOfRangeError, UnknownTopicError
 from .types import FetchedData, NewTopic, TopicPartition
 
@@ -45,29 +45,8 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 Batch = bytes | bytearray | memoryview
 
-# The versions this client speaks, per request: at most what kafka-python's schemas know, and
-# below the topic-id versions (Fetch and Produce v13+ name topics by id only, KIP-516). The
-# lower bounds: Fetch 4 / Produce 3 carry only magic-2 record sets (KIP-98); Metadata 1 has
-# null for "all topics" and is_internal; ListOffsets 1 returns one offset, not a list.
-_SPOKEN: dict[type, tuple[int, int]] = {
-    MetadataRequest: (1, MetadataRequest.max_version),
-    ProduceRequest: (3, 12),
-    FetchRequest: (4, 12),
-    ListOffsetsRequest: (1, ListOffsetsRequest.max_version),
-    CreateTopicsRequest: (0, CreateTopicsRequest.max_version),
-    DescribeConfigsRequest: (0, DescribeConfigsRequest.max_version),
-}
 _TIMESTAMPS = {"earliest": -2, "latest": -1}  # ListOffsets' EARLIEST_TIMESTAMP and LATEST_TIMESTAMP
 _TOPIC_RESOURCE = 2  # DescribeConfigs resource type (ConfigResource.Type.TOPIC)
-_CONNECT_TIMEOUT_S = 10.0  # Kafka's socket.connection.setup.timeout.ms
-
-
-def _software_version() -> str:
-    # Shipped to Spark executors as plain files, kmirror may not be an installed distribution.
-    try:
-        return importlib.metadata.version("kmirror")
-    except importlib.metadata.PackageNotFoundError:
-        return "unknown"
 
 
 @dataclass(frozen=True)
@@ -77,66 +56,6 @@ class RetryPolicy:
     attempts: int = 8
     initial_backoff_s: float = 0.1
     max_backoff_s: float = 5.0
-
-
-@dataclass(frozen=True)
-class _Sent:
-    request: Any
-    version: int
-    correlation_id: int
-
-
-class _Broker:
-    """One connection and the API versions negotiated on it."""
-
-    def __init__(self, address: str, *, client_id: str, timeout_s: float):
-        self.address = address
-        self._client_id = client_id
-        self._timeout_s = timeout_s
-        self.conn = self._connect()
-        try:
-            self.versions = self._negotiate()
-        except BaseException:
-            self.conn.close()
-            raise
-
-    def _connect(self) -> KafkaConnection:
-        return KafkaConnection(self.address, timeout_s=self._timeout_s, client_id=self._client_id,
-                               connect_timeout_s=min(self._timeout_s, _CONNECT_TIMEOUT_S))
-
-    def _negotiate(self) -> dict[int, tuple[int, int]]:
-        request = ApiVersionsRequest(client_software_name="kmirror", client_software_version=_software_version())
-        try:
-            response = self.conn.call(request, ApiVersionsRequest.max_version)
-        except ConnectionFailedError:
-            # Brokers before KIP-511 (Kafka 2.4) close the connection on an ApiVersions they do not know.
-            self.conn.close()
-            self.conn = self._connect()
-            response = self.conn.call(request, 0)
-        # UNSUPPORTED_VERSION comes as a v0 response that still lists every API (KIP-511).
-        if response.error_code not in (0, kerr.UnsupportedVersionError.errno):
-            raise BrokerApiError.from_code("ApiVersions", response.error_code, detail=f"broker {self.address}")
-        return {api.api_key: (api.min_version, api.max_version) for api in response.api_keys}
-
-    def version(self, request) -> int:
-        low, high = _SPOKEN[type(request)]
-        broker_low, broker_high = self.versions.get(request.API_KEY, (0, -1))
-        version = min(high, broker_high)
-        if version < max(low, broker_low):
-            api = type(request).__name__.removesuffix("Request")
-            raise BrokerApiError(api, kerr.UnsupportedVersionError.message, kerr.UnsupportedVersionError.errno, False,
-                                 detail=f"broker {self.address} speaks v{broker_low}-{broker_high}, kmirror needs v{low}-{high}")
-        return version
-
-    def send(self, request) -> _Sent:
-        version = self.version(request)
-        return _Sent(request, version, self.conn.send(request, version))
-
-    def receive(self, sent: _Sent):
-        return self.conn.receive(sent.request, sent.version, sent.correlation_id)
-
-    def close(self) -> None:
-        self.conn.close()
 
 
 class KafkaClient:
@@ -153,7 +72,7 @@ class KafkaClient:
         self._timeout_s = request_timeout_s
         self._timeout_ms = int(request_timeout_s * 1000)
         self._retry = retry
-        self._brokers: dict[str, _Broker] = {}  # open connections by address
+        self._brokers: dict[str, BrokerConnection] = {}  # open connections by address
         self._nodes: dict[int, str] = {}  # node id -> address, from Metadata
         self._leaders: dict[TopicPartition, int] = {}
         self._partition_counts: dict[str, int] = {}
@@ -401,10 +320,10 @@ class KafkaClient:
 
     # ---- connections ------------------------------------------------------------------------
 
-    def _broker(self, address: str) -> _Broker:
+    def _broker(self, address: str) -> BrokerConnection:
         broker = self._brokers.get(address)
         if broker is None:
-            broker = self._brokers[address] = _Broker(address, client_id=self._client_id, timeout_s=self._timeout_s)
+            broker = self._brokers[address] = BrokerConnection(address, client_id=self._client_id, timeout_s=self._timeout_s)
         return broker
 
     def _drop(self, address: str) -> None:
@@ -428,7 +347,7 @@ class KafkaClient:
         """Send every request, then read every response, so brokers work on them in parallel.
         A request that fails gets its error in place of a response (never raised here, so no
         connection is left with an unread response); a broken connection is dropped."""
-        sent: dict[str, tuple[_Broker, _Sent]] = {}
+        sent: dict[str, tuple[BrokerConnection, Sent]] = {}
         results: dict[str, Any] = {}
         try:
             for address, request in requests.items():

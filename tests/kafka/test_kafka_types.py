@@ -19,6 +19,7 @@ from mirror.kafka import (
     TopicPartition,
     UnknownTopicError,
 )
+from mirror.kafka import broker_connection
 from mirror.kafka import client as client_module
 
 
@@ -60,7 +61,7 @@ def test_broker_errors_carry_names_and_kafka_retriability():
 
 
 def _versions(request_class) -> range:
-    low, high = client_module._SPOKEN[request_class]
+    low, high = broker_connection.SPOKEN[request_class]
     return range(low, high + 1)
 
 

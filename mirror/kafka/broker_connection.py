@@ -1,0 +1,104 @@
+"""One connection to one broker, and the API versions negotiated on it (ApiVersions, KIP-35/KIP-511).
+
+:class:`~mirror.kafka.client.KafkaClient` keeps one per broker address; this module decides
+which version of each request it may send there.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+from dataclasses import dataclass
+from typing import Any
+
+import kafka.errors as kerr
+from kafka.protocol.admin import CreateTopicsRequest, DescribeConfigsRequest
+from kafka.protocol.consumer import FetchRequest, ListOffsetsRequest
+from kafka.protocol.metadata import ApiVersionsRequest, MetadataRequest
+from kafka.protocol.producer import ProduceRequest
+
+from .connection import ConnectionFailedError, KafkaConnection
+from .errors import BrokerApiError
+
+__all__ = ["BrokerConnection", "Sent", "SPOKEN"]
+
+# The versions this client speaks, per request: at most what kafka-python's schemas know, and
+# below the topic-id versions (Fetch and Produce v13+ name topics by id only, KIP-516). The
+# lower bounds: Fetch 4 / Produce 3 carry only magic-2 record sets (KIP-98); Metadata 1 has
+# null for "all topics" and is_internal; ListOffsets 1 returns one offset, not a list.
+SPOKEN: dict[type, tuple[int, int]] = {
+    MetadataRequest: (1, MetadataRequest.max_version),
+    ProduceRequest: (3, 12),
+    FetchRequest: (4, 12),
+    ListOffsetsRequest: (1, ListOffsetsRequest.max_version),
+    CreateTopicsRequest: (0, CreateTopicsRequest.max_version),
+    DescribeConfigsRequest: (0, DescribeConfigsRequest.max_version),
+}
+_CONNECT_TIMEOUT_S = 10.0  # Kafka's socket.connection.setup.timeout.ms
+
+
+def _software_version() -> str:
+    # Shipped to Spark executors as plain files, kmirror may not be an installed distribution.
+    try:
+        return importlib.metadata.version("kmirror")
+    except importlib.metadata.PackageNotFoundError:
+        return "unknown"
+
+
+@dataclass(frozen=True)
+class Sent:
+    request: Any
+    version: int
+    correlation_id: int
+
+
+class BrokerConnection:
+    """One connection and the API versions negotiated on it."""
+
+    def __init__(self, address: str, *, client_id: str, timeout_s: float):
+        self.address = address
+        self._client_id = client_id
+        self._timeout_s = timeout_s
+        self.conn = self._connect()
+        try:
+            self.versions = self._negotiate()
+        except BaseException:
+            self.conn.close()
+            raise
+
+    def _connect(self) -> KafkaConnection:
+        return KafkaConnection(self.address, timeout_s=self._timeout_s, client_id=self._client_id,
+                               connect_timeout_s=min(self._timeout_s, _CONNECT_TIMEOUT_S))
+
+    def _negotiate(self) -> dict[int, tuple[int, int]]:
+        request = ApiVersionsRequest(client_software_name="kmirror", client_software_version=_software_version())
+        try:
+            response = self.conn.call(request, ApiVersionsRequest.max_version)
+        except ConnectionFailedError:
+            # Brokers before KIP-511 (Kafka 2.4) close the connection on an ApiVersions they do not know.
+            self.conn.close()
+            self.conn = self._connect()
+            response = self.conn.call(request, 0)
+        # UNSUPPORTED_VERSION comes as a v0 response that still lists every API (KIP-511).
+        if response.error_code not in (0, kerr.UnsupportedVersionError.errno):
+            raise BrokerApiError.from_code("ApiVersions", response.error_code, detail=f"broker {self.address}")
+        return {api.api_key: (api.min_version, api.max_version) for api in response.api_keys}
+
+    def version(self, request) -> int:
+        low, high = SPOKEN[type(request)]
+        broker_low, broker_high = self.versions.get(request.API_KEY, (0, -1))
+        version = min(high, broker_high)
+        if version < max(low, broker_low):
+            api = type(request).__name__.removesuffix("Request")
+            raise BrokerApiError(api, kerr.UnsupportedVersionError.message, kerr.UnsupportedVersionError.errno, False,
+                                 detail=f"broker {self.address} speaks v{broker_low}-{broker_high}, kmirror needs v{low}-{high}")
+        return version
+
+    def send(self, request) -> Sent:
+        version = self.version(request)
+        return Sent(request, version, self.conn.send(request, version))
+
+    def receive(self, sent: Sent):
+        return self.conn.receive(sent.request, sent.version, sent.correlation_id)
+
+    def close(self) -> None:
+        self.conn.close()

@@ -9,9 +9,7 @@ call :func:`mirror.engine.copy_range` exactly as a Spark task does, one range pe
 from __future__ import annotations
 
 import contextlib
-import os
 import re
-import sys
 import threading
 import time
 from pathlib import Path
@@ -79,10 +77,8 @@ def copy_spark(spec: ModeRun) -> Sample:
     The Spark session (JVM start) is opened before the clock starts, as a long-running job
     has it; what is timed is the streaming query: planning, micro-batches, tasks, commits.
     """
-    from pyspark.sql import SparkSession
-
     from ..config import load_config
-    from ..spark.job import run_mirror
+    from ..spark.job import run_mirror, spark_session
 
     suffix = spec.destination_topic.removeprefix(spec.source_topic)
     config = load_config(None, {
@@ -91,9 +87,7 @@ def copy_spark(spec: ModeRun) -> Sample:
         "once": True, "checkpoint": str(Path(spec.work_dir) / "checkpoint"), "master": "local[2]",
         "fetch_max_bytes": spec.fetch_max_bytes,
     })
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # as run_mirror does, before the JVM starts
-    spark = SparkSession.builder.master(config.master).appName("kmirror").config("spark.ui.enabled", "false").getOrCreate()
-    spark.sparkContext.setLogLevel("ERROR")
+    spark_session(config)  # the session run_mirror will reuse
     meter = TreeMeter()
     began = time.perf_counter()
     with meter:

@@ -16,7 +16,7 @@ from ..kafka import KafkaClient, NewTopic
 from ..routing import RoutingPolicy
 from .errors import TopicMismatchError
 
-__all__ = ["TopicRoute", "COPIED_CONFIGS", "sync_destination_topics"]
+__all__ = ["TopicRoute", "COPIED_CONFIGS", "selected_topics", "sync_destination_topics"]
 
 log = logging.getLogger(__name__)
 
@@ -35,6 +35,11 @@ class TopicRoute:
     policy: RoutingPolicy
 
 
+def selected_topics(config: MirrorConfig, source: KafkaClient) -> dict[str, int]:
+    """The source topics the job mirrors, with their partition counts, from fresh metadata."""
+    return {topic: count for topic, count in source.topics().items() if config.selects(topic)}
+
+
 def sync_destination_topics(config: MirrorConfig, source: KafkaClient, destination: KafkaClient,
                             known: Mapping[str, TopicRoute] | None = None) -> dict[str, TopicRoute]:
     """Routes for every selected source topic, creating destination topics that are missing.
@@ -42,7 +47,7 @@ def sync_destination_topics(config: MirrorConfig, source: KafkaClient, destinati
     ``known`` routes are reused while the source partition count is unchanged, so a steady job
     costs one metadata request per micro-batch.
     """
-    selected = {topic: count for topic, count in source.topics().items() if config.selects(topic)}
+    selected = selected_topics(config, source)
     known = known or {}
     routes = {t: known[t] for t, n in selected.items() if t in known and known[t].source_partitions == n}
     todo = {t: n for t, n in selected.items() if t not in routes}

@@ -26,7 +26,7 @@ from ..config import MirrorConfig
 from ..engine import CopyJob, client_for, sync_destination_topics
 from ..progress import MicroBatchReport, RunTotals
 
-__all__ = ["run_mirror", "MirrorJobError", "QUERY_NAME"]
+__all__ = ["run_mirror", "spark_session", "MirrorJobError", "QUERY_NAME"]
 
 log = logging.getLogger(__name__)
 
@@ -57,7 +57,7 @@ def run_mirror(config: MirrorConfig, *, stop: threading.Event | None = None,
     log.info("mirroring %d topics from %s to %s (%s, compression %s)%s", len(routes), ",".join(config.source.bootstrap),
              ",".join(config.destination.bootstrap), config.partitioning, config.compression,
              ": " + ", ".join(f"{t} -> {r.topic}" for t, r in sorted(routes.items())) if routes else "")
-    spark = _session(config)
+    spark = spark_session(config)
     from .source import STOP_FILE_OPTION, KafkaRangeSource
 
     spark.dataSource.register(KafkaRangeSource)
@@ -87,8 +87,10 @@ def run_mirror(config: MirrorConfig, *, stop: threading.Event | None = None,
     return runner.totals
 
 
-def _session(config: MirrorConfig):
-    # The executors' Python must be the one kmirror is installed in.
+def spark_session(config: MirrorConfig):
+    """The session the mirror runs in (``getOrCreate``: an existing one is reused).
+
+    The executors' Python must be the one kmirror is installed in."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
 

@@ -93,8 +93,10 @@ class KafkaRangeReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return self._client
 
     def _partitions(self) -> list[TopicPartition]:
-        return [TopicPartition(topic, p) for topic, count in sorted(self.client.topics().items())
-                if self.config.selects(topic) for p in range(count)]
+        from ..engine.topics import selected_topics
+
+        return [TopicPartition(topic, p) for topic, count in sorted(selected_topics(self.config, self.client).items())
+                for p in range(count)]
 
     def initialOffset(self) -> dict:
         tps = self._partitions()

@@ -78,7 +78,7 @@ def run_mirror(config: MirrorConfig, *, stop: threading.Event | None = None,
     except Exception as exc:
         if runner.failure is not None:
             raise runner.failure from None
-        raise MirrorJobError(type(exc).__name__, _first_line(str(exc))) from exc
+        raise _job_failure(exc) from exc
     finally:
         shutil.rmtree(stop_file.parent, ignore_errors=True)
     if runner.failure is not None:
@@ -130,7 +130,7 @@ class _MicroBatchRunner:
         try:
             ranges = rows.rdd.mapPartitions(job.copy_rows).collect()
         except Exception as exc:
-            self.failure = _task_failure(exc)
+            self.failure = _job_failure(exc)
             raise
         report = MicroBatchReport(batch_id, time.perf_counter() - began, ranges)
         if ranges:
@@ -140,8 +140,9 @@ class _MicroBatchRunner:
             self.on_report(report)
 
 
-def _task_failure(exc: Exception) -> MirrorJobError:
-    """The error a copy task raised, recovered from the executor traceback Spark wraps it in."""
+def _job_failure(exc: Exception) -> MirrorJobError:
+    """The error kmirror code raised inside Spark (a copy task on an executor, or the source's
+    planner), recovered from the Python traceback Spark wraps it in."""
     found = _OUR_ERROR.findall(str(exc))
     if found:
         kind, message = found[-1]

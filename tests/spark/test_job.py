@@ -110,7 +110,7 @@ def test_sigterm_stops_after_a_micro_batch_and_a_restart_resumes_without_loss(tm
 
 
 def test_an_executor_error_is_recovered_from_the_traceback_spark_wraps_it_in():
-    from mirror.spark.job import _task_failure
+    from mirror.spark.job import _job_failure
 
     wrapped = RuntimeError(
         "An error occurred while calling o123.collectToPython.\n"
@@ -120,12 +120,12 @@ def test_an_executor_error_is_recovered_from_the_traceback_spark_wraps_it_in():
         "    raise CorruptSourceError(tp, where, reason) from exc\n"
         "mirror.engine.errors.CorruptSourceError: corrupt source batch in t/3 at offset 40: CRC-32C mismatch\n"
         "\tat org.apache.spark.api.python.BasePythonRunner$ReaderIterator.handlePythonException(PythonRunner.scala:642)\n")
-    failure = _task_failure(wrapped)
+    failure = _job_failure(wrapped)
     assert failure.kind == "CorruptSourceError"
     assert failure.message == "corrupt source batch in t/3 at offset 40: CRC-32C mismatch"
-    unreachable = _task_failure(RuntimeError("...\nmirror.kafka.errors.ClusterUnreachableError: cluster h:1 unreachable: x\n"))
+    unreachable = _job_failure(RuntimeError("...\nmirror.kafka.errors.ClusterUnreachableError: cluster h:1 unreachable: x\n"))
     assert unreachable.kind == "ClusterUnreachableError"  # kmirror run maps this one to exit code 2
-    other = _task_failure(RuntimeError("Py4J broke\nmore"))
+    other = _job_failure(RuntimeError("Py4J broke\nmore"))
     assert (other.kind, other.message) == ("RuntimeError", "Py4J broke")
 
 

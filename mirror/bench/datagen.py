@@ -12,6 +12,17 @@ Three layouts of one data set are built, one source topic each:
 * ``flagged``: unkeyed, built by kcodecs with the no-keys flag (what kmirror's producer writes);
 * ``unflagged``: the same records without the flag, as librdkafka or the Java client write them;
 * ``keyed``: the same values, ``keyed_ratio`` of them keyed by their event's user.
+
+Batches are filled the way the Java producer fills them (``RecordAccumulator`` with
+``MemoryRecordsBuilder``): records go in while the batch's *estimated stored* size stays
+within ``batch_bytes``, the estimate being the uncompressed size times the compression ratio
+of the batch before, times 1.05 (``COMPRESSION_RATE_ESTIMATION_FACTOR``); a record bigger
+than that gets a batch of its own. So ``--batch-kib 16`` gives the batches a Java producer
+with its default ``batch.size`` writes: about 16 KiB stored, holding 2-4x that in records
+when a codec compresses. Measured with 1 KiB records, stored batches average 88-95% of
+``batch_bytes`` (the margin, the first batch's guess and the record that did not fit); 10 KiB
+records fill 16 KiB batches with 1-4 records, 63-88%. A built batch over ``batch_bytes`` is
+cut short and rebuilt, so none is (unless one record is bigger).
 """
 
 from __future__ import annotations
@@ -21,10 +32,12 @@ import itertools
 import random
 from dataclasses import dataclass
 from enum import Enum
-from typing import Iterator
+from typing import Callable, Iterator
 
 import kcodecs
 from kcodecs import Compression, Record
+
+from ..routing import partition_for_key
 
 __all__ = ["Layout", "DataSpec", "Dataset", "Corpus", "event_value", "build_dataset"]
 
@@ -33,6 +46,14 @@ _EVENT_TYPES = (b"view", b"click", b"add_to_cart", b"purchase", b"search", b"log
 _USERS = 50_000
 _VOCABULARY = 5_000
 _CORPUS_BYTES = 4 * 1024 * 1024
+_BATCH_OVERHEAD = 61
+"""A v2 batch header, log overhead included (``DefaultRecordBatch.RECORD_BATCH_OVERHEAD``)."""
+_RECORD_OVERHEAD = 12
+"""A record's varints and attributes byte, at most, for these sizes (9-12 bytes). A rough figure
+is enough: the ratio learned from each built batch absorbs the error."""
+_ESTIMATION_FACTOR = 1.05
+"""Java's ``MemoryRecordsBuilder.COMPRESSION_RATE_ESTIMATION_FACTOR``: the margin that keeps a
+batch within ``batch.size`` when the next records compress a little worse than the last."""
 
 
 class Layout(str, Enum):
@@ -46,12 +67,13 @@ class Layout(str, Enum):
 @dataclass(frozen=True)
 class DataSpec:
     """What to generate: about ``total_bytes`` of values of ``record_bytes`` each, in batches of
-    about ``batch_bytes`` (uncompressed), spread round-robin over ``partitions``."""
+    about ``batch_bytes`` as stored (compressed; the Java producer's ``batch.size``, 16 KiB by
+    default), spread round-robin over ``partitions``."""
 
     codec: Compression
     record_bytes: int
     total_bytes: int
-    batch_bytes: int = 128 * 1024
+    batch_bytes: int = 16 * 1024
     keyed_ratio: float = 1.0
     partitions: int = 1
     seed: int = 42
@@ -70,8 +92,10 @@ class DataSpec:
         return self.total_bytes // self.record_bytes
 
     @property
-    def records_per_batch(self) -> int:
-        return max(1, self.batch_bytes // self.record_bytes)
+    def repartitioned(self) -> int:
+        """The partition count the keyed layout is copied into (the recompress mode): one more
+        than the source, so that partitioning by key moves records."""
+        return self.partitions + 1
 
 
 @dataclass(frozen=True)
@@ -84,11 +108,19 @@ class Dataset:
     records: int
     payload_bytes: int
     """Key and value bytes: the data's uncompressed size, the basis of MB/s and CPU s/GB."""
+    split_records: int
+    """Records in batches whose keys route to more than one of ``spec.repartitioned``
+    partitions by key: the batches the engine must rebuild. It forwards the others whole."""
 
     @property
     def wire_bytes(self) -> int:
         """Bytes the source broker stores and serves: the batches as built, compressed."""
         return sum(len(batch) for _, batch in self.batches)
+
+    @property
+    def mean_batch_bytes(self) -> float:
+        """The mean stored batch size: what ``batch_bytes`` asked for, as it came out."""
+        return self.wire_bytes / len(self.batches)
 
     def end_offsets(self, partitions: int) -> tuple[int, ...]:
         """Each partition's log end offset once every batch is produced (offsets start at 0)."""
@@ -146,14 +178,62 @@ def build_dataset(spec: DataSpec, layout: Layout) -> Dataset:
     layout = Layout(layout)
     records = _records(spec, keyed=layout is Layout.KEYED)
     batches: list[tuple[int, bytes]] = []
-    count = payload = 0
-    for number in itertools.count():
-        group = list(itertools.islice(records, spec.records_per_batch))
-        if not group:
-            break
+    count = payload = split = 0
+    # mark_no_keys=False is what every other client does: the bit is kmirror's own (seed 000).
+    for number, (group, data) in enumerate(_batches(spec, records, mark_no_keys=layout is Layout.FLAGGED)):
+        partition = number % spec.partitions
         count += len(group)
         payload += sum(len(r.key or b"") + len(r.value or b"") for r in group)
-        # mark_no_keys=False is what every other client does: the bit is kmirror's own (seed 000).
-        data = kcodecs.build_batch(group, compression=spec.codec, mark_no_keys=layout is Layout.FLAGGED)
-        batches.append((number % spec.partitions, data))
-    return Dataset(layout, tuple(batches), count, payload)
+        split += len(group) if _splits(group, partition, spec.repartitioned) else 0
+        batches.append((partition, data))
+    return Dataset(layout, tuple(batches), count, payload, split)
+
+
+def _batches(spec: DataSpec, records: Iterator[Record], mark_no_keys: bool) -> Iterator[tuple[list[Record], bytes]]:
+    """Fill and build batches as the Java producer does (see the module docstring)."""
+    build = functools.partial(kcodecs.build_batch, compression=spec.codec, mark_no_keys=mark_no_keys)
+    ratio = 1.0  # stored bytes per estimated record byte; Java's CompressionRatioEstimator starts at 1 too
+    queue: list[Record] = []
+    estimate = 0
+    for record in records:
+        size = _estimated_size(record)
+        if queue and _BATCH_OVERHEAD + (estimate + size) * ratio * _ESTIMATION_FACTOR > spec.batch_bytes:
+            used, data = _build_within(queue, spec.batch_bytes, build)
+            yield queue[:used], data
+            ratio = (len(data) - _BATCH_OVERHEAD) / sum(map(_estimated_size, queue[:used]))
+            queue = queue[used:]
+            estimate = sum(map(_estimated_size, queue))
+        queue.append(record)
+        estimate += size
+    while queue:
+        used, data = _build_within(queue, spec.batch_bytes, build)
+        yield queue[:used], data
+        queue = queue[used:]
+
+
+def _estimated_size(record: Record) -> int:
+    return _RECORD_OVERHEAD + len(record.key or b"") + len(record.value or b"")
+
+
+def _build_within(group: list[Record], limit: int, build: Callable[[list[Record]], bytes]) -> tuple[int, bytes]:
+    """``(records used, batch)``: ``group`` built, or its longest head that stays within ``limit``
+    stored bytes (one record at least). Where Java's producer splits a batch the broker refused
+    as too large, this keeps a 1 MiB batch within the broker's ``max.message.bytes``."""
+    used, data = len(group), build(group)
+    while len(data) > limit and used > 1:
+        used -= 1
+        data = build(group[:used])
+    return used, data
+
+
+@functools.lru_cache(maxsize=_USERS)
+def _partition_for(key: bytes, partitions: int) -> int:
+    """Keys repeat (one per user): hash each once."""
+    return partition_for_key(key, partitions)
+
+
+def _splits(group: list[Record], source_partition: int, partitions: int) -> bool:
+    """Whether partitioning by key sends ``group`` to more than one of ``partitions``. A null key
+    stays at the source partition mod ``partitions``, as in :mod:`mirror.routing.router`."""
+    home = source_partition % partitions
+    return len({home if r.key is None else _partition_for(r.key, partitions) for r in group}) > 1

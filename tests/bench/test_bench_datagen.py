@@ -1,5 +1,6 @@
-"""The bench's source data: deterministic, exactly sized, compressible like text, and the three
-layouts differing only where they should. Decoded with kafka-python as the independent reader."""
+"""The bench's source data: deterministic, exactly sized, compressible like text, batched like the
+Java producer, and the three layouts differing only where they should. Decoded with
+kafka-python as the independent reader."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from kafka.record.memory_records import MemoryRecords
 import kcodecs
 from kcodecs import Compression
 from mirror.bench.datagen import Corpus, DataSpec, Layout, build_dataset, event_value
+from mirror.routing import RouteClass, RoutingPolicy, route_batch
 
 SMALL = dict(record_bytes=300, total_bytes=60_000, batch_bytes=6_000)
 
@@ -53,7 +55,9 @@ def test_layouts_hold_the_same_values_and_differ_only_in_keys_and_the_flag(codec
     decoded = {}
     for data in (flagged, unflagged, keyed):
         assert data.records == spec.records == 200
-        assert data.end_offsets(2) == (100, 100)  # 20 records a batch, round-robin over 2 partitions
+        per_partition = [sum(kcodecs.read_batch(b).record_count for p, b in data.batches if p == partition)
+                         for partition in (0, 1)]
+        assert data.end_offsets(2) == tuple(per_partition) and min(per_partition) > 0  # round-robin
         decoded[data.layout] = [r for _, batch in data.batches for r in _kafka_python_records(batch)]
     values = [r.value for r in decoded[Layout.FLAGGED]]
     assert [r.value for r in decoded[Layout.UNFLAGGED]] == values == [r.value for r in decoded[Layout.KEYED]]
@@ -63,6 +67,38 @@ def test_layouts_hold_the_same_values_and_differ_only_in_keys_and_the_flag(codec
     assert not any(kcodecs.read_batch(b).has_no_keys_flag for _, b in unflagged.batches + keyed.batches)
     assert flagged.payload_bytes == unflagged.payload_bytes == 200 * 300
     assert keyed.payload_bytes == 200 * 300 + sum(len(r.key) for r in decoded[Layout.KEYED])
+
+
+@pytest.mark.parametrize("codec", list(Compression))
+@pytest.mark.parametrize("batch_kib", [16, 128])
+def test_batches_are_about_batch_bytes_as_stored_like_the_java_producer_writes_them(codec, batch_kib):
+    limit = batch_kib * 1024
+    data = build_dataset(DataSpec(codec, record_bytes=1024, total_bytes=40 * limit, batch_bytes=limit), Layout.FLAGGED)
+    sizes = [len(batch) for _, batch in data.batches]
+    assert max(sizes) <= limit and data.mean_batch_bytes == sum(sizes) / len(sizes)
+    assert 0.85 * limit < data.mean_batch_bytes  # the first batch guesses the ratio, the last may be short
+    # Stored size is what counts: a compressing codec packs its ratio more records in.
+    records_per_batch = data.records / len(sizes)
+    assert records_per_batch * 1024 > limit * 0.8 * data.payload_bytes / data.wire_bytes
+
+
+def test_a_record_bigger_than_the_batch_gets_a_batch_of_its_own():
+    data = build_dataset(DataSpec(Compression.NONE, record_bytes=2000, total_bytes=20_000, batch_bytes=1000),
+                         Layout.FLAGGED)
+    assert [kcodecs.read_batch(b).record_count for _, b in data.batches] == [1] * 10
+
+
+@pytest.mark.parametrize("keyed_ratio", [1.0, 0.5])
+def test_split_records_are_those_the_router_rebuilds(keyed_ratio):
+    # Two records a batch into 3 partitions: about a third of the batches stay whole.
+    spec = DataSpec(Compression.LZ4, record_bytes=1000, total_bytes=200_000, batch_bytes=2300, partitions=2,
+                    keyed_ratio=keyed_ratio)
+    policy = RoutingPolicy(partitioning="by-key", destination_partitions=spec.repartitioned)
+    keyed = build_dataset(spec, Layout.KEYED)
+    rebuilt = sum(routed.records for routed in (route_batch(kcodecs.read_batch(b), p, policy) for p, b in keyed.batches)
+                  if routed.route is RouteClass.REBUILT)
+    assert keyed.split_records == rebuilt and 0 < rebuilt < keyed.records
+    assert build_dataset(spec, Layout.UNFLAGGED).split_records == 0  # no keys: every batch stays whole
 
 
 def test_keyed_ratio_is_the_share_of_keyed_records():

@@ -40,8 +40,8 @@ from kcodecs import Compression, KMirrorError
 from ..broker import BrokerProcess
 from ..kafka import KafkaClient, NewTopic, TopicPartition
 from .datagen import DataSpec, Dataset, Layout, build_dataset
-from .report import plot, ratios_table, results_table, size_label
-from .stats import ModeResult, Sample, machine_info, ratios, summarise, to_json
+from .report import plot, ratios_table, results_table, scenario_label
+from .stats import ModeResult, Sample, Scenario, machine_info, ratios, summarise, to_json
 from .timing import rounds
 from .worker import ModeRun
 
@@ -177,7 +177,7 @@ def run(args: argparse.Namespace) -> int:
     except BenchError as exc:
         print(f"kmirror bench mirror: {exc}", file=sys.stderr)
         return 1
-    print("\nResults (medians of %d rounds)\n%s\n\nPass-through against the others\n%s"
+    print("\nResults (medians of %d rounds)\n%s\n\nPass-through against the targets (medians of round-by-round ratios)\n%s"
           % (settings.repeats, results_table(results), ratios_table(ratios(results))), flush=True)
     if args.json:
         args.json.write_text(json.dumps(to_json(results, settings.parameters() | {"command": sys.argv},
@@ -214,7 +214,8 @@ def bench(settings: Settings) -> list[ModeResult]:
 
 
 def _scenario(settings: Settings, spec: DataSpec, work: Path, prefix: str) -> list[ModeResult]:
-    label = f"{spec.codec.name.lower()} {size_label(spec.record_bytes)}"
+    scenario = Scenario(spec.codec.name.lower(), spec.record_bytes, spec.batch_bytes, spec.partitions)
+    label = scenario_label(scenario)
     with _clusters(settings, work) as (source, destination):
         datasets = _fill(source, spec, prefix, label, {Layout.FLAGGED} | {LAYOUT_OF_MODE[m] for m in settings.modes})
         runs = {mode: _runner(settings, source, destination, spec, datasets[LAYOUT_OF_MODE[mode]], prefix, mode, work)
@@ -226,14 +227,15 @@ def _scenario(settings: Settings, spec: DataSpec, work: Path, prefix: str) -> li
             samples[mode].append(sample)
             data = datasets[LAYOUT_OF_MODE[mode]]
             print(f"  [{label}] round {round_ + 1}/{settings.repeats}  {mode:<19}{data.payload_bytes / _MB / sample.wall_s:8.1f} MB/s"
-                  f"{sample.cpu_s:7.2f} s CPU{sample.peak_rss_bytes / _MB:6.0f} MB RSS", flush=True)
+                  f"{len(data.batches) / sample.wall_s:9,.0f} batches/s{sample.cpu_s:7.2f} s CPU"
+                  f"{sample.peak_rss_bytes / _MB:6.0f} MB RSS", flush=True)
         if settings.profile:
             print(runs["pass-through"](profile=True).profile if "pass-through" in runs else "", flush=True)
     results = []
     for mode in settings.modes:
         data = datasets[LAYOUT_OF_MODE[mode]]
-        results.append(summarise(mode, spec.codec.name.lower(), spec.record_bytes, data.records, data.payload_bytes,
-                                 data.wire_bytes, samples[mode]))
+        results.append(summarise(mode, scenario, data.records, len(data.batches), data.payload_bytes, data.wire_bytes,
+                                 samples[mode]))
     print(results_table(results), flush=True)
     return results
 
@@ -268,7 +270,8 @@ def _fill(source: str, spec: DataSpec, prefix: str, label: str, layouts: set[Lay
                 client.produce([(TopicPartition(topic, p), batch) for p, batch in data.batches[start : start + 64]])
             datasets[layout] = data
             print(f"  [{label}] source topic {layout.value}: {data.records:,} records, {data.payload_bytes / _MB:.1f} MB "
-                  f"of data in {len(data.batches)} batches, {data.wire_bytes / _MB:.1f} MB on the wire "
+                  f"of data in {len(data.batches)} batches of {data.mean_batch_bytes / 1024:.1f} KiB stored on average "
+                  f"({data.records / len(data.batches):.1f} records each), {data.wire_bytes / _MB:.1f} MB on the wire "
                   f"({data.payload_bytes / data.wire_bytes:.2f}x), built and produced in {time.perf_counter() - began:.1f} s",
                   flush=True)
     return datasets

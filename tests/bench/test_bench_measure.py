@@ -13,7 +13,7 @@ from kcodecs import Compression
 from mirror.bench import mirror_bench
 from mirror.bench.mirror_bench import BenchError, check_copy, settings_from
 from mirror.bench.proctree import TreeMeter, parse_stat, tree_pids
-from mirror.bench.stats import ModeResult, Sample
+from mirror.bench.stats import ModeResult, Sample, Scenario
 from mirror.bench.worker import ModeRun, measure, peak_rss_bytes
 
 
@@ -97,7 +97,9 @@ def test_plot_draws_a_png(tmp_path):
     pytest.importorskip("matplotlib")
     from mirror.bench.report import plot
 
-    results = [ModeResult(mode, codec, size, 10, 10**6, 10**5, 0.1, 0.1, 10**6, 1)
-               for mode in ("raw", "pass-through") for codec in ("lz4", "zstd") for size in (100, 1024)]
-    plot(results, tmp_path / "p.png")
+    scenarios = [Scenario(codec, 1024, kib * 1024, 4) for codec in ("lz4", "zstd") for kib in (16, 128, 1024)]
+    scenarios += [Scenario(codec, size, 16 * 1024, 4) for codec in ("lz4", "zstd") for size in (100, 10240)]
+    results = [ModeResult(mode, scenario, 10, 2, 10**6, 10**5, 0.1, 0.1, 10**6, 1)
+               for mode in ("raw", "pass-through") for scenario in scenarios]
+    plot(results, tmp_path / "p.png")  # five panels, one per record size and batch size, in two rows
     assert (tmp_path / "p.png").read_bytes().startswith(b"\x89PNG")

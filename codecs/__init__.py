@@ -26,6 +26,7 @@ from ._rewrite import (
     set_base_offset,
     set_log_append_time,
     set_partition_leader_epoch,
+    set_producer_state,
     set_wrapper_offset,
 )
 from ._v2 import NO_KEYS_MASK, V2Batch
@@ -54,6 +55,7 @@ __all__ = [
     "set_partition_leader_epoch",
     "set_log_append_time",
     "clear_log_append_time",
+    "set_producer_state",
     "clear_producer_state",
     "KMirrorError",
     "KcodecsError",

@@ -14,6 +14,7 @@ set_wrapper_offset         0, 1     untouched: the offset field lies before the 
 set_partition_leader_epoch 2        untouched: the epoch lies before the CRC's coverage
 set_log_append_time        1, 2     recomputed, and only when a byte changed
 clear_log_append_time      1, 2     recomputed, and only when a byte changed
+set_producer_state         2        recomputed, and only when a byte changed
 clear_producer_state       2        recomputed, and only when a byte changed
 =========================  =======  ====================================================
 """
@@ -31,6 +32,7 @@ __all__ = [
     "set_partition_leader_epoch",
     "set_log_append_time",
     "clear_log_append_time",
+    "set_producer_state",
     "clear_producer_state",
 ]
 
@@ -106,19 +108,46 @@ def clear_log_append_time(buf: bytearray | memoryview) -> None:
         _patch_v1(view, view[_legacy.ATTRIBUTES] & ~_legacy.TIMESTAMP_TYPE_MASK, _legacy.INT64.unpack_from(view, _legacy.TIMESTAMP)[0])
 
 
+def set_producer_state(
+    buf: bytearray | memoryview,
+    producer_id: int,
+    producer_epoch: int,
+    base_sequence: int,
+    *,
+    transactional: bool = False,
+) -> None:
+    """Give a v2 batch a producer identity, as an idempotent or transactional producer would have.
+
+    Writes producerId, producerEpoch, baseSequence and the transactional bit (KIP-98), so a
+    mirror can re-produce source batches under its own idempotent producer without
+    rebuilding them. Every value is range-checked before a byte is written. CRC recomputed,
+    and only when a byte changed (these fields lie inside its coverage).
+    """
+    view, _ = _patchable(buf, (2,), "set_producer_state")
+    state = (
+        check_int(producer_id, 64, "producerId"),
+        check_int(producer_epoch, 16, "producerEpoch"),
+        check_int(base_sequence, 32, "baseSequence"),
+    )
+    old_attributes = _v2.INT16.unpack_from(view, _v2.ATTRIBUTES)[0]
+    if transactional:
+        attributes = old_attributes | _v2.TRANSACTIONAL_MASK
+    else:
+        attributes = old_attributes & ~_v2.TRANSACTIONAL_MASK
+    if (old_attributes, _v2.PRODUCER_STATE.unpack_from(view, _v2.PRODUCER_ID)) == (attributes, state):
+        return
+    _v2.INT16.pack_into(view, _v2.ATTRIBUTES, attributes)
+    _v2.PRODUCER_STATE.pack_into(view, _v2.PRODUCER_ID, *state)
+    _v2.write_crc(view)
+
+
 def clear_producer_state(buf: bytearray | memoryview) -> None:
     """Drop the source's idempotence and transaction identity so a destination sees a plain batch.
 
     Sets producerId, producerEpoch and baseSequence to -1 and clears the transactional bit
     (a transactional batch without a producer id is invalid). CRC recomputed when anything changed.
     """
-    view, _ = _patchable(buf, (2,), "clear_producer_state")
-    before = bytes(view[_v2.ATTRIBUTES : _v2.RECORD_COUNT])
-    attributes = _v2.INT16.unpack_from(view, _v2.ATTRIBUTES)[0] & ~_v2.TRANSACTIONAL_MASK
-    _v2.INT16.pack_into(view, _v2.ATTRIBUTES, attributes)
-    _v2.PRODUCER_STATE.pack_into(view, _v2.PRODUCER_ID, -1, -1, -1)
-    if bytes(view[_v2.ATTRIBUTES : _v2.RECORD_COUNT]) != before:
-        _v2.write_crc(view)
+    set_producer_state(buf, -1, -1, -1, transactional=False)
 
 
 def _patch_v2(view: memoryview, attributes: int, max_timestamp: int) -> None:

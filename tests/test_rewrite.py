@@ -23,6 +23,7 @@ from conftest import sample_records
 
 T0 = 1_700_000_500_000  # a source broker's LogAppendTime
 T1 = 1_800_000_000_000  # ours
+PID = 0x0123_4567_89AB  # a destination producer id wider than 32 bits
 
 # Byte ranges from the documented layouts (DefaultRecordBatch, LegacyRecord).
 V2_BASE_OFFSET, V2_EPOCH, V2_CRC, V2_ATTRIBUTES = (0, 8), (12, 16), (17, 21), (21, 23)
@@ -61,6 +62,11 @@ def _v2_checks():
         assert (batch.producer_id, batch.producer_epoch, batch.base_sequence) == (-1, -1, -1)
         assert not batch.is_transactional
 
+    def set_producer(batch, records):
+        assert (batch.producer_id, batch.producer_epoch, batch.base_sequence) == (PID, 9, 1_000)
+        assert not batch.is_transactional  # the target was transactional
+        assert [r.value for r in batch.records()] == [r.value for r in records]
+
     return [
         Patch("set_base_offset", lambda b: kcodecs.set_base_offset(b, 5_000_000), [V2_BASE_OFFSET], False, base_offset),
         Patch("set_partition_leader_epoch", lambda b: kcodecs.set_partition_leader_epoch(b, 12), [V2_EPOCH], False, epoch),
@@ -70,6 +76,8 @@ def _v2_checks():
               log_append_time_before=True),
         Patch("clear_producer_state", kcodecs.clear_producer_state, [V2_CRC, V2_ATTRIBUTES, V2_PRODUCER_STATE], True,
               producer),
+        Patch("set_producer_state", lambda b: kcodecs.set_producer_state(b, PID, 9, 1_000),
+              [V2_CRC, V2_ATTRIBUTES, V2_PRODUCER_STATE], True, set_producer),
     ]
 
 
@@ -188,6 +196,7 @@ def _noops(magic: int) -> list[tuple[str, Callable[[bytearray], None]]]:
             ("set_partition_leader_epoch", lambda b: kcodecs.set_partition_leader_epoch(b, -1)),
             ("set_log_append_time", lambda b: kcodecs.set_log_append_time(b, T0)),
             ("clear_producer_state", kcodecs.clear_producer_state),
+            ("set_producer_state", lambda b: kcodecs.set_producer_state(b, -1, -1, -1)),
         ]
     noops = [("set_wrapper_offset", lambda b: kcodecs.set_wrapper_offset(b, kcodecs.read_batch(b).last_offset))]
     if magic == 1:
@@ -226,6 +235,7 @@ ALL_PATCHES = {
     "set_log_append_time": (lambda b: kcodecs.set_log_append_time(b, 1), {1, 2}),
     "clear_log_append_time": (kcodecs.clear_log_append_time, {1, 2}),
     "clear_producer_state": (kcodecs.clear_producer_state, {2}),
+    "set_producer_state": (lambda b: kcodecs.set_producer_state(b, 1, 0, 0), {2}),
 }
 
 
@@ -298,3 +308,77 @@ def test_a_buffer_shorter_than_its_size_field_is_refused_untouched(magic):
             with pytest.raises(CorruptBatchError):
                 apply(buf)
             assert bytes(buf) == data[:cut], name
+
+
+# --- set_producer_state ------------------------------------------------------------------------------------
+
+
+def _producer_batch(codec: str, *, transactional: bool) -> bytearray:
+    state = {"producer_id": 7, "producer_epoch": 1, "base_sequence": 40} if transactional else {}
+    return bytearray(kcodecs.build_batch(sample_records(2, count=6), compression=codec, base_offset=100,
+                                         transactional=transactional, **state))
+
+
+@pytest.mark.parametrize("codec", ["none", "gzip", "zstd"])
+@pytest.mark.parametrize("was_transactional", [False, True])
+@pytest.mark.parametrize(
+    ("producer_id", "epoch", "sequence", "transactional"),
+    [(PID, 9, 1_000, False), (PID, 9, 1_000, True), ((1 << 63) - 1, (1 << 15) - 1, (1 << 31) - 1, True),
+     (0, 0, 0, False), (-1, -1, -1, False)],
+)
+def test_set_producer_state_reads_back_in_kafka_python(codec, was_transactional, producer_id, epoch, sequence,
+                                                       transactional):
+    """kafka-python, an independent reader, sees the new identity, a valid CRC and the same records."""
+    from kafka.record.default_records import DefaultRecordBatch
+
+    buf = _producer_batch(codec, transactional=was_transactional)
+    payload = bytes(buf[V2_RECORDS:])
+    kcodecs.set_producer_state(buf, producer_id, epoch, sequence, transactional=transactional)
+    assert bytes(buf[V2_RECORDS:]) == payload
+    kcodecs.read_batch(buf).validate(deep=True)
+    theirs = DefaultRecordBatch(bytes(buf))
+    assert theirs.validate_crc()
+    assert (theirs.producer_id, theirs.producer_epoch, theirs.base_sequence) == (producer_id, epoch, sequence)
+    assert theirs.is_transactional is transactional
+    assert [r.value for r in theirs] == [r.value for r in sample_records(2, count=6)]
+
+
+@pytest.mark.parametrize("transactional", [False, True])
+def test_set_producer_state_to_what_is_there_writes_nothing(transactional):
+    """With a deliberately wrong CRC, so that a recomputation would show."""
+    buf = _producer_batch("lz4", transactional=transactional)
+    buf[V2_CRC[0]] ^= 0xFF
+    before = bytes(buf)
+    state = (7, 1, 40) if transactional else (-1, -1, -1)
+    kcodecs.set_producer_state(buf, *state, transactional=transactional)
+    assert bytes(buf) == before
+
+
+def test_only_the_transactional_bit_changing_recomputes_the_crc():
+    buf = _producer_batch("none", transactional=True)
+    kcodecs.set_producer_state(buf, 7, 1, 40, transactional=False)
+    batch = kcodecs.read_batch(buf)
+    batch.validate()
+    assert not batch.is_transactional and (batch.producer_id, batch.producer_epoch, batch.base_sequence) == (7, 1, 40)
+
+
+def test_clear_producer_state_is_set_producer_state_minus_one():
+    cleared, set_ = _producer_batch("gzip", transactional=True), _producer_batch("gzip", transactional=True)
+    kcodecs.clear_producer_state(cleared)
+    kcodecs.set_producer_state(set_, -1, -1, -1)
+    assert cleared == set_
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [("producer_id", 1 << 63), ("producer_id", -(1 << 63) - 1), ("producer_epoch", 1 << 15),
+     ("producer_epoch", -(1 << 15) - 1), ("base_sequence", 1 << 31), ("base_sequence", -(1 << 31) - 1),
+     ("base_sequence", 1.5), ("producer_id", "7")],
+)
+def test_set_producer_state_refuses_values_its_fields_cannot_hold_untouched(field, value):
+    buf = _producer_batch("snappy", transactional=True)
+    before = bytes(buf)
+    args = {"producer_id": PID, "producer_epoch": 2, "base_sequence": 3, field: value}
+    with pytest.raises(InvalidRecordError, match="does not fit"):
+        kcodecs.set_producer_state(buf, **args, transactional=False)
+    assert bytes(buf) == before

@@ -1,13 +1,14 @@
 """``kmirror bench mirror``: copy the same data every way, side by side, and compare.
 
-Every mode copies the same generated source topic (one per codec and record size) from a
-source broker to a fresh topic on a destination broker. The brokers are separate
-processes, and each run of each mode is a process of its own, so the CPU seconds and peak
-RSS reported are the mirror's alone. Modes run interleaved, each round starting one mode
-later (A B C, B C A, ...), and each measure's median over --repeats rounds is reported.
+Every mode copies the same generated source topic (one per scenario: codec, record size and
+source batch size) from a source broker to a fresh topic on a destination broker. The
+brokers are separate processes, and each run of each mode is a process of its own, so the
+CPU seconds and peak RSS reported are the mirror's alone. Modes run interleaved, each round
+starting one mode later (A B C, B C A, ...), and each measure's median over --repeats rounds
+is reported.
 
 modes:
-  raw                 the I/O ceiling: fetch raw, zero the base offset, produce; no CRC, no routing
+  raw                 the I/O ceiling: the engine's pipeline, every batch forwarded unchecked
   pass-through        kmirror's copy engine, no-keys-flag data, partitioning preserve
   inspect             the engine on unkeyed data without the flag (as librdkafka writes it), by-key:
                       decompress to check the keys, forward the original bytes
@@ -16,8 +17,27 @@ modes:
   kafka-python        a KafkaConsumer -> KafkaProducer loop with the same codec
   pass-through-spark  (--spark) the pass-through copy through `kmirror run --once` on local[2]
 
-MB/s and CPU s/GB count record data (keys and values, uncompressed; MB = 10^6 bytes);
-wire MB/s counts the source batches as stored. See docs/performance.md for a full run.
+Source batches are filled to --batch-kib as stored, as the Java producer fills batch.size
+(see mirror/bench/datagen.py); the results show the mean stored batch as built. Per-batch
+costs decide how close pass-through gets to the loops, so batch size is a dimension:
+
+  --quick  lz4,zstd x 1 KiB records x 16,128 KiB batches, 32 MB, 3 rounds: the issue's target
+           scenario (16 KiB) beside the old default (128 KiB); about 3 minutes on 2 cores.
+  full     none,gzip,snappy,lz4,zstd x 1 KiB records x 16,128,1024 KiB batches (the Java
+           producer's default, a tuned producer, the broker's max.message.bytes), plus 100 B
+           and 10 KiB records at 16 KiB only, 64 MB, 3 rounds: 25 scenarios, where crossing
+           record sizes with every batch size would be 45 for little more to learn (record size
+           shifts the per-record cost of the loops, batch size the per-batch cost of ours).
+           About half an hour on 2 cores.
+
+--codecs, --record-sizes and --batch-kib replace that dimension in each grid of the preset.
+Source topics have --partitions (4) partitions.
+
+MB/s and CPU s/GB count record data (keys and values, uncompressed; MB = 10^6 bytes); wire
+MB/s counts the source batches as stored, batches/s the source batches. The targets table
+holds pass-through to the issue's targets, set for 16 KiB batches of 1 KiB lz4 and zstd
+records on 4 partitions: >= 0.9x raw's MB/s, >= 2x confluent-kafka's, <= 1/5 of its CPU s/GB.
+See docs/performance.md for a full run.
 """
 
 from __future__ import annotations
@@ -25,6 +45,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import importlib.util
+import itertools
 import json
 import os
 import subprocess
@@ -45,8 +66,8 @@ from .stats import ModeResult, Sample, Scenario, machine_info, ratios, summarise
 from .timing import rounds
 from .worker import ModeRun
 
-__all__ = ["MODES", "LAYOUT_OF_MODE", "BenchError", "Settings", "settings_from", "bench", "run_worker", "check_copy",
-           "add_arguments", "run"]
+__all__ = ["MODES", "LAYOUT_OF_MODE", "FULL", "QUICK", "BenchError", "Grid", "Preset", "Settings", "settings_from",
+           "scenarios", "bench", "run_worker", "check_copy", "add_arguments", "run"]
 
 MODES = ("raw", "pass-through", "inspect", "recompress", "confluent-kafka", "kafka-python")
 SPARK_MODE = "pass-through-spark"
@@ -63,8 +84,38 @@ _NEEDS = {"confluent-kafka": "confluent_kafka", "kafka-python": "kafka", SPARK_M
 _MB = 10**6
 _WORKER_TIMEOUT_S = 3600
 
-FULL = {"codecs": "none,gzip,snappy,lz4,zstd", "record_sizes": "100,1024,10240", "total_mb": 64, "repeats": 3}
-QUICK = {"codecs": "gzip,lz4,zstd", "record_sizes": "1024", "total_mb": 32, "repeats": 3}
+MAX_BATCH_KIB = 1024
+"""Brokers refuse a batch over ``max.message.bytes``: 1 MiB + 12 bytes by default, ours included."""
+
+
+@dataclass(frozen=True)
+class Grid:
+    """Every combination of these codecs, record sizes (bytes) and source batch sizes (KiB), each
+    a comma-separated list as on the command line."""
+
+    codecs: str
+    record_sizes: str
+    batch_kib: str
+
+    def describe(self) -> str:
+        return f"{self.codecs} x {self.record_sizes} B records x {self.batch_kib} KiB batches"
+
+
+@dataclass(frozen=True)
+class Preset:
+    """The scenarios (the union of the grids) and the amount of data a run measures by default."""
+
+    grids: tuple[Grid, ...]
+    total_mb: float
+    repeats: int
+
+    def describe(self) -> str:
+        return " + ".join(grid.describe() for grid in self.grids) + f"; {self.total_mb:g} MB, {self.repeats} rounds"
+
+
+_ALL_CODECS = "none,gzip,snappy,lz4,zstd"
+FULL = Preset((Grid(_ALL_CODECS, "1024", "16,128,1024"), Grid(_ALL_CODECS, "100,10240", "16")), total_mb=64, repeats=3)
+QUICK = Preset((Grid("lz4,zstd", "1024", "16,128"),), total_mb=32, repeats=3)
 
 
 class BenchError(KMirrorError):
@@ -75,12 +126,9 @@ class BenchError(KMirrorError):
 class Settings:
     """The parsed command line."""
 
-    codecs: tuple[Compression, ...]
-    record_sizes: tuple[int, ...]
+    scenarios: tuple[Scenario, ...]
     total_bytes: int
-    batch_bytes: int
     keyed_ratio: float
-    partitions: int
     repeats: int
     modes: tuple[str, ...]
     seed: int
@@ -89,52 +137,63 @@ class Settings:
     destination: str | None
     profile: bool
 
-    def data_spec(self, codec: Compression, record_bytes: int) -> DataSpec:
-        return DataSpec(codec, record_bytes, self.total_bytes, self.batch_bytes, self.keyed_ratio, self.partitions, self.seed)
+    def data_spec(self, scenario: Scenario) -> DataSpec:
+        return DataSpec(Compression.parse(scenario.codec), scenario.record_bytes, self.total_bytes, scenario.batch_bytes,
+                        self.keyed_ratio, scenario.partitions, self.seed)
 
     def parameters(self) -> dict:
-        data = asdict(self)
-        data["codecs"] = [codec.name.lower() for codec in self.codecs]
-        return data
+        return asdict(self)
 
 
 def settings_from(args: argparse.Namespace) -> Settings:
     preset = QUICK if args.quick else FULL
-
-    def pick(name: str):
-        given = getattr(args, name)
-        return preset[name] if given is None else given
-
     modes = tuple(pick_list(args.modes or ",".join(MODES), MODES + (SPARK_MODE,), "mode"))
     if args.spark and SPARK_MODE not in modes:
         modes += (SPARK_MODE,)
     if (args.source is None) != (args.destination is None):
         raise BenchError("--source and --destination go together")
     settings = Settings(
-        codecs=tuple(Compression.parse(c) for c in pick_list(pick("codecs"), [c.name.lower() for c in Compression], "codec")),
-        record_sizes=_sizes(pick("record_sizes")),
-        total_bytes=int(pick("total_mb") * _MB), batch_bytes=args.batch_kib * 1024, keyed_ratio=args.keyed_ratio,
-        partitions=args.partitions, repeats=pick("repeats"), modes=modes, seed=args.seed,
-        fetch_max_bytes=args.fetch_max_bytes, source=args.source, destination=args.destination, profile=args.profile,
+        scenarios=scenarios(preset, args),
+        total_bytes=int((preset.total_mb if args.total_mb is None else args.total_mb) * _MB),
+        keyed_ratio=args.keyed_ratio, repeats=preset.repeats if args.repeats is None else args.repeats, modes=modes,
+        seed=args.seed, fetch_max_bytes=args.fetch_max_bytes, source=args.source, destination=args.destination,
+        profile=args.profile,
     )
     if settings.repeats < 1:
         raise BenchError(f"--repeats must be at least 1, not {settings.repeats}")
-    for size in settings.record_sizes:
+    for scenario in settings.scenarios:
         try:
-            settings.data_spec(settings.codecs[0], size)
+            settings.data_spec(scenario)
         except ValueError as exc:
             raise BenchError(str(exc)) from None
     return settings
 
 
-def _sizes(text: str) -> tuple[int, ...]:
+def scenarios(preset: Preset, args: argparse.Namespace) -> tuple[Scenario, ...]:
+    """The preset's grids, each with the lists given on the command line in place of its own;
+    every scenario once, by codec, then record size, then batch size."""
+    found: dict[Scenario, None] = {}
+    for grid in preset.grids:
+        codecs = pick_list(args.codecs or grid.codecs, [c.name.lower() for c in Compression], "codec")
+        sizes = _positive_ints(args.record_sizes or grid.record_sizes, "--record-sizes", "byte counts")
+        batches = _positive_ints(args.batch_kib or grid.batch_kib, "--batch-kib", "KiB counts")
+        if max(batches) > MAX_BATCH_KIB:
+            raise BenchError(f"--batch-kib goes up to {MAX_BATCH_KIB}: brokers refuse batches over max.message.bytes "
+                             f"(1 MiB + 12 by default), not {max(batches)}")
+        for codec, size, kib in itertools.product(codecs, sizes, batches):
+            found[Scenario(codec, size, kib * 1024, args.partitions)] = None
+    codecs = list(dict.fromkeys(scenario.codec for scenario in found))
+    return tuple(sorted(found, key=lambda s: (codecs.index(s.codec), s.record_bytes, s.batch_bytes)))
+
+
+def _positive_ints(text: str, option: str, what: str) -> tuple[int, ...]:
     try:
-        sizes = tuple(int(size) for size in text.split(","))
+        numbers = tuple(int(number) for number in text.split(","))
     except ValueError:
-        raise BenchError(f"--record-sizes wants comma-separated byte counts, not {text!r}") from None
-    if min(sizes) < 1:
-        raise BenchError(f"record sizes must be positive, not {text!r}")
-    return sizes
+        raise BenchError(f"{option} wants comma-separated {what}, not {text!r}") from None
+    if min(numbers) < 1:
+        raise BenchError(f"{option} wants positive {what}, not {text!r}")
+    return numbers
 
 
 def pick_list(text: str, allowed: Sequence[str], what: str) -> list[str]:
@@ -147,24 +206,25 @@ def pick_list(text: str, allowed: Sequence[str], what: str) -> list[str]:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--quick", action="store_true",
-                        help=f"a subset: codecs {QUICK['codecs']}, {QUICK['record_sizes']}-byte records, "
-                             f"{QUICK['total_mb']} MB, {QUICK['repeats']} rounds (about 3 minutes on 2 cores)")
-    parser.add_argument("--codecs", help=f"comma-separated (default {FULL['codecs']})")
-    parser.add_argument("--record-sizes", help=f"value bytes per record, comma-separated (default {FULL['record_sizes']})")
-    parser.add_argument("--total-mb", type=float, help=f"record data per source topic, in MB (default {FULL['total_mb']})")
-    parser.add_argument("--repeats", type=int, help=f"interleaved rounds; medians are reported (default {FULL['repeats']})")
+                        help=f"a subset: {QUICK.describe()} (about 3 minutes on 2 cores)")
+    parser.add_argument("--codecs", help="comma-separated; replaces the preset's in each of its grids")
+    parser.add_argument("--record-sizes", help="value bytes per record, comma-separated; replaces the preset's")
+    parser.add_argument("--batch-kib", help=f"stored size of a source batch (the producer's batch.size), KiB, "
+                                            f"comma-separated, at most {MAX_BATCH_KIB}; replaces the preset's")
+    parser.add_argument("--total-mb", type=float, help=f"record data per source topic, in MB (default {FULL.total_mb:g})")
+    parser.add_argument("--repeats", type=int, help=f"interleaved rounds; medians are reported (default {FULL.repeats})")
     parser.add_argument("--modes", help=f"comma-separated subset of {','.join(MODES)},{SPARK_MODE} (default: the first six)")
     parser.add_argument("--spark", action="store_true", help=f"also run {SPARK_MODE}: the Spark job's micro-batch overhead")
-    parser.add_argument("--batch-kib", type=int, default=128, help="uncompressed size of a source batch (default 128)")
     parser.add_argument("--keyed-ratio", type=float, default=1.0,
                         help="share of keyed records in the recompress mode's topic (default 1.0)")
-    parser.add_argument("--partitions", type=int, default=1, help="source partitions (default 1; recompress copies into one more)")
+    parser.add_argument("--partitions", type=int, default=4, help="source partitions (default 4; recompress copies into one more)")
     parser.add_argument("--seed", type=int, default=42, help="data generator seed (default 42)")
     parser.add_argument("--fetch-max-bytes", type=int, default=8 * 1024 * 1024, help="bytes per fetch (default 8 MiB)")
     parser.add_argument("--source", metavar="HOST:PORT", help="use this cluster as the source instead of an embedded broker")
     parser.add_argument("--destination", metavar="HOST:PORT", help="use this cluster as the destination (topics are left behind)")
     parser.add_argument("--json", metavar="FILE", type=Path, help="write the results as JSON")
-    parser.add_argument("--plot", metavar="FILE.png", type=Path, help="draw MB/s by mode and codec (needs matplotlib)")
+    parser.add_argument("--plot", metavar="FILE.png", type=Path,
+                        help="draw MB/s by mode and codec, a panel per record and batch size (needs matplotlib)")
     parser.add_argument("--profile", action="store_true",
                         help="after each scenario, one extra pass-through run under cProfile (not counted), printed")
 
@@ -199,22 +259,21 @@ def _check_libraries(modes: Sequence[str], plot_to: Path | None) -> None:
 
 
 def bench(settings: Settings) -> list[ModeResult]:
-    """Every scenario (codec x record size) in turn; returns every mode's medians."""
+    """Every scenario in turn; returns every mode's medians."""
     results: list[ModeResult] = []
     run_id = time.strftime("%H%M%S")
-    print(f"kmirror bench mirror: {len(settings.codecs) * len(settings.record_sizes)} scenarios x "
-          f"{len(settings.modes)} modes x {settings.repeats} rounds, {settings.total_bytes / _MB:g} MB each", flush=True)
+    print(f"kmirror bench mirror: {len(settings.scenarios)} scenarios x {len(settings.modes)} modes x "
+          f"{settings.repeats} rounds, {settings.total_bytes / _MB:g} MB each over "
+          f"{settings.scenarios[0].partitions} source partitions", flush=True)
     with tempfile.TemporaryDirectory(prefix="kmirror-bench-") as tmp:
-        for codec in settings.codecs:
-            for size in settings.record_sizes:
-                spec = settings.data_spec(codec, size)
-                scenario_dir = Path(tmp) / f"{codec.name.lower()}-{size}"
-                results += _scenario(settings, spec, scenario_dir, f"bench{run_id}-{codec.name.lower()}-{size}")
+        for scenario in settings.scenarios:
+            name = f"{scenario.codec}-{scenario.record_bytes}-{scenario.batch_bytes // 1024}k"
+            results += _scenario(settings, scenario, Path(tmp) / name, f"bench{run_id}-{name}")
     return results
 
 
-def _scenario(settings: Settings, spec: DataSpec, work: Path, prefix: str) -> list[ModeResult]:
-    scenario = Scenario(spec.codec.name.lower(), spec.record_bytes, spec.batch_bytes, spec.partitions)
+def _scenario(settings: Settings, scenario: Scenario, work: Path, prefix: str) -> list[ModeResult]:
+    spec = settings.data_spec(scenario)
     label = scenario_label(scenario)
     with _clusters(settings, work) as (source, destination):
         datasets = _fill(source, spec, prefix, label, {Layout.FLAGGED} | {LAYOUT_OF_MODE[m] for m in settings.modes})

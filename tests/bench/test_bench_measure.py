@@ -4,12 +4,12 @@ sample, the command line, and the plot."""
 from __future__ import annotations
 
 import argparse
+import json
 import subprocess
 import sys
 
 import pytest
 
-from kcodecs import Compression
 from mirror.bench import mirror_bench
 from mirror.bench.mirror_bench import BenchError, check_copy, settings_from
 from mirror.bench.proctree import TreeMeter, parse_stat, tree_pids
@@ -43,21 +43,45 @@ def test_check_copy_refuses_missing_records_and_the_wrong_route():
     check_copy(spec("confluent-kafka"), Sample(1, 1, 1), 100)  # peers have no routes to check
 
 
-def test_settings_quick_preset_overrides_and_spark():
+def test_quick_preset_has_16_kib_batches_and_overrides_and_spark():
     quick = settings_from(parse("--quick"))
-    assert quick.codecs == (Compression.GZIP, Compression.LZ4, Compression.ZSTD) and quick.record_sizes == (1024,)
+    assert quick.scenarios == tuple(Scenario(codec, 1024, kib * 1024, 4) for codec in ("lz4", "zstd") for kib in (16, 128))
     assert quick.modes == mirror_bench.MODES
-    custom = settings_from(parse("--quick", "--codecs", "none", "--record-sizes", "100,10240", "--spark", "--repeats", "1"))
-    assert custom.codecs == (Compression.NONE,) and custom.record_sizes == (100, 10240) and custom.repeats == 1
-    assert custom.modes[-1] == "pass-through-spark"
+    custom = settings_from(parse("--quick", "--codecs", "none", "--record-sizes", "100,10240", "--batch-kib", "1024",
+                                 "--partitions", "2", "--spark", "--repeats", "1"))
+    assert custom.scenarios == (Scenario("none", 100, 1 << 20, 2), Scenario("none", 10240, 1 << 20, 2))
+    assert custom.repeats == 1 and custom.modes[-1] == "pass-through-spark"
+
+
+def test_full_preset_crosses_batch_sizes_at_1_kib_and_the_other_record_sizes_at_16_kib():
     full = settings_from(parse())
-    assert len(full.codecs) == 5 and full.record_sizes == (100, 1024, 10240) and full.total_bytes == 64 * 10**6
+    assert len(full.scenarios) == 5 * (3 + 2) and full.total_bytes == 64 * 10**6
+    assert {s.codec for s in full.scenarios} == {"none", "gzip", "snappy", "lz4", "zstd"}
+    assert {s.partitions for s in full.scenarios} == {4}
+    assert {(s.record_bytes, s.batch_bytes // 1024) for s in full.scenarios} == {
+        (1024, 16), (1024, 128), (1024, 1024), (100, 16), (10240, 16)}
+    assert [(s.record_bytes, s.batch_bytes // 1024) for s in full.scenarios[:5]] == [
+        (100, 16), (1024, 16), (1024, 128), (1024, 1024), (10240, 16)]  # by codec, then sizes
+    # A list given on the command line replaces that dimension in every grid; scenarios come once.
+    assert len(settings_from(parse("--batch-kib", "16")).scenarios) == 5 * 3
+    assert settings_from(parse("--codecs", "zstd", "--record-sizes", "1024")).scenarios == tuple(
+        Scenario("zstd", 1024, kib * 1024, 4) for kib in (16, 128, 1024))
+
+
+def test_settings_travel_as_json_parameters():
+    parameters = settings_from(parse("--quick")).parameters()
+    assert json.loads(json.dumps(parameters))["scenarios"][0] == {
+        "codec": "lz4", "record_bytes": 1024, "batch_bytes": 16384, "partitions": 4}
 
 
 @pytest.mark.parametrize("argv, message", [
     (("--codecs", "brotli"), "unknown codec brotli"),
     (("--modes", "raw,fastest"), "unknown mode fastest"),
-    (("--record-sizes", "1k"), "byte counts"),
+    (("--record-sizes", "1k"), "--record-sizes wants comma-separated byte counts"),
+    (("--batch-kib", "16,big"), "--batch-kib wants comma-separated KiB counts"),
+    (("--batch-kib", "0"), "positive"),
+    (("--batch-kib", "2048"), "max.message.bytes"),
+    (("--partitions", "0"), "partitions"),
     (("--keyed-ratio", "0"), "keyed_ratio"),
     (("--repeats", "0"), "at least 1"),
     (("--source", "h:1"), "go together"),

@@ -10,7 +10,9 @@ import sys
 
 import pytest
 
+from kcodecs import Compression
 from mirror.bench import mirror_bench
+from mirror.bench.datagen import DataSpec, Layout, build_dataset
 from mirror.bench.mirror_bench import BenchError, check_copy, settings_from
 from mirror.bench.proctree import TreeMeter, parse_stat, tree_pids
 from mirror.bench.stats import ModeResult, Sample, Scenario
@@ -33,14 +35,24 @@ def test_mode_run_round_trips_through_json():
 
 
 def test_check_copy_refuses_missing_records_and_the_wrong_route():
-    check_copy(spec(), Sample(1, 1, 1, {"rebuilt": 96, "inspected": 4}), 100)  # 95% rebuilt is enough
+    check_copy(spec(), Sample(1, 1, 1, {"rebuilt": 96, "inspected": 4}), 100, 96)  # 4 sat in batches that go whole
     with pytest.raises(BenchError, match="holds 99 records"):
-        check_copy(spec(), Sample(1, 1, 1, {"rebuilt": 100}), 99)
-    with pytest.raises(BenchError, match="rebuilt"):
-        check_copy(spec(), Sample(1, 1, 1, {"rebuilt": 90, "inspected": 10}), 100)
+        check_copy(spec(), Sample(1, 1, 1, {"rebuilt": 100}), 99, 100)
+    with pytest.raises(BenchError, match="expected 96 of the 100 records rebuilt"):
+        check_copy(spec(), Sample(1, 1, 1, {"rebuilt": 90, "inspected": 10}), 100, 96)
     with pytest.raises(BenchError, match="passed-through"):
-        check_copy(spec("pass-through"), Sample(1, 1, 1, {"passed-through": 99, "inspected": 1}), 100)
-    check_copy(spec("confluent-kafka"), Sample(1, 1, 1), 100)  # peers have no routes to check
+        check_copy(spec("pass-through"), Sample(1, 1, 1, {"passed-through": 99, "inspected": 1}), 100, 100)
+    check_copy(spec("confluent-kafka"), Sample(1, 1, 1), 100, 100)  # peers have no routes to check
+
+
+@pytest.mark.parametrize("record_bytes, kept", [(1024, True), (10240, False)])
+def test_recompress_is_left_out_where_batches_go_whole_to_one_partition(record_bytes, kept, capsys):
+    # Without a codec a 16 KiB batch holds 15 records of 1 KiB, or one of 10 KiB, which no key can split.
+    data_spec = DataSpec(Compression.NONE, record_bytes, 400_000, 16 * 1024, partitions=4)
+    keyed = build_dataset(data_spec, Layout.KEYED)
+    modes = mirror_bench._measurable(mirror_bench.MODES, data_spec, {Layout.KEYED: keyed}, "none")
+    assert ("recompress" in modes) is kept and len(modes) == len(mirror_bench.MODES) - (not kept)
+    assert ("recompress left out: only 0% of the keyed records" in capsys.readouterr().out) is not kept
 
 
 def test_quick_preset_has_16_kib_batches_and_overrides_and_spark():

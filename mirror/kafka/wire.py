@@ -1,0 +1,477 @@
+"""Produce and Fetch encoded by hand, so record sets cross this layer as views, never copies.
+
+Every other API goes through kafka-python's generated schemas (``kafka.protocol``), which
+copy each record set into the message and again into its encoding. On the hot path that is
+most of the CPU, so these two messages are written down here once, field by field, and
+tested byte for byte against kafka-python at every version (``tests/kafka/test_wire.py``).
+Encoders return a list of buffers for ``socket.sendmsg`` (scatter-gather): small ``bytes``
+pieces interleaved with the callers' own record buffers. Decoders return record sets as
+``memoryview`` slices of the buffer they were given.
+
+Primitive encodings (Kafka's ``protocol.types``; "flexible" versions, KIP-482, switch to the
+compact forms and end every struct with tagged fields)::
+
+    type             classic                        flexible
+    string           int16 length + utf-8           uvarint(length + 1) + utf-8
+    nullable string  int16 length, -1 = null        uvarint(length + 1), 0 = null
+    array            int32 count (-1 = null)        uvarint(count + 1) (0 = null)
+    bytes / records  int32 length, -1 = null        uvarint(length + 1), 0 = null
+    tagged fields    (none)                         uvarint count, then (uvarint tag, uvarint size, data)*
+
+Request header (v1; v2 for flexible requests adds tagged fields after client_id, which
+stays a classic nullable string in both)::
+
+    api_key int16 | api_version int16 | correlation_id int32 | client_id nullable string
+
+Response header: correlation_id int32 (v0); v1, for flexible responses, adds tagged fields.
+
+ProduceRequest (api key 0), v3..12, flexible from v9 (v4-v8 change only what a broker may
+answer; v10-v12 only add response fields)::
+
+    transactional_id  nullable string
+    acks              int16
+    timeout_ms        int32
+    topics            array: name string
+                             partitions array: index int32 | records nullable bytes
+
+FetchResponse (api key 1), v4..12, flexible from v12::
+
+    throttle_time_ms       int32
+    error_code             int16    v7+ (fetch sessions, KIP-227)
+    session_id             int32    v7+
+    topics                 array: topic string
+      partitions           array:
+        partition_index        int32
+        error_code             int16
+        high_watermark         int64
+        last_stable_offset     int64
+        log_start_offset       int64    v5+
+        aborted_transactions   nullable array: producer_id int64 | first_offset int64
+        preferred_read_replica int32    v11+ (KIP-392)
+        records                nullable bytes
+        (v12 tagged: 0 diverging_epoch, 1 current_leader, 2 snapshot_id; skipped here)
+
+Anything malformed or truncated raises :class:`~mirror.kafka.ProtocolError`, never
+``struct.error`` or ``IndexError``; so does a body with bytes left over after its last
+field, which can only mean it was framed or versioned wrongly.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+from typing import Sequence
+
+from .connection import ProtocolError
+
+__all__ = [
+    "ProducePartition",
+    "ProduceRequestData",
+    "FetchedPartition",
+    "FetchResponseData",
+    "RequestHeader",
+    "encode_produce_request",
+    "decode_produce_request",
+    "encode_fetch_response",
+    "decode_fetch_response",
+    "decode_request_header",
+    "PRODUCE_VERSIONS",
+    "FETCH_VERSIONS",
+]
+
+Buffer = bytes | bytearray | memoryview
+
+PRODUCE_API_KEY = 0
+PRODUCE_VERSIONS = range(3, 13)
+PRODUCE_FIRST_FLEXIBLE = 9
+FETCH_VERSIONS = range(4, 13)
+FETCH_FIRST_FLEXIBLE = 12
+FETCH_SESSIONS_SINCE = 7  # top-level error_code and session_id
+FETCH_LOG_START_SINCE = 5
+FETCH_PREFERRED_REPLICA_SINCE = 11
+NO_PREFERRED_READ_REPLICA = -1  # "read from the leader" (KIP-392): the only answer we give
+NULL_LENGTH = -1  # classic encodings' null string, array and bytes
+MAX_UVARINT_BYTES = 5  # lengths and tags are unsigned 32-bit (Kafka's ByteUtils.readUnsignedVarint)
+
+_INT16 = struct.Struct(">h")
+_INT32 = struct.Struct(">i")
+_HEADER_PREFIX = struct.Struct(">hhi")  # api_key, api_version, correlation_id
+_ACKS_TIMEOUT = struct.Struct(">hi")
+_FETCH_TOP = {False: struct.Struct(">i"), True: struct.Struct(">ihi")}  # by "has fetch sessions" (v7+)
+_FETCH_PARTITION = {  # by "has log_start_offset" (v5+)
+    False: struct.Struct(">ihqq"),  # partition_index, error_code, high_watermark, last_stable_offset
+    True: struct.Struct(">ihqqq"),  # ... log_start_offset
+}
+_ABORTED = struct.Struct(">qq")  # producer_id, first_offset
+_NO_TAGS = b"\x00"  # an empty tagged-field section: what we write, never anything else
+_EMPTY = memoryview(b"")
+
+
+@dataclass(frozen=True, slots=True)
+class ProducePartition:
+    """One partition of a produce request.
+
+    ``records`` is one v2 batch (or more), never copied by the encoder. A decoded request
+    gives ``None`` for a null record set, which the encoder writes back as null.
+    """
+
+    topic: str
+    partition: int
+    records: bytes | bytearray | memoryview | None
+
+
+@dataclass(frozen=True, slots=True)
+class ProduceRequestData:
+    """A decoded produce request body; every partition's records are views of the request buffer."""
+
+    transactional_id: str | None
+    acks: int
+    timeout_ms: int
+    partitions: list[ProducePartition]
+
+
+@dataclass(frozen=True, slots=True)
+class FetchedPartition:
+    topic: str
+    partition: int
+    error_code: int
+    high_watermark: int
+    last_stable_offset: int
+    log_start_offset: int  # -1 before v5
+    aborted_transactions: tuple[tuple[int, int], ...] | None  # (producer_id, first_offset); None when null
+    records: memoryview  # a view of the response buffer (writable when it is a bytearray); empty when null
+
+
+@dataclass(frozen=True, slots=True)
+class FetchResponseData:
+    throttle_time_ms: int
+    error_code: int  # 0 before v7
+    session_id: int  # 0 before v7
+    partitions: list[FetchedPartition]
+
+
+@dataclass(frozen=True, slots=True)
+class RequestHeader:
+    api_key: int
+    api_version: int
+    correlation_id: int
+    client_id: str | None
+    size: int
+    """Bytes the header takes: the body starts here."""
+
+
+# --- encoding ------------------------------------------------------------------------------------------------
+
+
+class _Out:
+    """Accumulates small fields in one bytearray; a borrowed buffer cuts it into a piece of its own."""
+
+    __slots__ = ("pieces", "buf", "flexible")
+
+    def __init__(self, flexible: bool):
+        self.pieces: list[Buffer] = [b""]  # [0] becomes the frame size, known at the end
+        self.buf = bytearray()
+        self.flexible = flexible
+
+    def uvarint(self, value: int) -> None:
+        while value > 0x7F:
+            self.buf.append((value & 0x7F) | 0x80)
+            value >>= 7
+        self.buf.append(value)
+
+    def length(self, n: int | None, classic: struct.Struct) -> None:
+        """A string, array or bytes length (``None`` = null) in this message's encoding."""
+        if self.flexible:
+            self.uvarint(0 if n is None else n + 1)
+        else:
+            self.buf += classic.pack(NULL_LENGTH if n is None else n)
+
+    def string(self, value: str | None) -> None:
+        data = None if value is None else value.encode()
+        self.length(None if data is None else len(data), _INT16)
+        if data is not None:
+            self.buf += data
+
+    def tags(self) -> None:
+        if self.flexible:
+            self.buf += _NO_TAGS
+
+    def borrowed(self, records: Buffer | None) -> None:
+        """A nullable bytes field whose data is the caller's buffer, placed in the list as it is."""
+        if records is None:
+            self.length(None, _INT32)
+            return
+        self.length(records.nbytes if isinstance(records, memoryview) else len(records), _INT32)
+        self.pieces.append(bytes(self.buf))
+        self.buf.clear()
+        self.pieces.append(records)
+
+    def frame(self) -> list[Buffer]:
+        if self.buf:
+            self.pieces.append(bytes(self.buf))
+        size = sum(p.nbytes if isinstance(p, memoryview) else len(p) for p in self.pieces)
+        self.pieces[0] = _INT32.pack(size)
+        return self.pieces
+
+
+def encode_produce_request(
+    partitions: Sequence[ProducePartition],
+    *,
+    version: int,
+    correlation_id: int,
+    client_id: str | None,
+    acks: int,
+    timeout_ms: int,
+    transactional_id: str | None = None,
+) -> list[bytes | memoryview]:
+    """The whole framed request (4-byte size prefix, request header v1 or v2, body) as a list of
+    buffers for ``socket.sendmsg``: small bytes pieces interleaved with the callers' record
+    buffers, which are not copied. Partitions of one topic are grouped under it in first-seen
+    order (topics are a map in Kafka's ``ProduceRequest``). Versions 3..12."""
+    _check_version("Produce", version, PRODUCE_VERSIONS)
+    topics: dict[str, list[ProducePartition]] = {}
+    for part in partitions:
+        topics.setdefault(part.topic, []).append(part)
+    out = _Out(flexible=version >= PRODUCE_FIRST_FLEXIBLE)
+    try:
+        out.buf += _HEADER_PREFIX.pack(PRODUCE_API_KEY, version, correlation_id)
+        out.flexible = False  # client_id stays a classic string in header v2 (KIP-482)
+        out.string(client_id)
+        out.flexible = version >= PRODUCE_FIRST_FLEXIBLE
+        out.tags()
+        out.string(transactional_id)
+        out.buf += _ACKS_TIMEOUT.pack(acks, timeout_ms)
+        out.length(len(topics), _INT32)
+        for name, parts in topics.items():
+            out.string(name)
+            out.length(len(parts), _INT32)
+            for part in parts:
+                out.buf += _INT32.pack(part.partition)
+                out.borrowed(part.records)
+                out.tags()
+            out.tags()
+        out.tags()
+    except (struct.error, UnicodeEncodeError, AttributeError) as exc:
+        raise ProtocolError(f"cannot encode Produce v{version}: {exc}") from exc
+    return out.frame()
+
+
+def encode_fetch_response(response: FetchResponseData, *, version: int, correlation_id: int) -> list[bytes | memoryview]:
+    """Framed (size prefix + response header v0, or v1 with tagged fields from v12) + body, as a
+    list of buffers; records are the partitions' own views, not copied.
+
+    Consecutive partitions of one topic share a topic entry, as Kafka's ``FetchResponse.toMessage``
+    groups them, so a decoded response encodes back to the same bytes.
+    """
+    _check_version("Fetch", version, FETCH_VERSIONS)
+    flexible = version >= FETCH_FIRST_FLEXIBLE
+    sessions, log_start = version >= FETCH_SESSIONS_SINCE, version >= FETCH_LOG_START_SINCE
+    out = _Out(flexible)
+    try:
+        out.buf += _INT32.pack(correlation_id)
+        out.tags()
+        if sessions:
+            out.buf += _FETCH_TOP[True].pack(response.throttle_time_ms, response.error_code, response.session_id)
+        else:
+            out.buf += _FETCH_TOP[False].pack(response.throttle_time_ms)
+        runs = _consecutive_runs(response.partitions)
+        out.length(len(runs), _INT32)
+        for topic, parts in runs:
+            out.string(topic)
+            out.length(len(parts), _INT32)
+            for p in parts:
+                fixed = (p.partition, p.error_code, p.high_watermark, p.last_stable_offset)
+                out.buf += _FETCH_PARTITION[log_start].pack(*fixed, *((p.log_start_offset,) if log_start else ()))
+                _encode_aborted(out, p.aborted_transactions)
+                if version >= FETCH_PREFERRED_REPLICA_SINCE:
+                    out.buf += _INT32.pack(NO_PREFERRED_READ_REPLICA)
+                out.borrowed(p.records)
+                out.tags()
+            out.tags()
+        out.tags()
+    except (struct.error, UnicodeEncodeError, AttributeError, TypeError) as exc:
+        raise ProtocolError(f"cannot encode Fetch response v{version}: {exc}") from exc
+    return out.frame()
+
+
+def _encode_aborted(out: _Out, aborted: tuple[tuple[int, int], ...] | None) -> None:
+    if aborted is None:
+        out.length(None, _INT32)
+        return
+    out.length(len(aborted), _INT32)
+    for producer_id, first_offset in aborted:
+        out.buf += _ABORTED.pack(producer_id, first_offset)
+        out.tags()
+
+
+def _consecutive_runs(partitions: Sequence[FetchedPartition]) -> list[tuple[str, list[FetchedPartition]]]:
+    runs: list[tuple[str, list[FetchedPartition]]] = []
+    for part in partitions:
+        if not runs or runs[-1][0] != part.topic:
+            runs.append((part.topic, []))
+        runs[-1][1].append(part)
+    return runs
+
+
+def _check_version(api: str, version: int, versions: range) -> None:
+    if version not in versions:
+        raise ProtocolError(f"{api} v{version} is not hand-encoded here (v{versions[0]}..{versions[-1]} are)")
+
+
+# --- decoding ------------------------------------------------------------------------------------------------
+
+
+class _In:
+    """A cursor over a view. Short reads surface as ``struct.error`` or ``IndexError``, which the
+    public decoders turn into :class:`ProtocolError` at their boundary."""
+
+    __slots__ = ("view", "pos", "flexible")
+
+    def __init__(self, data: Buffer, flexible: bool):
+        view = memoryview(data)
+        self.view = view if view.format == "B" and view.ndim == 1 else view.cast("B")
+        self.pos = 0
+        self.flexible = flexible
+
+    def fixed(self, layout: struct.Struct) -> tuple:
+        values = layout.unpack_from(self.view, self.pos)
+        self.pos += layout.size
+        return values
+
+    def uvarint(self) -> int:
+        value = 0
+        for shift in range(0, 7 * MAX_UVARINT_BYTES, 7):
+            byte = self.view[self.pos]
+            self.pos += 1
+            value |= (byte & 0x7F) << shift
+            if byte < 0x80:
+                return value
+        raise ProtocolError(f"unsigned varint longer than {MAX_UVARINT_BYTES} bytes at {self.pos}")
+
+    def length(self, classic: struct.Struct) -> int | None:
+        """A string, array or bytes length; ``None`` when null."""
+        n = self.uvarint() - 1 if self.flexible else self.fixed(classic)[0]
+        if n == NULL_LENGTH:
+            return None
+        if not 0 <= n <= len(self.view) - self.pos:  # every element takes a byte at least
+            raise ProtocolError(f"length {n} at {self.pos} runs past the {len(self.view)}-byte body")
+        return n
+
+    def take(self, n: int) -> memoryview:
+        data = self.view[self.pos : self.pos + n]
+        self.pos += n
+        return data
+
+    def string(self) -> str | None:
+        n = self.length(_INT16)
+        return None if n is None else str(self.take(n), "utf-8")
+
+    def name(self, what: str) -> str:
+        value = self.string()
+        if value is None:
+            raise ProtocolError(f"null {what} at {self.pos}")
+        return value
+
+    def count(self, what: str) -> int:
+        n = self.length(_INT32)
+        if n is None:
+            raise ProtocolError(f"null {what} array at {self.pos}")
+        return n
+
+    def tags(self) -> None:
+        """Skip a tagged-field section: none of the tags these messages define is needed here."""
+        if self.flexible:
+            for _ in range(self.uvarint()):
+                self.uvarint()
+                size = self.uvarint()
+                if size > len(self.view) - self.pos:
+                    raise ProtocolError(f"tagged field of {size} bytes at {self.pos} runs past the body")
+                self.pos += size
+
+    def end(self) -> None:
+        if self.pos != len(self.view):
+            raise ProtocolError(f"{len(self.view) - self.pos} bytes left over after the last field")
+
+
+def decode_request_header(frame: Buffer, *, flexible: bool) -> RequestHeader:
+    """Request header v1, or v2 when ``flexible`` (the API's flexible versions), at the start of
+    ``frame`` (after the size prefix). Kafka-python's own header decoder copies the whole frame."""
+    reader = _In(frame, flexible=False)  # client_id is a classic string even in v2 (KIP-482)
+    try:
+        api_key, api_version, correlation_id = reader.fixed(_HEADER_PREFIX)
+        client_id = reader.string()
+        reader.flexible = flexible
+        reader.tags()
+    except (struct.error, IndexError, UnicodeDecodeError) as exc:
+        raise ProtocolError(f"malformed request header: {exc}") from exc
+    return RequestHeader(api_key, api_version, correlation_id, client_id, reader.pos)
+
+
+def decode_produce_request(body: Buffer, version: int) -> ProduceRequestData:
+    """Body of a Produce request (after the request header), versions 3..12. Records are views
+    into ``body``; a null record set is ``None``."""
+    _check_version("Produce", version, PRODUCE_VERSIONS)
+    reader = _In(body, flexible=version >= PRODUCE_FIRST_FLEXIBLE)
+    try:
+        transactional_id = reader.string()
+        acks, timeout_ms = reader.fixed(_ACKS_TIMEOUT)
+        partitions = []
+        for _ in range(reader.count("topics")):
+            topic = reader.name("topic name")
+            for _ in range(reader.count("partitions")):
+                (index,) = reader.fixed(_INT32)
+                n = reader.length(_INT32)
+                partitions.append(ProducePartition(topic, index, None if n is None else reader.take(n)))
+                reader.tags()
+            reader.tags()
+        reader.tags()
+        reader.end()
+    except (struct.error, IndexError, UnicodeDecodeError) as exc:
+        raise ProtocolError(f"malformed Produce request v{version} at byte {reader.pos}: {exc}") from exc
+    return ProduceRequestData(transactional_id, acks, timeout_ms, partitions)
+
+
+def decode_fetch_response(body: Buffer, version: int) -> FetchResponseData:
+    """Body of a Fetch response (after the response header), versions 4..12. Records are views
+    into ``body``, never copies."""
+    _check_version("Fetch", version, FETCH_VERSIONS)
+    reader = _In(body, flexible=version >= FETCH_FIRST_FLEXIBLE)
+    log_start, preferred_replica = version >= FETCH_LOG_START_SINCE, version >= FETCH_PREFERRED_REPLICA_SINCE
+    partition_layout = _FETCH_PARTITION[log_start]
+    try:
+        if version >= FETCH_SESSIONS_SINCE:
+            throttle_time_ms, error_code, session_id = reader.fixed(_FETCH_TOP[True])
+        else:
+            (throttle_time_ms,), error_code, session_id = reader.fixed(_FETCH_TOP[False]), 0, 0
+        partitions = []
+        for _ in range(reader.count("topics")):
+            topic = reader.name("topic name")
+            for _ in range(reader.count("partitions")):
+                fixed = reader.fixed(partition_layout)
+                aborted = _decode_aborted(reader)
+                if preferred_replica:
+                    reader.fixed(_INT32)
+                n = reader.length(_INT32)
+                records = _EMPTY if n is None else reader.take(n)
+                reader.tags()
+                partition, error, high_watermark, last_stable = fixed[:4]
+                start = fixed[4] if log_start else -1
+                partitions.append(FetchedPartition(topic, partition, error, high_watermark, last_stable, start,
+                                                   aborted, records))
+            reader.tags()
+        reader.tags()
+        reader.end()
+    except (struct.error, IndexError, UnicodeDecodeError) as exc:
+        raise ProtocolError(f"malformed Fetch response v{version} at byte {reader.pos}: {exc}") from exc
+    return FetchResponseData(throttle_time_ms, error_code, session_id, partitions)
+
+
+def _decode_aborted(reader: _In) -> tuple[tuple[int, int], ...] | None:
+    n = reader.length(_INT32)
+    if n is None:
+        return None
+    aborted = []
+    for _ in range(n):
+        aborted.append(reader.fixed(_ABORTED))
+        reader.tags()
+    return tuple(aborted)

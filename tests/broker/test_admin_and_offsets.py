@@ -9,7 +9,11 @@ import pytest
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import ConfigResource, ConfigResourceType, KafkaAdminClient, NewTopic
 
+from kafka.protocol.consumer import FetchRequest
+
 from mirror.broker import EmbeddedBroker
+from mirror.kafka import KafkaClient
+from mirror.kafka import TopicPartition as MTopicPartition
 
 pytestmark = pytest.mark.interop
 
@@ -72,3 +76,38 @@ def test_auto_created_topics_get_the_default_partition_count(broker):
     assert producer.partitions_for("auto") == {0, 1, 2}
     producer.close()
     assert "auto" in broker.state.topics.topics
+
+
+def test_a_fetch_response_keeps_to_max_bytes_past_its_first_partition(broker):
+    """KIP-74: only the first non-empty partition gets a whole batch beyond the limit; a later one
+    whose next batch does not fit in what is left gets nothing (Kafka's ``ReplicaManager``
+    answers v3+ fetches so; kafka-python's consumer refuses a response holding only part of a
+    batch). Checked with kafka-python's own Fetch schema and consumer."""
+    producer = KafkaProducer(bootstrap_servers=broker.bootstrap, linger_ms=0, batch_size=64 * 1024)
+    value = bytes(range(256)) * 40  # 10 KiB, one record per batch (flushed)
+    for partition in (0, 1):
+        producer.send("cap", value=value, partition=partition)
+        producer.flush()
+    producer.close()
+    client = KafkaClient(broker.bootstrap)
+    try:
+        conn = client.connect(next(iter(client.leaders([MTopicPartition("cap", 0)]))))
+        limit = 15_000
+        partitions = [FetchRequest.FetchTopic.FetchPartition(partition=p, fetch_offset=0, log_start_offset=-1,
+                                                             partition_max_bytes=limit) for p in (0, 1)]
+        request = FetchRequest(replica_id=-1, max_wait_ms=0, min_bytes=1, max_bytes=limit, isolation_level=0,
+                               session_id=0, session_epoch=-1, rack_id="", forgotten_topics_data=[],
+                               topics=[FetchRequest.FetchTopic(topic="cap", partitions=partitions)])
+        sent = conn.send(request)
+        response = conn.receive(sent)
+        conn.close()
+    finally:
+        client.close()
+    (topic,) = response.responses
+    sizes = [len(part.records or b"") for part in sorted(topic.partitions, key=lambda part: part.partition_index)]
+    assert sizes[0] > len(value) and sum(sizes) <= limit, sizes
+    assert sizes[1] == 0
+    consumer = KafkaConsumer("cap", bootstrap_servers=broker.bootstrap, group_id=None, auto_offset_reset="earliest",
+                             fetch_max_bytes=limit, consumer_timeout_ms=5000)
+    assert [m.value for m in consumer] == [value, value]
+    consumer.close()

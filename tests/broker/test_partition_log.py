@@ -106,6 +106,16 @@ def test_read_of_any_offset_starts_at_the_batch_holding_it(tmp_path, small):
         assert bytes(data) == by_offset[offset]  # exactly one whole batch, even over max_bytes
 
 
+def test_read_without_min_one_batch_stays_within_max_bytes(tmp_path, small):
+    """A fetch's later partitions get no whole batch beyond their limit (Kafka's ``minOneMessage``
+    is for the first non-empty partition only), so the response keeps to its ``max_bytes``."""
+    log = PartitionLog.open(tmp_path / "t-0", small)
+    written = fill(log, 10, seed=3)
+    assert bytes(log.read(0, 5, min_one_batch=False)) == b""  # not a batch cut short: nothing
+    assert bytes(log.read(0, 5)) == written[0]
+    assert bytes(log.read(0, len(written[0]) + 5, min_one_batch=False)) == written[0] + written[1][:5]
+
+
 def test_read_returns_one_segment_at_most_and_may_cut_the_last_batch(tmp_path, small):
     log = PartitionLog.open(tmp_path / "t-0", small)
     written = fill(log, 60)

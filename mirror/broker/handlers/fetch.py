@@ -3,7 +3,8 @@
 Records are returned exactly as stored: the log finds the segment and the batch through the
 offset index and slices the file; nothing is parsed per record. ``max_bytes`` bounds the
 response and ``partition_max_bytes`` each partition, except that the first non-empty
-partition always returns at least one whole batch (KIP-74). Fetch sessions (KIP-227) are not
+partition always returns at least one whole batch (KIP-74); a later partition whose
+next batch does not fit in what is left returns nothing, as Kafka's ``ReplicaManager`` does. Fetch sessions (KIP-227) are not
 created: every response has session id 0, so clients keep sending full fetches.
 Transactions are not supported, so read_committed sees what read_uncommitted sees.
 """
@@ -54,8 +55,10 @@ def _read(request, version: int, state) -> tuple[list, int, bool]:
                 result.log_start_offset = plog.log_start_offset
                 limit = min(want.partition_max_bytes, budget - total)
                 if limit > 0 or total == 0:
+                    # Only the first non-empty partition gets a whole batch beyond its limit (KIP-74);
+                    # a later one whose next batch does not fit gets nothing, as from Kafka.
                     # The encoder copies the memoryview into the response; no copy of our own.
-                    data = plog.read(want.fetch_offset, max(limit, 1))
+                    data = plog.read(want.fetch_offset, max(limit, 1), min_one_batch=total == 0)
                     result.records = data
                     total += len(data)
             except OffsetOutOfRangeError as exc:

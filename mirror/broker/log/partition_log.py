@@ -208,8 +208,11 @@ class PartitionLog:
     # -- read -------------------------------------------------------------------------------
 
     @_guarded
-    def read(self, offset: int, max_bytes: int) -> memoryview:
-        """Stored bytes from the batch holding ``offset``: up to ``max_bytes``, but at least that whole batch (KIP-74).
+    def read(self, offset: int, max_bytes: int, *, min_one_batch: bool = True) -> memoryview:
+        """Stored bytes from the batch holding ``offset``: up to ``max_bytes``, but at least that
+        whole batch; with ``min_one_batch`` false, nothing when that batch does not fit (KIP-74
+        grants the whole batch to a fetch response's first non-empty partition only, so the
+        response stays within its ``max_bytes``).
 
         Reads one segment per call, as Kafka does; the last batch may be cut short and
         consumers skip it. Empty at :attr:`log_end_offset`; raises
@@ -221,7 +224,7 @@ class PartitionLog:
         first = bisect.bisect_right(self._bases, offset) - 1
         for segment in self._segments[first:]:
             if offset < segment.next_offset:
-                data = segment.read(offset, max_bytes)
+                data = segment.read(offset, max_bytes, min_one_batch=min_one_batch)
                 if data is not None:
                     return data
         return _EMPTY

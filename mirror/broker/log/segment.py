@@ -258,8 +258,10 @@ class LogSegment:
 
     # -- reading ------------------------------------------------------------------------------
 
-    def read(self, offset: int, max_bytes: int) -> memoryview | None:
-        """Bytes from the batch holding ``offset`` (or the next one): at least that batch, else up to ``max_bytes``.
+    def read(self, offset: int, max_bytes: int, *, min_one_batch: bool = True) -> memoryview | None:
+        """Bytes from the batch holding ``offset`` (or the next one), up to ``max_bytes``; at
+        least that whole batch if ``min_one_batch`` (Kafka's ``minOneMessage``), else nothing
+        if that batch does not fit.
 
         None when no batch in this segment reaches ``offset``. The last batch may be cut
         short, as in Kafka (KIP-74 guarantees only the first).
@@ -268,6 +270,10 @@ class LogSegment:
         if found is None:
             return None
         position, size, _ = found
+        if not min_one_batch and size > max_bytes:
+            # Kafka (v3+ fetches) answers empty rather than with a first batch cut short:
+            # a consumer can make no progress on a part of one batch.
+            return memoryview(b"")
         return memoryview(self.log.read(position, max(max_bytes, size)))
 
     def find_offset_by_timestamp(self, timestamp: int, starting_offset: int) -> tuple[int, int] | None:

@@ -40,7 +40,7 @@ class Partition:
         self.topic = topic
         self.index = index
         self.log = log_
-        self.producers = ProducerStateTable()
+        self.producers = ProducerStateTable.rebuilt(log_.batch_headers())
 
     def append(self, data: bytes | memoryview, now_ms: int) -> AppendOutcome:
         """Validate, deduplicate, assign offsets and append one produced batch; all or nothing."""

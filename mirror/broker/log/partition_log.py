@@ -15,7 +15,7 @@ import os
 import threading
 import time
 from pathlib import Path
-from typing import Callable, TypeVar
+from typing import Callable, Iterator, TypeVar
 
 import kcodecs
 from kcodecs import NO_TIMESTAMP, KcodecsError
@@ -206,6 +206,15 @@ class PartitionLog:
         return new
 
     # -- read -------------------------------------------------------------------------------
+
+    def batch_headers(self) -> Iterator[kcodecs.Batch]:
+        """Every stored batch, oldest first, headers only (payloads are not parsed): what
+        rebuilding the producer state needs when the partition loads, as Kafka's log does
+        without a producer snapshot. Not locked: for use before the partition serves."""
+        for segment in list(self._segments):
+            for _, batch in segment.log.batches():
+                yield batch
+
 
     @_guarded
     def read(self, offset: int, max_bytes: int, *, min_one_batch: bool = True) -> memoryview:

@@ -74,9 +74,10 @@ class MirrorConfig(_Strict):
     topics: str = Field(description="regular expression; source topics whose whole name matches are mirrored")
     exclude: str | None = Field(None, description="regular expression; matching topics are left out")
     rename: str = Field("{topic}", description="destination topic name, a format string over {topic}")
-    partitioning: Literal["by-key", "preserve"] = Field(
-        "by-key", description="by-key: murmur2(key) mod destination partitions, like Kafka's default "
-        "partitioner; preserve: destination partition = source partition")
+    partitioning: Literal["auto", "by-key", "preserve"] = Field(
+        "auto", description="auto: preserve where the destination topic has as many partitions as the source "
+        "(as MirrorMaker 2 does), by-key where the counts differ; by-key: murmur2(key) mod destination "
+        "partitions, like Kafka's default partitioner; preserve: destination partition = source partition")
     compression: Literal["source", "none", "gzip", "snappy", "lz4", "zstd"] = Field(
         "source", description="codec of the destination batches; anything but 'source' rebuilds batches in another codec")
     destination_partitions: int | None = Field(
@@ -92,6 +93,14 @@ class MirrorConfig(_Strict):
     max_bytes_per_trigger: int | None = Field(None, ge=1, description="approximate cap on source bytes per micro-batch")
     max_records_per_trigger: int | None = Field(None, ge=1, description="cap on source offsets per micro-batch")
     fetch_max_bytes: int = Field(8 * 1024 * 1024, ge=1024, description="bytes asked for per fetch request")
+    max_buffer_bytes: int = Field(
+        64 * 1024 * 1024, ge=1024, description="per copy task: bytes fetched and not yet acknowledged by the "
+        "destination, at most; a slow destination slows fetching instead of growing memory")
+    max_in_flight: int = Field(5, ge=1, le=5, description="produce requests in flight per destination broker "
+                               "connection (the idempotent producer keeps order with up to 5, as Kafka's)")
+    copy_tasks: int | None = Field(
+        None, ge=1, description="Spark tasks per micro-batch, each copying a group of partitions that share a "
+        "source leader (default: Spark's default parallelism, the executor slots)")
     master: str = Field("local[2]", min_length=1, description="Spark master URL")
     spark_conf: dict[str, str] = Field(default_factory=dict, description="extra Spark settings, e.g. spark.executor.memory")
     retry: RetryConfig = Field(default_factory=RetryConfig)
@@ -115,6 +124,13 @@ class MirrorConfig(_Strict):
         if not _TOPIC_CHARS.fullmatch(value.format(topic="t")):
             raise ValueError(f"{value!r} does not make a legal Kafka topic name (letters, digits, '.', '_', '-')")
         return value
+
+    @model_validator(mode="after")
+    def _buffer_holds_a_fetch(self) -> "MirrorConfig":
+        if self.max_buffer_bytes < self.fetch_max_bytes:
+            raise ValueError(f"max_buffer_bytes ({self.max_buffer_bytes}) must hold at least one fetch "
+                             f"(fetch_max_bytes, {self.fetch_max_bytes})")
+        return self
 
     @model_validator(mode="after")
     def _no_loop(self) -> "MirrorConfig":

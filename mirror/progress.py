@@ -36,6 +36,8 @@ class MicroBatchReport:
     batch_id: int
     seconds: float
     ranges: list[RangeStats]
+    task_seconds: float = 0.0
+    """Time the copy tasks took, summed over tasks (each copies a group of ranges)."""
 
     @property
     def counters(self) -> RouteCounters:
@@ -78,7 +80,7 @@ class RunTotals:
     def add(self, report: MicroBatchReport) -> None:
         self.micro_batches += 1
         self.seconds += report.seconds
-        self.task_seconds += sum(stats.seconds for stats in report.ranges)
+        self.task_seconds += report.task_seconds
         self.counters.merge(report.counters)
         self.lost_records += sum(stats.lost_records for stats in report.ranges)
         self.produced_batches += sum(stats.produced_batches for stats in report.ranges)

@@ -42,6 +42,9 @@ _FLAGS = {
     "max_bytes_per_trigger": "max_bytes_per_trigger",
     "max_records_per_trigger": "max_records_per_trigger",
     "fetch_max_bytes": "fetch_max_bytes",
+    "max_buffer_bytes": "max_buffer_bytes",
+    "max_in_flight": "max_in_flight",
+    "copy_tasks": "copy_tasks",
     "master": "master",
 }
 
@@ -54,9 +57,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     where.add_argument("--exclude", metavar="REGEX", help="source topics to leave out, even if --topics matches")
     where.add_argument("--rename", metavar="FORMAT", help="destination topic name over {topic}, e.g. 'src.{topic}' (default '{topic}')")
     how = parser.add_argument_group("routing")
-    how.add_argument("--partitioning", choices=("by-key", "preserve"),
-                     help="by-key (default): murmur2(key) mod destination partitions, as Kafka's default partitioner; "
-                          "keyless batches are forwarded unopened. preserve: same partition number, never decompresses")
+    how.add_argument("--partitioning", choices=("auto", "by-key", "preserve"),
+                     help="auto (default): preserve where source and destination topics have the same partition "
+                          "count (as MirrorMaker 2), else by-key. by-key: murmur2(key) mod destination partitions, as "
+                          "Kafka's default partitioner; keyless batches are forwarded unopened. preserve: same "
+                          "partition number, never decompresses")
     how.add_argument("--compression", choices=("source", "none", "gzip", "snappy", "lz4", "zstd"),
                      help="destination codec; 'source' (default) keeps each batch's codec so batches pass through. "
                           "Any other value rebuilds batches in a different codec")
@@ -78,6 +83,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                      help="if retention deleted source data before it was copied: fail (default), or warn loudly, "
                           "count the lost records and go on from the earliest offset")
     run.add_argument("--fetch-max-bytes", type=int, metavar="N", help="bytes per fetch request (default 8 MiB)")
+    run.add_argument("--max-buffer-bytes", type=int, metavar="N",
+                     help="per copy task, bytes fetched and not yet acknowledged by the destination (default 64 MiB)")
+    run.add_argument("--max-in-flight", type=int, metavar="N",
+                     help="produce requests in flight per destination broker, 1 to 5 (default 5)")
+    run.add_argument("--copy-tasks", type=int, metavar="N",
+                     help="Spark tasks per micro-batch, each copying the partitions of one source leader or a share "
+                          "of them (default: Spark's default parallelism)")
     run.add_argument("--master", metavar="URL", help="Spark master (default local[2])")
     run.add_argument("--spark-conf", action="append", default=[], metavar="KEY=VALUE",
                      help="extra Spark setting, repeatable (e.g. spark.executor.memory=4g)")

@@ -14,7 +14,7 @@ def _stats(topic: str, partition: int, *, end: int, hw: int, passed=(0, 0, 0), r
         counts = counters.by_class[route]
         counts.batches, counts.records, counts.bytes = batches, records, size
     return RangeStats(TopicPartition(topic, partition), 0, end, high_watermark=hw, counters=counters,
-                      lost_records=lost, seconds=0.25, produced_batches=passed[0] + rebuilt[0], produced_bytes=passed[2] + rebuilt[2])
+                      lost_records=lost, produced_batches=passed[0] + rebuilt[0], produced_bytes=passed[2] + rebuilt[2])
 
 
 def test_the_line_has_records_rate_classes_and_lag_per_partition():
@@ -38,11 +38,11 @@ def test_long_lag_lists_are_cut_to_the_laggiest_partitions():
 
 
 def test_lost_records_are_loud_in_the_line_and_the_summary():
-    report = MicroBatchReport(1, 1.0, [_stats("t", 0, end=10, hw=10, passed=(1, 5, 100), lost=5)])
+    report = MicroBatchReport(1, 1.0, [_stats("t", 0, end=10, hw=10, passed=(1, 5, 100), lost=5)], task_seconds=0.25)
     assert "LOST 5 records" in report.line()
     totals = RunTotals()
     totals.add(report)
-    totals.add(MicroBatchReport(2, 1.0, [_stats("t", 0, end=20, hw=20, passed=(2, 10, 200))]))
+    totals.add(MicroBatchReport(2, 1.0, [_stats("t", 0, end=20, hw=20, passed=(2, 10, 200))], task_seconds=0.25))
     summary = totals.summary()
     assert summary.startswith("kmirror copied 15 records") and "in 2 micro-batches, 2.0 s" in summary
     assert "0.5 s of it in copy tasks" in summary

@@ -1,9 +1,11 @@
 """kmirror's own copies, as the bench runs them: the raw ceiling, the copy engine, the Spark job.
 
-``raw`` is the I/O limit of our stack: the same client, fetch size and one-batch-per-partition
-produce requests as the engine, and nothing else: no CRC check, no routing, only the
-mandatory base-offset zeroing (KIP-31: the destination assigns offsets). The engine modes
-call :func:`mirror.engine.copy_range` exactly as a Spark task does, one range per partition.
+Both ``raw`` and the engine modes run :func:`mirror.engine.copy_ranges` over every partition
+at once, as one Spark task copies its group: one Fetch per source leader, the idempotent
+producer with five requests in flight. ``raw`` swaps the router for :func:`forward_unchecked`:
+no CRC check, no routing, only the mandatory header rewrites (KIP-31: base offset 0 for the
+destination to assign; the producer stamps its id and sequences, which recomputes the CRC).
+So ``raw`` is the ceiling of this same pipeline, and the gap to it is what routing costs.
 """
 
 from __future__ import annotations
@@ -17,57 +19,62 @@ from typing import Callable, Iterator
 
 import kcodecs
 
-from ..engine import CopyRequest, TopicRoute, copy_range
-from ..kafka import KafkaClient, TopicPartition
+from ..engine import CopyRequest, TopicRoute, copy_ranges
+from ..engine.copy import Outgoing
+from ..kafka import IdempotentProducer, KafkaClient, TopicPartition
 from ..routing import RouteCounters, RoutingPolicy
 from .proctree import TreeMeter
 from .stats import Sample
 from .worker import ModeRun
 
-__all__ = ["prepared", "copy_raw", "copy_engine", "copy_spark", "ENGINE_POLICIES"]
+__all__ = ["prepared", "copy_pipeline", "copy_spark", "forward_unchecked", "ENGINE_POLICIES"]
 
-ENGINE_POLICIES = {"pass-through": "preserve", "inspect": "by-key", "recompress": "by-key"}
+ENGINE_POLICIES = {"raw": "preserve", "pass-through": "preserve", "inspect": "by-key", "recompress": "by-key"}
 """Partitioning per copy-engine mode; the data (see :mod:`.datagen`) decides the routing class."""
 
 
 @contextlib.contextmanager
 def prepared(spec: ModeRun) -> Iterator[Callable[[], dict[str, int]]]:
-    """Connected clients (not timed: a running mirror has them) and the copy to time."""
-    copy = copy_raw if spec.mode == "raw" else copy_engine
-    if spec.mode != "raw" and spec.mode not in ENGINE_POLICIES:
+    """Connected clients and a producer id (not timed: a running mirror has them) and the copy to time."""
+    if spec.mode not in ENGINE_POLICIES:
         raise ValueError(f"unknown mode {spec.mode!r}")
     with KafkaClient(spec.source) as source, KafkaClient(spec.destination) as destination:
         source.topics(), destination.topics()  # connect and read metadata
-        yield lambda: copy(spec, source, destination)
+        producer = IdempotentProducer(destination)
+        try:
+            yield lambda: copy_pipeline(spec, source, producer)
+        finally:
+            producer.close()
 
 
-def copy_raw(spec: ModeRun, source: KafkaClient, destination: KafkaClient) -> dict[str, int]:
-    for partition, end in enumerate(spec.end_offsets):
-        tp, out = TopicPartition(spec.source_topic, partition), TopicPartition(spec.destination_topic, partition)
-        offset = 0
-        while offset < end:
-            buffer = bytearray(source.fetch(tp, offset, max_bytes=spec.fetch_max_bytes).records)
-            outgoing = []
-            for batch in kcodecs.iter_batches(buffer):  # headers only
-                last = batch.last_offset
-                if offset <= last < end:
-                    kcodecs.set_base_offset(batch.raw, 0)
-                    outgoing.append((out, batch.raw))
-                    offset = last + 1
-            if not outgoing:
-                raise RuntimeError(f"raw copy made no progress at {tp} offset {offset}")
-            destination.produce(outgoing)
-    return {}
+def forward_unchecked(records: memoryview, tp: TopicPartition, offset: int, end: int, route: TopicRoute,
+                      counters: RouteCounters) -> tuple[Outgoing, int]:
+    """The raw ceiling's router: every whole batch of the range, base offset zeroed, nothing checked."""
+    outgoing: Outgoing = []
+    out = TopicPartition(route.topic, tp.partition)
+    for batch in kcodecs.iter_batches(records):  # headers only
+        last = batch.last_offset
+        if last < offset:
+            continue
+        if last >= end:
+            return outgoing, end
+        kcodecs.set_base_offset(batch.raw, 0)
+        outgoing.append((out, batch.raw, batch.record_count))
+        offset = last + 1
+    return outgoing, offset
 
 
-def copy_engine(spec: ModeRun, source: KafkaClient, destination: KafkaClient) -> dict[str, int]:
+def copy_pipeline(spec: ModeRun, source: KafkaClient, producer: IdempotentProducer) -> dict[str, int]:
     policy = RoutingPolicy(partitioning=ENGINE_POLICIES[spec.mode], destination_partitions=spec.destination_partitions)
     route = TopicRoute(spec.source_topic, spec.destination_topic, len(spec.end_offsets), policy)
+    requests = [CopyRequest(TopicPartition(spec.source_topic, p), 0, end) for p, end in enumerate(spec.end_offsets)]
+    stats = copy_ranges(requests, {spec.source_topic: route}, source, producer, fetch_max_bytes=spec.fetch_max_bytes,
+                        router=forward_unchecked if spec.mode == "raw" else None)
+    if spec.mode == "raw":
+        return {}
     counters = RouteCounters()
-    for partition, end in enumerate(spec.end_offsets):
-        request = CopyRequest(TopicPartition(spec.source_topic, partition), 0, end)
-        stats = copy_range(request, route, source, destination, fetch_max_bytes=spec.fetch_max_bytes)
-        counters.merge(stats.counters)
+    for ranged in stats.ranges:
+        counters.merge(ranged.counters)
     return _records_by_class(counters)
 
 

@@ -83,8 +83,8 @@ measured something else. In recompress, a batch whose keys all route to one part
 whole (inspected), so only the records the data set counts as split must be rebuilt."""
 MIN_REBUILT_SHARE = 0.9
 """recompress runs only where the engine must rebuild at least this share of the keyed records.
-Small batches of big records (10 KiB records fill 16 KiB batches with 1 or 2 without a codec
-or with lz4) often route whole to one partition, and recompress would mostly measure inspect."""
+Small batches of big records (10 KiB records fill 16 KiB batches with one without a codec,
+two with lz4 or snappy) often route whole to one partition: recompress would measure inspect."""
 _NEEDS = {"confluent-kafka": "confluent_kafka", "kafka-python": "kafka", SPARK_MODE: "pyspark"}
 _MB = 10**6
 _WORKER_TIMEOUT_S = 3600

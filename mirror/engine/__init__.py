@@ -1,17 +1,20 @@
-"""The copy engine: destination topics, and the per-range fetch → route → produce loop that
-runs on Spark executors (or directly, for benchmarks and tests)."""
+"""The copy engine: destination topics, and the fetch → route → produce loop over a group of
+ranges that runs on Spark executors (or directly, for benchmarks and tests)."""
 
-from .clients import client_for
-from .copy import CopyJob, CopyRequest, RangeStats, copy_range
+from .clients import client_for, producer_for
+from .copy import DEFAULT_MAX_BUFFER_BYTES, CopyJob, CopyRequest, RangeStats, TaskStats, copy_ranges
 from .errors import CorruptSourceError, DataLossError, SourceTruncatedError, TopicMismatchError
 from .topics import COPIED_CONFIGS, TopicRoute, selected_topics, sync_destination_topics
 
 __all__ = [
     "client_for",
+    "producer_for",
     "CopyJob",
     "CopyRequest",
     "RangeStats",
-    "copy_range",
+    "TaskStats",
+    "copy_ranges",
+    "DEFAULT_MAX_BUFFER_BYTES",
     "TopicRoute",
     "selected_topics",
     "sync_destination_topics",

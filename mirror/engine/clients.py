@@ -1,8 +1,9 @@
-"""One :class:`KafkaClient` per cluster per process, reused across Spark tasks.
+"""One :class:`KafkaClient` and one destination producer per cluster per process, reused across Spark tasks.
 
 PySpark reuses its Python workers (``spark.python.worker.reuse``), so a cached client keeps
 its connections and metadata from one micro-batch to the next instead of reconnecting to
-every leader for each range.
+every leader for each range, and a cached producer keeps its producer id and sequences
+instead of asking for a new id per task. A producer that failed is replaced by a new one.
 """
 
 from __future__ import annotations
@@ -11,11 +12,12 @@ import atexit
 import threading
 
 from ..config import ClusterConfig, RetryConfig
-from ..kafka import KafkaClient, RetryPolicy
+from ..kafka import IdempotentProducer, KafkaClient, RetryPolicy
 
-__all__ = ["client_for", "close_all"]
+__all__ = ["client_for", "producer_for", "close_all"]
 
 _clients: dict[tuple[ClusterConfig, RetryConfig], KafkaClient] = {}
+_producers: dict[tuple[ClusterConfig, RetryConfig, int], IdempotentProducer] = {}
 _lock = threading.Lock()
 
 
@@ -32,9 +34,23 @@ def client_for(cluster: ClusterConfig, retry: RetryConfig) -> KafkaClient:
         return client
 
 
+def producer_for(cluster: ClusterConfig, retry: RetryConfig, max_in_flight: int) -> IdempotentProducer:
+    client = client_for(cluster, retry)
+    key = (cluster, retry, max_in_flight)
+    with _lock:
+        producer = _producers.get(key)
+        if producer is None or producer.failed is not None:
+            producer = _producers[key] = IdempotentProducer(client, max_in_flight=max_in_flight,
+                                                            timeout_ms=int(cluster.request_timeout_s * 1000))
+        return producer
+
+
 @atexit.register
 def close_all() -> None:
     with _lock:
+        for producer in _producers.values():
+            producer.close()
+        _producers.clear()
         for client in _clients.values():
             client.close()
         _clients.clear()

@@ -1,4 +1,5 @@
-"""The copy itself: fetch raw batches of one source range, route them, produce them. Runs on executors.
+"""The copy itself: fetch raw batches of a group of source ranges, route them, produce them.
+Runs on executors, one call per Spark task.
 
 A range ``[start, end)`` owns the batches whose *last* offset falls inside it. Ranges end
 where the source's high watermark was, which is always a batch boundary; when a rate limit
@@ -8,10 +9,18 @@ batch is therefore copied by exactly one range, whole, and never split.
 Routing checks each batch's CRC first: the destination rewrites recompute the CRC, so a
 batch corrupted at the source would otherwise arrive at the destination looking valid.
 
-Each fetch response is copied once into a buffer of our own, and forwarded batches are
-rewritten in it and produced as views of it: one copy per fetch instead of one per batch,
-whose allocations (128 KiB and up come straight from the OS) cost 6.9 ms of mostly page
-faults per 8 MB fetch against 0.5 ms (``docs/performance.md``).
+The shape of the copy is Kafka's own clients': one Fetch per source leader covers every
+range of the task it leads (:class:`~mirror.kafka.Fetcher`), the routed batches go to an
+idempotent producer that keeps up to five Produce requests in flight per destination broker
+(:class:`~mirror.kafka.IdempotentProducer`), and the next fetches go out while produce
+requests are in flight, all in one thread (:func:`~mirror.kafka.wait_readable`). Memory is
+bounded by ``max_buffer_bytes``: fetched bytes count until the last batch taken from them is
+acknowledged, a fetch goes out only while what it may bring still fits, so a slow
+destination slows the fetching and memory stays flat however long the backlog.
+
+Forwarded batches are rewritten inside the fetch response's own buffer and produced as views
+of it: the bytes of a batch are never copied between the socket that read them and the
+socket that writes them.
 """
 
 from __future__ import annotations
@@ -19,20 +28,38 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass, field
-from typing import Iterable, Iterator, Literal, Mapping
+from typing import Callable, Iterable, Iterator, Literal, Mapping, Sequence
 
 from kcodecs import CorruptBatchError, KcodecsError, iter_batches
 
 from ..config import ClusterConfig, RetryConfig
-from ..kafka import KafkaClient, OffsetOutOfRangeError, TopicPartition
+from ..kafka import (
+    FetchedData,
+    Fetcher,
+    IdempotentProducer,
+    KafkaClient,
+    OffsetOutOfRangeError,
+    TopicPartition,
+    wait_readable,
+)
 from ..routing import RouteCounters, route_batch
-from .clients import client_for
+from .clients import client_for, producer_for
 from .errors import CorruptSourceError, DataLossError, SourceTruncatedError
 from .topics import TopicRoute
 
-__all__ = ["CopyRequest", "RangeStats", "CopyJob", "copy_range"]
+__all__ = ["CopyRequest", "RangeStats", "TaskStats", "CopyJob", "copy_ranges", "route_fetched", "Router", "Outgoing",
+           "DEFAULT_MAX_BUFFER_BYTES"]
 
 log = logging.getLogger(__name__)
+
+DEFAULT_MAX_BUFFER_BYTES = 64 * 1024 * 1024
+"""Bytes fetched and not yet acknowledged by the destination, at most (Kafka's ``buffer.memory`` is 32 MiB)."""
+_MAX_WAIT_S = 1.0
+
+Outgoing = list[tuple[TopicPartition, bytearray | memoryview, int]]
+"""Batches to produce: destination partition, bytes, record count."""
+Router = Callable[[memoryview, TopicPartition, int, int, TopicRoute, RouteCounters], tuple[Outgoing, int]]
+"""``(records, tp, offset, end, route, counters) -> (outgoing, next offset)``: see :func:`route_fetched`."""
 
 
 @dataclass(frozen=True)
@@ -56,7 +83,6 @@ class RangeStats:
     lost_records: int = 0
     produced_batches: int = 0
     produced_bytes: int = 0
-    seconds: float = 0.0
 
     @property
     def lag(self) -> int:
@@ -64,39 +90,125 @@ class RangeStats:
         return max(0, self.high_watermark - self.end)
 
 
-def copy_range(request: CopyRequest, route: TopicRoute, source: KafkaClient, destination: KafkaClient, *,
-               fetch_max_bytes: int, on_data_loss: Literal["fail", "skip-to-earliest"] = "fail") -> RangeStats:
-    """Copy one range; raise a typed error naming the partition and offset on anything wrong."""
+@dataclass
+class TaskStats:
+    """What one task (a group of ranges copied together) did, and how long it took."""
+
+    ranges: list[RangeStats]
+    seconds: float = 0.0
+    peak_held_bytes: int = 0
+    """The most bytes fetched and not yet acknowledged at once (bounded by ``max_buffer_bytes``)."""
+
+
+@dataclass
+class _Held:
+    """Bytes kept alive for the producer: one fetched record set (its forwarded batches are
+    views of it) plus the batches rebuilt from it, until the last of them is acknowledged."""
+
+    size: int
+    batches: int = 0
+
+
+class _RangeCopy:
+    """Progress of one range: the next offset to fetch, and its statistics."""
+
+    def __init__(self, request: CopyRequest, route: TopicRoute):
+        self.request = request
+        self.route = route
+        self.offset = request.start
+        self.stalls = 0
+        self.stats = RangeStats(request.tp, request.start, request.end)
+
+    @property
+    def active(self) -> bool:
+        return self.offset < self.request.end
+
+
+def copy_ranges(requests: Sequence[CopyRequest], routes: Mapping[str, TopicRoute], source: KafkaClient,
+                producer: IdempotentProducer, *, fetch_max_bytes: int,
+                max_buffer_bytes: int = DEFAULT_MAX_BUFFER_BYTES,
+                on_data_loss: Literal["fail", "skip-to-earliest"] = "fail", router: Router | None = None) -> TaskStats:
+    """Copy every range, returning when the destination acknowledged all of it; raise a typed
+    error naming the partition and offset on anything wrong.
+
+    ``router`` replaces :func:`route_fetched` (``kmirror bench``'s raw ceiling forwards without
+    routing or checks, through this same loop)."""
     began = time.perf_counter()
-    tp, offset = request.tp, request.start
-    stats = RangeStats(tp, request.start, request.end)
-    while offset < request.end:
-        try:
-            fetched = source.fetch(tp, offset, max_bytes=fetch_max_bytes)
-        except OffsetOutOfRangeError as exc:
-            skipped_to = _after_data_loss(source, tp, offset, request.end, on_data_loss, exc)
-            stats.lost_records += min(skipped_to, request.end) - offset
-            offset = skipped_to
-            continue
-        stats.high_watermark = fetched.high_watermark
-        outgoing, next_offset = _route_fetched(fetched.records, tp, offset, request.end, route, stats.counters)
-        if next_offset == offset:
-            _no_progress(tp, offset, fetched)
-        if outgoing:
-            destination.produce(outgoing)
-            stats.produced_batches += len(outgoing)
-            stats.produced_bytes += sum(len(data) for _, data in outgoing)
-        offset = next_offset
-    stats.seconds = time.perf_counter() - began
-    return stats
-
-
-def _route_fetched(records, tp: TopicPartition, offset: int, end: int, route: TopicRoute,
-                   counters: RouteCounters) -> tuple[list[tuple[TopicPartition, bytearray | memoryview]], int]:
-    """Route the batches this range owns; return them and the offset to fetch next."""
-    outgoing: list[tuple[TopicPartition, bytearray | memoryview]] = []
+    copies = {request.tp: _RangeCopy(request, routes[request.tp.topic]) for request in requests}
+    if len(copies) != len(requests):
+        raise ValueError("copy_ranges takes at most one range per partition")
+    fetcher = Fetcher(source, max_bytes=fetch_max_bytes)
+    held = peak = 0
     try:
-        for batch in iter_batches(bytearray(records)):
+        while any(copy.active for copy in copies.values()) or not producer.idle:
+            wanted = {tp: c.offset for tp, c in copies.items() if c.active and not fetcher.fetching(tp)}
+            in_flight = fetcher.in_flight()
+            if wanted and (held + fetch_max_bytes * (in_flight + 1) <= max_buffer_bytes or held + in_flight == 0):
+                fetcher.send(wanted)
+            producer.send_ready()
+            for conn in wait_readable(fetcher.connections() + producer.connections(), _timeout(fetcher, producer)):
+                if fetcher.owns(conn):
+                    for tp, outcome in fetcher.on_readable(conn).items():
+                        held += _take(copies[tp], outcome, producer, source, on_data_loss, len(copies),
+                                      router or route_fetched)
+                        peak = max(peak, held)
+                else:
+                    producer.on_readable(conn)
+            for ack in producer.take_acks():
+                ack.token.batches -= 1
+                if not ack.token.batches:
+                    held -= ack.token.size
+    except BaseException as exc:
+        # Whatever the producer still holds belongs to this failed copy: it must not go out
+        # with the next task's batches. A new producer (a new id) takes over.
+        producer.abort(exc)
+        raise
+    finally:
+        fetcher.close()
+    return TaskStats([copy.stats for copy in copies.values()], time.perf_counter() - began, peak)
+
+
+def _timeout(fetcher: Fetcher, producer: IdempotentProducer) -> float:
+    """Until the first backoff ends, at most :data:`_MAX_WAIT_S` (answers end the wait sooner)."""
+    deadlines = [d for d in (fetcher.next_deadline(), producer.next_deadline()) if d is not None]
+    if not deadlines:
+        return _MAX_WAIT_S
+    return min(_MAX_WAIT_S, max(0.0, min(deadlines) - time.monotonic()))
+
+
+def _take(copy: _RangeCopy, outcome, producer: IdempotentProducer, source: KafkaClient, on_data_loss: str,
+          fetched_together: int, router: Router) -> int:
+    """Route one partition's fetched bytes and enqueue what it owns; return the bytes now held."""
+    request, stats = copy.request, copy.stats
+    if isinstance(outcome, OffsetOutOfRangeError):
+        skipped_to = _after_data_loss(source, request.tp, copy.offset, request.end, on_data_loss, outcome)
+        stats.lost_records += min(skipped_to, request.end) - copy.offset
+        copy.offset = skipped_to
+        return 0
+    fetched: FetchedData = outcome
+    stats.high_watermark = fetched.high_watermark
+    outgoing, next_offset = router(fetched.records, request.tp, copy.offset, request.end, copy.route, stats.counters)
+    if next_offset == copy.offset:
+        _no_progress(copy, fetched, fetched_together)
+        return 0
+    copy.offset, copy.stalls = next_offset, 0
+    hold = _Held(len(fetched.records) + sum(len(data) for _, data, _ in outgoing if not isinstance(data, memoryview)),
+                 len(outgoing))
+    for tp, data, records in outgoing:
+        producer.enqueue(tp, data, records, hold)
+        stats.produced_batches += 1
+        stats.produced_bytes += len(data)
+    return hold.size if outgoing else 0
+
+
+def route_fetched(records: memoryview, tp: TopicPartition, offset: int, end: int, route: TopicRoute,
+                  counters: RouteCounters) -> tuple[Outgoing, int]:
+    """Route the batches of ``[offset, end)`` found in ``records``, all of them before any is
+    produced (a corrupt one stops the copy with nothing of its fetch sent); return them and
+    the offset to fetch next."""
+    outgoing: Outgoing = []
+    try:
+        for batch in iter_batches(records):
             last = batch.last_offset
             if last < offset:
                 continue  # the fetch began inside an earlier batch that is not ours
@@ -104,7 +216,7 @@ def _route_fetched(records, tp: TopicPartition, offset: int, end: int, route: To
                 return outgoing, end  # this batch belongs to a later range
             routed = route_batch(batch, tp.partition, route.policy, in_place=True)
             counters.add(routed)
-            outgoing.extend((TopicPartition(route.topic, out.partition), out.data) for out in routed.outgoing)
+            outgoing.extend((TopicPartition(route.topic, out.partition), out.data, out.records) for out in routed.outgoing)
             offset = last + 1
     except KcodecsError as exc:
         where = exc.offset if isinstance(exc, CorruptBatchError) and exc.offset is not None else offset
@@ -112,13 +224,20 @@ def _route_fetched(records, tp: TopicPartition, offset: int, end: int, route: To
     return outgoing, offset
 
 
-def _no_progress(tp: TopicPartition, offset: int, fetched) -> None:
-    """A fetch that moved nothing forward would loop forever: say why instead."""
+def _no_progress(copy: _RangeCopy, fetched: FetchedData, fetched_together: int) -> None:
+    """A fetch that moved nothing forward. In a fetch of several partitions that is normal for
+    a partition whose share of ``max_bytes`` went to the others (only the first partition of a
+    response is sure to get a whole batch, KIP-74; the fetcher rotates which one is first).
+    Persisting longer than a full rotation would loop forever: say why instead."""
+    tp, offset = copy.request.tp, copy.offset
     if fetched.high_watermark <= offset:
         raise SourceTruncatedError(tp, offset, fetched.high_watermark)
-    raise CorruptSourceError(tp, offset, f"a fetch below the high watermark {fetched.high_watermark} returned "
-                                         f"{len(fetched.records)} bytes and no complete batch at or after the offset "
-                                         f"(a batch larger than fetch_max_bytes on a broker without KIP-74?)")
+    copy.stalls += 1
+    if copy.stalls > fetched_together + 1:
+        raise CorruptSourceError(tp, offset, f"{copy.stalls} fetches below the high watermark {fetched.high_watermark} "
+                                             f"returned no complete batch at or after the offset (last: "
+                                             f"{len(fetched.records)} bytes; a batch larger than fetch_max_bytes on a "
+                                             f"broker without KIP-74?)")
 
 
 def _after_data_loss(source: KafkaClient, tp: TopicPartition, offset: int, end: int, on_data_loss: str,
@@ -143,12 +262,17 @@ class CopyJob:
     retry: RetryConfig
     routes: Mapping[str, TopicRoute]
     fetch_max_bytes: int
+    max_buffer_bytes: int = DEFAULT_MAX_BUFFER_BYTES
+    max_in_flight: int = 5
     on_data_loss: Literal["fail", "skip-to-earliest"] = "fail"
 
-    def copy_rows(self, rows: Iterable) -> Iterator[RangeStats]:
-        """``mapPartitions`` body: rows are ``(topic, partition, start_offset, end_offset)``."""
+    def copy_rows(self, rows: Iterable) -> Iterator[TaskStats]:
+        """``mapPartitions`` body: one task's rows ``(topic, partition, start_offset, end_offset)``,
+        copied together."""
+        requests = [CopyRequest(TopicPartition(topic, partition), start, end) for topic, partition, start, end in rows]
+        if not requests:
+            return
         source = client_for(self.source, self.retry)
-        destination = client_for(self.destination, self.retry)
-        for topic, partition, start, end in rows:
-            yield copy_range(CopyRequest(TopicPartition(topic, partition), start, end), self.routes[topic],
-                             source, destination, fetch_max_bytes=self.fetch_max_bytes, on_data_loss=self.on_data_loss)
+        producer = producer_for(self.destination, self.retry, self.max_in_flight)
+        yield copy_ranges(requests, self.routes, source, producer, fetch_max_bytes=self.fetch_max_bytes,
+                          max_buffer_bytes=self.max_buffer_bytes, on_data_loss=self.on_data_loss)

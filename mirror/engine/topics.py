@@ -16,7 +16,7 @@ from ..kafka import KafkaClient, NewTopic
 from ..routing import RoutingPolicy
 from .errors import TopicMismatchError
 
-__all__ = ["TopicRoute", "COPIED_CONFIGS", "selected_topics", "sync_destination_topics"]
+__all__ = ["TopicRoute", "COPIED_CONFIGS", "selected_topics", "sync_destination_topics", "resolve_partitioning"]
 
 log = logging.getLogger(__name__)
 
@@ -73,12 +73,24 @@ def sync_destination_topics(config: MirrorConfig, source: KafkaClient, destinati
     return routes
 
 
+def resolve_partitioning(choice: str, source_partitions: int, destination_partitions: int) -> str:
+    """``auto`` keeps each record's partition where the counts match (MirrorMaker 2's
+    behaviour, and nothing is decompressed) and routes by key where they differ."""
+    if choice != "auto":
+        return choice
+    return "preserve" if source_partitions == destination_partitions else "by-key"
+
+
 def _route(config: MirrorConfig, topic: str, source_partitions: int, destination_partitions: int) -> TopicRoute:
     name = config.destination_topic(topic)
-    if config.partitioning == "preserve" and destination_partitions < source_partitions:
+    partitioning = resolve_partitioning(config.partitioning, source_partitions, destination_partitions)
+    if partitioning == "preserve" and destination_partitions < source_partitions:
         raise TopicMismatchError(
             f"partitioning 'preserve' needs destination topic {name} to have at least the {source_partitions} "
             f"partitions of {topic}, it has {destination_partitions}; add partitions or use --partitioning by-key")
-    policy = RoutingPolicy(partitioning=config.partitioning, destination_partitions=destination_partitions,
+    if partitioning != config.partitioning:
+        log.info("%s -> %s: %d and %d partitions, partitioning auto is %s", topic, name, source_partitions,
+                 destination_partitions, partitioning)
+    policy = RoutingPolicy(partitioning=partitioning, destination_partitions=destination_partitions,
                            compression=None if config.compression == "source" else config.compression)
     return TopicRoute(topic, name, source_partitions, policy)

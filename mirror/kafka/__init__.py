@@ -1,7 +1,12 @@
-"""Talking the Kafka protocol as a client: one connection (:class:`KafkaConnection`) and the
-mirror's cluster client (:class:`KafkaClient`: metadata, leader routing, raw fetch and produce)."""
+"""Talking the Kafka protocol as a client: one connection (:class:`KafkaConnection`), the
+mirror's cluster client (:class:`KafkaClient`: metadata, leader routing, raw fetch and produce),
+and the data plane built on it: a multi-partition :class:`Fetcher` and a pipelined
+:class:`IdempotentProducer`."""
 
 from .client import KafkaClient, RetryPolicy
+from .fetcher import Fetcher
+from .pipeline import PipelinedConnection, wait_readable
+from .producer import Ack, IdempotentProducer, ProducerSequenceError
 from .connection import ConnectionFailedError, KafkaConnection, ProtocolError
 from .errors import (
     BrokerApiError,
@@ -14,6 +19,12 @@ from .types import FetchedData, NewTopic, TopicPartition
 
 __all__ = [
     "KafkaClient",
+    "IdempotentProducer",
+    "Ack",
+    "ProducerSequenceError",
+    "Fetcher",
+    "PipelinedConnection",
+    "wait_readable",
     "RetryPolicy",
     "TopicPartition",
     "FetchedData",

@@ -14,7 +14,7 @@ import kafka.errors as kerr
 from kafka.protocol.admin import CreateTopicsRequest, DescribeConfigsRequest
 from kafka.protocol.consumer import FetchRequest, ListOffsetsRequest
 from kafka.protocol.metadata import ApiVersionsRequest, MetadataRequest
-from kafka.protocol.producer import ProduceRequest
+from kafka.protocol.producer import InitProducerIdRequest, ProduceRequest
 
 from .connection import ConnectionFailedError, KafkaConnection
 from .errors import BrokerApiError
@@ -32,6 +32,7 @@ SPOKEN: dict[type, tuple[int, int]] = {
     ListOffsetsRequest: (1, ListOffsetsRequest.max_version),
     CreateTopicsRequest: (0, CreateTopicsRequest.max_version),
     DescribeConfigsRequest: (0, DescribeConfigsRequest.max_version),
+    InitProducerIdRequest: (0, InitProducerIdRequest.max_version),
 }
 _CONNECT_TIMEOUT_S = 10.0  # Kafka's socket.connection.setup.timeout.ms
 
@@ -84,11 +85,15 @@ class BrokerConnection:
         return {api.api_key: (api.min_version, api.max_version) for api in response.api_keys}
 
     def version(self, request) -> int:
-        low, high = SPOKEN[type(request)]
-        broker_low, broker_high = self.versions.get(request.API_KEY, (0, -1))
+        return self.version_of(type(request))
+
+    def version_of(self, request_class: type) -> int:
+        """The highest version of ``request_class`` both sides speak, or UNSUPPORTED_VERSION."""
+        low, high = SPOKEN[request_class]
+        broker_low, broker_high = self.versions.get(request_class.API_KEY, (0, -1))
         version = min(high, broker_high)
         if version < max(low, broker_low):
-            api = type(request).__name__.removesuffix("Request")
+            api = request_class.__name__.removesuffix("Request")
             raise BrokerApiError(api, kerr.UnsupportedVersionError.message, kerr.UnsupportedVersionError.errno, False,
                                  detail=f"broker {self.address} speaks v{broker_low}-{broker_high}, kmirror needs v{low}-{high}")
         return version

@@ -29,7 +29,7 @@ import tenacity
 from kafka.protocol.admin import CreateTopicsRequest, DescribeConfigsRequest
 from kafka.protocol.consumer import FetchRequest, ListOffsetsRequest
 from kafka.protocol.metadata import MetadataRequest
-from kafka.protocol.producer import ProduceRequest
+from kafka.protocol.producer import InitProducerIdRequest, ProduceRequest
 
 from kcodecs import KMirrorError
 
@@ -38,7 +38,7 @@ from .connection import ConnectionFailedError, ProtocolError
 from .errors import BrokerApiError, ClusterUnreachableError, OffsetOutOfRangeError, UnknownTopicError
 from .types import FetchedData, NewTopic, TopicPartition
 
-__all__ = ["KafkaClient", "RetryPolicy"]
+__all__ = ["KafkaClient", "RetryPolicy", "is_retriable"]
 
 log = logging.getLogger(__name__)
 
@@ -233,6 +233,46 @@ class KafkaClient:
 
         return self._retrying("describe topic configs", attempt) if topics else {}
 
+    def init_producer_id(self) -> tuple[int, int]:
+        """A new producer id and epoch for an idempotent producer (KIP-98; no transactional id)."""
+        request = InitProducerIdRequest(transactional_id=None, transaction_timeout_ms=-1, producer_id=-1,
+                                        producer_epoch=-1)
+
+        def attempt() -> tuple[int, int]:
+            response = self._call_any(request)
+            if response.error_code:
+                raise BrokerApiError.from_code("InitProducerId", response.error_code)
+            return response.producer_id, response.producer_epoch
+
+        return self._retrying("init producer id", attempt)
+
+    # ---- for the data plane (mirror.kafka.producer, mirror.kafka.fetcher) --------------------
+
+    def leaders(self, partitions: Iterable[TopicPartition]) -> dict[str, list[TopicPartition]]:
+        """The partitions grouped by their leader's address, from cached metadata (refreshed
+        for partitions whose leader is unknown). Raises a retriable :class:`BrokerApiError`
+        for a partition without a leader, :class:`UnknownTopicError` for an unknown topic."""
+        return self._route(list(partitions))
+
+    def forget_leaders(self, partitions: Iterable[TopicPartition]) -> None:
+        """Drop cached leaders (after NOT_LEADER or a lost connection): the next
+        :meth:`leaders` reads fresh metadata, as Kafka's NetworkClient does on such errors."""
+        for tp in partitions:
+            self._leaders.pop(tp, None)
+
+    def connect(self, address: str) -> BrokerConnection:
+        """A new connection of the caller's own, versions negotiated; pipelined traffic needs
+        one that no other request shares, since responses come back in request order."""
+        return BrokerConnection(address, client_id=self._client_id, timeout_s=self._timeout_s)
+
+    @property
+    def retry(self) -> RetryPolicy:
+        return self._retry
+
+    @property
+    def request_timeout_s(self) -> float:
+        return self._timeout_s
+
     def close(self) -> None:
         for broker in self._brokers.values():
             broker.close()
@@ -258,7 +298,7 @@ class KafkaClient:
         retrying = tenacity.Retrying(
             stop=tenacity.stop_after_attempt(policy.attempts),
             wait=tenacity.wait_exponential(multiplier=policy.initial_backoff_s, max=policy.max_backoff_s),
-            retry=tenacity.retry_if_exception(_retriable),
+            retry=tenacity.retry_if_exception(is_retriable),
             before_sleep=warn,
             reraise=True,
         )
@@ -422,7 +462,8 @@ def _create_topics_request(topics: Iterable[NewTopic], timeout_ms: int) -> Creat
 # ---- helpers ----------------------------------------------------------------------------------
 
 
-def _retriable(exc: BaseException) -> bool:
+def is_retriable(exc: BaseException) -> bool:
+    """Worth another try: a broken or refused connection, or an error code Kafka calls retriable."""
     if isinstance(exc, ConnectionFailedError):
         return True
     return isinstance(exc, BrokerApiError) and exc.retriable
@@ -431,7 +472,7 @@ def _retriable(exc: BaseException) -> bool:
 def _raise_first(errors: list[KMirrorError]) -> None:
     """Raise a non-retriable error if there is one (no point retrying the rest), else the first."""
     if errors:
-        raise next((e for e in errors if not _retriable(e)), errors[0])
+        raise next((e for e in errors if not is_retriable(e)), errors[0])
 
 
 def _pop_head(queues: dict[TopicPartition, deque[int]], tp: TopicPartition) -> int:

@@ -19,6 +19,7 @@ from kcodecs import KMirrorError
 __all__ = ["KafkaConnection", "ConnectionFailedError", "ProtocolError"]
 
 _SIZE = struct.Struct(">i")
+_IOV_MAX = 1024  # Linux's UIO_MAXIOV: the most buffers one sendmsg takes
 
 
 class ConnectionFailedError(KMirrorError):
@@ -48,14 +49,50 @@ class KafkaConnection:
             raise ConnectionFailedError(address, f"cannot connect: {exc}") from exc
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
+    def next_correlation_id(self) -> int:
+        """A fresh correlation id, for a request framed by the caller (:meth:`send_buffers`)."""
+        self._correlation_id += 1
+        return self._correlation_id
+
     def send(self, request, version: int) -> int:
         """Send ``request`` as ``version``; return its correlation id (no response is read)."""
-        self._correlation_id += 1
+        correlation_id = self.next_correlation_id()
         request.API_VERSION = version
-        request.with_header(correlation_id=self._correlation_id, client_id=self.client_id)
+        request.with_header(correlation_id=correlation_id, client_id=self.client_id)
         # encode() returns a fresh bytearray; sending it as is saves a copy of every record set.
         self.send_raw(request.encode(header=True, framed=True))
-        return self._correlation_id
+        return correlation_id
+
+    def send_buffers(self, buffers: list) -> None:
+        """Send one framed request given as pieces, with ``sendmsg`` (scatter-gather): the record
+        sets among them go to the socket without being joined into one buffer first."""
+        views = [memoryview(b).cast("B") for b in buffers]
+        try:
+            while views:
+                sent = self.sock.sendmsg(views[:_IOV_MAX])
+                while views and sent >= len(views[0]):
+                    sent -= len(views[0])
+                    views.pop(0)
+                if sent:
+                    views[0] = views[0][sent:]
+        except OSError as exc:
+            raise ConnectionFailedError(self.address, f"send failed: {exc}") from exc
+
+    def receive_body(self, correlation_id: int, flexible: bool, what: str) -> memoryview:
+        """Read the next response frame and return its body (after the header) as a view of a
+        buffer of our own, which the caller may rewrite in place."""
+        payload = memoryview(self.read_frame())
+        try:
+            (got,) = _SIZE.unpack_from(payload, 0)
+            body = _header_size(payload, flexible)
+        except (struct.error, IndexError) as exc:
+            raise ProtocolError(f"{self.address}: truncated {what} response header") from exc
+        if got != correlation_id:
+            raise ProtocolError(f"{self.address}: correlation id {got}, expected {correlation_id}")
+        return payload[body:]
+
+    def fileno(self) -> int:
+        return self.sock.fileno()
 
     def call(self, request, version: int):
         """Send ``request`` and return its decoded response."""
@@ -66,18 +103,13 @@ class KafkaConnection:
         ``correlation_id``. Brokers answer in request order, so several requests may be sent
         on one connection before their responses are read."""
         response_class = _response_class(request)
-        payload = memoryview(self.read_frame())
+        # The header is decoded here rather than by kafka-python, whose decode(header=True)
+        # copies the whole payload (record sets included) into a BytesIO first.
+        body = self.receive_body(correlation_id, _flexible_header(response_class, version), response_class.__name__)
         try:
-            (got,) = _SIZE.unpack_from(payload, 0)
-            # The header is decoded here rather than by kafka-python, whose decode(header=True)
-            # copies the whole payload (record sets included) into a BytesIO first.
-            body = _header_size(payload, _flexible_header(response_class, version))
-            response = response_class.decode(payload[body:], version=version)
+            return response_class.decode(body, version=version)
         except Exception as exc:  # kafka-python raises assorted errors on bad bytes
             raise ProtocolError(f"{self.address}: undecodable {response_class.__name__} v{version}: {exc!r}") from exc
-        if got != correlation_id:
-            raise ProtocolError(f"{self.address}: correlation id {got}, expected {correlation_id}")
-        return response
 
     def send_raw(self, data: bytes | bytearray) -> None:
         try:

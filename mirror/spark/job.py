@@ -2,7 +2,7 @@
 
 Per micro-batch the driver (1) makes sure every selected source topic has its destination
 topic, (2) runs ``rows.mapPartitions(copy).collect()`` so each executor task copies its
-ranges and returns only statistics, and (3) logs one progress line. Spark commits the
+group of ranges and returns only statistics, and (3) logs one progress line. Spark commits the
 micro-batch's offsets to the checkpoint only after ``foreachBatch`` returns, so a crash
 replays the unfinished micro-batch: delivery is at-least-once (see docs/architecture.md).
 """
@@ -58,6 +58,9 @@ def run_mirror(config: MirrorConfig, *, stop: threading.Event | None = None,
              ",".join(config.destination.bootstrap), config.partitioning, config.compression,
              ": " + ", ".join(f"{t} -> {r.topic}" for t, r in sorted(routes.items())) if routes else "")
     spark = spark_session(config)
+    if config.copy_tasks is None:
+        # The reader plans in a Python process of its own, with no SparkContext to ask.
+        config = config.model_copy(update={"copy_tasks": spark.sparkContext.defaultParallelism})
     from .source import STOP_FILE_OPTION, KafkaRangeSource
 
     spark.dataSource.register(KafkaRangeSource)
@@ -124,15 +127,17 @@ class _MicroBatchRunner:
         except KMirrorError as exc:
             self.failure = exc
             raise
-        job = CopyJob(config.source, config.destination, config.retry, self.routes,
-                      config.fetch_max_bytes, config.on_data_loss)
+        job = CopyJob(config.source, config.destination, config.retry, self.routes, config.fetch_max_bytes,
+                      config.max_buffer_bytes, config.max_in_flight, config.on_data_loss)
         began = time.perf_counter()
         try:
-            ranges = rows.rdd.mapPartitions(job.copy_rows).collect()
+            # One task per Spark partition of the micro-batch: a group of ranges (see .grouping).
+            tasks = rows.rdd.mapPartitions(job.copy_rows).collect()
         except Exception as exc:
             self.failure = _job_failure(exc)
             raise
-        report = MicroBatchReport(batch_id, time.perf_counter() - began, ranges)
+        ranges = [stats for task in tasks for stats in task.ranges]
+        report = MicroBatchReport(batch_id, time.perf_counter() - began, ranges, sum(task.seconds for task in tasks))
         if ranges:
             log.info("%s", report.line())
         self.totals.add(report)

@@ -9,9 +9,11 @@ Options
     micro-batch, so the job can stop between micro-batches.
 Schema
     ``topic string, partition int, start_offset long, end_offset long``: one row per source
-    partition range of the micro-batch. The bytes never enter Spark: moving payloads through
-    rows costs about 10x more than copying inside the executor, so ``foreachBatch`` hands each
-    row to :func:`mirror.engine.copy_ranges`, which fetches and produces on the executor.
+    partition range of the micro-batch, and one Spark partition (one task) per group of ranges
+    that share a source leader (:mod:`.grouping`), about ``copy_tasks`` of them. The bytes never
+    enter Spark: moving payloads through rows costs about 10x more than copying inside the
+    executor, so ``foreachBatch`` hands each task's rows to :func:`mirror.engine.copy_ranges`,
+    which fetches and produces on the executor.
 Examples
     >>> spark.dataSource.register(KafkaRangeSource)
     >>> spark.readStream.format("kmirror-kafka").option("config", config.model_dump_json()).load()
@@ -27,6 +29,7 @@ from __future__ import annotations
 
 import logging
 import os
+from dataclasses import dataclass
 from typing import Iterator
 
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
@@ -40,9 +43,10 @@ from pyspark.sql.streaming.datasource import (
 
 from ..config import MirrorConfig
 from ..kafka.types import TopicPartition
+from .grouping import group_ranges
 from .offsets import Offsets, cap_end_offsets, format_offsets, parse_offsets
 
-__all__ = ["KafkaRangeSource", "KafkaRangeReader", "CopyRange", "SCHEMA", "STOP_FILE_OPTION"]
+__all__ = ["KafkaRangeSource", "KafkaRangeReader", "CopyRange", "CopyGroup", "SCHEMA", "STOP_FILE_OPTION"]
 
 log = logging.getLogger(__name__)
 
@@ -52,14 +56,25 @@ PROBE_BYTES = 64 * 1024
 """Bytes fetched to estimate a partition's bytes per offset when a byte limit is set."""
 
 
-class CopyRange(InputPartition):
-    """Offsets ``[start, end)`` of one source partition: one Spark task, one output row."""
+@dataclass(frozen=True)
+class CopyRange:
+    """Offsets ``[start, end)`` of one source partition: one output row."""
 
-    def __init__(self, topic: str, partition: int, start: int, end: int):
-        self.topic, self.partition, self.start, self.end = topic, partition, start, end
+    topic: str
+    partition: int
+    start: int
+    end: int
 
-    def __repr__(self) -> str:
-        return f"CopyRange({self.topic}/{self.partition} [{self.start}, {self.end}))"
+    @property
+    def tp(self) -> TopicPartition:
+        return TopicPartition(self.topic, self.partition)
+
+
+@dataclass
+class CopyGroup(InputPartition):
+    """The ranges one Spark task copies together; they share a source leader (:mod:`.grouping`)."""
+
+    ranges: tuple[CopyRange, ...]
 
 
 class KafkaRangeSource(DataSource):
@@ -156,13 +171,19 @@ class KafkaRangeReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             return ReadMaxRows(self.config.max_records_per_trigger)
         return ReadAllAvailable()
 
-    def partitions(self, start: dict, end: dict) -> list[CopyRange]:
+    def partitions(self, start: dict, end: dict) -> list[CopyGroup]:
         begun = parse_offsets(start)
-        return [CopyRange(tp.topic, tp.partition, begun[tp], stop)
-                for tp, stop in sorted(parse_offsets(end).items()) if tp in begun and stop > begun[tp]]
+        ranges = [CopyRange(tp.topic, tp.partition, begun[tp], stop)
+                  for tp, stop in sorted(parse_offsets(end).items()) if tp in begun and stop > begun[tp]]
+        if not ranges:
+            return []
+        leader = {tp: address for address, tps in self.client.leaders(r.tp for r in ranges).items() for tp in tps}
+        groups = group_ranges(ranges, lambda r: leader[r.tp], lambda r: r.end - r.start, self.config.copy_tasks or 1)
+        return [CopyGroup(tuple(group)) for group in groups]
 
-    def read(self, partition: CopyRange) -> Iterator[tuple]:
-        yield (partition.topic, partition.partition, partition.start, partition.end)
+    def read(self, partition: CopyGroup) -> Iterator[tuple]:
+        for r in partition.ranges:
+            yield (r.topic, r.partition, r.start, r.end)
 
     def stop(self) -> None:
         if self._client is not None:

@@ -20,9 +20,13 @@ def test_tiny_bench_runs_every_mode_and_writes_json(tmp_path, capsys):
                               "--batch-kib", "16", "--json", str(out)])
     assert mirror_bench.run(args) == 0
     printed = capsys.readouterr().out
-    assert "round 1/1  kafka-python" in printed and "Pass-through against the others" in printed
+    assert "round 1/1  kafka-python" in printed and "Pass-through against the targets" in printed
+    assert "lz4      1 KiB   16 KiB* " in printed  # the target scenario's line in the targets table
     document = json.loads(out.read_text())
     assert [r["mode"] for r in document["results"]] == list(mirror_bench.MODES)
-    assert all(r["records_per_s"] > 0 and r["cpu_s_per_gb"] >= 0 and r["peak_rss_mb"] > 0 for r in document["results"])
+    assert all(r["records_per_s"] > 0 and r["batches_per_s"] > 0 and r["cpu_s_per_gb"] >= 0 and r["peak_rss_mb"] > 0
+               for r in document["results"])
+    assert {(r["batch_bytes"], r["partitions"]) for r in document["results"]} == {(16384, 4)}
+    assert all(8 * 1024 < r["mean_batch_bytes"] <= 16384 for r in document["results"])
     assert {r["versus"] for r in document["ratios"]} == set(mirror_bench.MODES) - {"pass-through"}
     assert document["parameters"]["total_bytes"] == 200_000

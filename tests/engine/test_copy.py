@@ -19,11 +19,11 @@ from mirror.engine import (
     DataLossError,
     SourceTruncatedError,
     TopicMismatchError,
-    copy_range,
+    copy_ranges,
     sync_destination_topics,
 )
-from mirror.kafka import KafkaClient, NewTopic, TopicPartition
-from mirror.routing import RouteClass
+from mirror.kafka import IdempotentProducer, KafkaClient, NewTopic, TopicPartition
+from mirror.routing import Partitioning, RouteClass
 
 FETCH = 1024 * 1024
 
@@ -33,6 +33,16 @@ def clusters(tmp_path):
     with EmbeddedBroker(tmp_path / "src") as src, EmbeddedBroker(tmp_path / "dst") as dst:
         with KafkaClient(src.bootstrap) as source, KafkaClient(dst.bootstrap) as destination:
             yield src, dst, source, destination
+
+
+def copy_range(request: CopyRequest, route, source: KafkaClient, destination: KafkaClient, **options):
+    """One range, copied as a task copies its group, by a producer of its own."""
+    producer = IdempotentProducer(destination)
+    try:
+        (stats,) = copy_ranges([request], {route.source_topic: route}, source, producer, **options).ranges
+    finally:
+        producer.close()
+    return stats
 
 
 def _config(src, dst, **extra):
@@ -177,3 +187,14 @@ def test_preserve_into_fewer_partitions_is_refused(clusters):
     destination.create_topics([NewTopic("wide", 2)])
     with pytest.raises(TopicMismatchError, match="preserve"):
         sync_destination_topics(_config(src, dst, partitioning="preserve"), source, destination)
+
+
+def test_auto_partitioning_preserves_equal_counts_and_routes_by_key_otherwise(clusters):
+    src, dst, source, destination = clusters
+    source.create_topics([NewTopic("same", 3), NewTopic("wider", 3)])
+    destination.create_topics([NewTopic("wider", 5)])
+    routes = sync_destination_topics(_config(src, dst), source, destination)
+    assert routes["same"].policy.partitioning is Partitioning.PRESERVE  # created with the source's 3
+    assert routes["wider"].policy.partitioning is Partitioning.BY_KEY
+    explicit = sync_destination_topics(_config(src, dst, partitioning="by-key"), source, destination)
+    assert explicit["same"].policy.partitioning is Partitioning.BY_KEY

@@ -1,0 +1,198 @@
+"""The source side of the data plane: one Fetch per leader for all the partitions it leads,
+answers decoded without copying the record sets (Kafka's consumer ``Fetcher``).
+
+Each leader has at most one fetch in flight, covering every partition the caller wants from
+it that is not already being fetched. The partitions' order in the request rotates from one
+fetch to the next, because a broker fills a response in request order up to ``max_bytes``
+and the first partition would otherwise always get the most (Kafka's fetch sessions rotate
+the same way). Record sets come back as writable views of the response's own buffer, so
+the caller can rewrite batches in place and produce them as they are.
+
+Per-partition outcomes are :class:`FetchedData` or :class:`OffsetOutOfRangeError` (the
+caller decides between failing and skipping, ``--on-data-loss``). Retriable errors (leader
+moves, a lost connection, a broker that stopped answering) are retried here, per partition,
+with backoff; others raise.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+from typing import Callable, Mapping
+
+import kafka.errors as kerr
+from kafka.protocol.consumer import FetchRequest, FetchResponse
+
+from kcodecs import KMirrorError
+
+from .backoff import Backoff
+from .client import KafkaClient, is_retriable
+from .connection import ConnectionFailedError, ProtocolError
+from .errors import BrokerApiError, OffsetOutOfRangeError
+from .pipeline import PipelinedConnection
+from .types import FetchedData, TopicPartition
+from .wire import decode_fetch_response
+
+__all__ = ["Fetcher", "FetchOutcome", "READ_UNCOMMITTED", "READ_COMMITTED"]
+
+log = logging.getLogger(__name__)
+
+READ_UNCOMMITTED = 0
+READ_COMMITTED = 1
+
+FetchOutcome = FetchedData | OffsetOutOfRangeError
+
+
+@dataclass(frozen=True)
+class _Asked:
+    """What one fetch asked for: partition -> offset."""
+
+    offsets: Mapping[TopicPartition, int]
+
+
+class Fetcher:
+    """Fetches raw record sets of many partitions from one cluster, one request per leader."""
+
+    def __init__(self, client: KafkaClient, *, max_bytes: int, max_wait_ms: int = 100,
+                 isolation_level: int = READ_UNCOMMITTED, clock: Callable[[], float] = time.monotonic):
+        self._client = client
+        self._max_bytes = max_bytes
+        self._max_wait_ms = max_wait_ms
+        self._isolation_level = isolation_level
+        self._clock = clock
+        self._connections: dict[str, PipelinedConnection] = {}
+        self._backoff: dict[TopicPartition, Backoff] = {}
+        self._asking: set[TopicPartition] = set()
+        self._rotation = 0
+
+    def fetching(self, tp: TopicPartition) -> bool:
+        return tp in self._asking
+
+    def in_flight(self) -> int:
+        """Fetches sent and not yet answered."""
+        return sum(len(conn.in_flight) for conn in self._connections.values())
+
+    def connections(self) -> list[PipelinedConnection]:
+        return [conn for conn in self._connections.values() if conn.in_flight]
+
+    def owns(self, conn: PipelinedConnection) -> bool:
+        return self._connections.get(conn.address) is conn
+
+    def next_deadline(self) -> float | None:
+        """When the first partition's backoff ends (None: none is backing off)."""
+        return min((b.retry_at for tp, b in self._backoff.items() if b.failures), default=None)
+
+    def send(self, wanted: Mapping[TopicPartition, int]) -> int:
+        """Fetch ``wanted`` (partition -> offset), one request per leader with none in flight;
+        partitions already being fetched or backing off wait. Returns the requests sent."""
+        now = self._clock()
+        ready = [tp for tp in wanted if tp not in self._asking and self._ready(tp, now)]
+        if not ready:
+            return 0
+        try:
+            routes = self._client.leaders(ready)
+        except KMirrorError as exc:
+            self._failed(ready, exc)
+            return 0
+        sent = 0
+        for address, tps in routes.items():
+            conn = self._connection(address, tps)
+            if conn is None or not conn.can_send():
+                continue
+            self._rotation += 1
+            shift = self._rotation % len(tps)
+            offsets = {tp: wanted[tp] for tp in tps[shift:] + tps[:shift]}
+            try:
+                conn.send_request(self._request(offsets), _Asked(offsets))
+            except (ConnectionFailedError, ProtocolError) as exc:
+                self._lost(conn, exc, list(offsets))
+                continue
+            self._asking.update(offsets)
+            sent += 1
+        return sent
+
+    def on_readable(self, conn: PipelinedConnection) -> dict[TopicPartition, FetchOutcome]:
+        """Read the oldest answer on ``conn``; the partitions it settled (retried ones left out)."""
+        try:
+            pending, body = conn.receive(FetchResponse)
+            response = decode_fetch_response(body, pending.version)
+        except (ConnectionFailedError, ProtocolError) as exc:
+            self._lost(conn, exc, [tp for p in conn.in_flight for tp in p.context.offsets])
+            return {}
+        asked: _Asked = pending.context
+        self._asking.difference_update(asked.offsets)
+        if response.error_code:  # v7+: the whole request failed (fetch sessions)
+            self._failed(list(asked.offsets), BrokerApiError.from_code("Fetch", response.error_code))
+            return {}
+        answered = {(p.topic, p.partition): p for p in response.partitions}
+        settled: dict[TopicPartition, FetchOutcome] = {}
+        for tp, offset in asked.offsets.items():
+            part = answered.get((tp.topic, tp.partition))
+            if part is None:
+                raise ProtocolError(f"{conn.address}: fetch response without {tp}")
+            if part.error_code == kerr.OffsetOutOfRangeError.errno:
+                settled[tp] = OffsetOutOfRangeError(tp, offset, log_start_offset=part.log_start_offset,
+                                                    high_watermark=part.high_watermark)
+            elif part.error_code:
+                error = BrokerApiError.from_code("Fetch", part.error_code, tp)
+                if not error.retriable:
+                    raise error
+                self._failed([tp], error)
+            else:
+                self._backoff.pop(tp, None)
+                settled[tp] = FetchedData(part.records, part.high_watermark, part.log_start_offset)
+        return settled
+
+    def close(self) -> None:
+        for conn in self._connections.values():
+            conn.abandon()
+        self._connections.clear()
+        self._asking.clear()
+
+    # ---- internals ----------------------------------------------------------------------------
+
+    def _request(self, offsets: Mapping[TopicPartition, int]) -> FetchRequest:
+        # A full fetch every time (session id 0, epoch -1: no KIP-227 fetch session); each
+        # partition may fill the response, the broker stops at max_bytes (KIP-74).
+        by_topic: dict[str, list] = {}
+        for tp, offset in offsets.items():
+            by_topic.setdefault(tp.topic, []).append(FetchRequest.FetchTopic.FetchPartition(
+                partition=tp.partition, fetch_offset=offset, log_start_offset=-1, partition_max_bytes=self._max_bytes))
+        return FetchRequest(replica_id=-1, max_wait_ms=self._max_wait_ms, min_bytes=1, max_bytes=self._max_bytes,
+                            isolation_level=self._isolation_level, session_id=0, session_epoch=-1, rack_id="",
+                            forgotten_topics_data=[],
+                            topics=[FetchRequest.FetchTopic(topic=t, partitions=ps) for t, ps in by_topic.items()])
+
+    def _ready(self, tp: TopicPartition, now: float) -> bool:
+        backoff = self._backoff.get(tp)
+        return backoff is None or backoff.ready(now)
+
+    def _connection(self, address: str, tps: list[TopicPartition]) -> PipelinedConnection | None:
+        conn = self._connections.get(address)
+        if conn is not None and not conn.closed:
+            return conn
+        try:
+            # One fetch in flight per leader: the next one asks from where this one ends.
+            conn = self._connections[address] = PipelinedConnection(self._client.connect(address), 1, clock=self._clock)
+        except KMirrorError as exc:
+            self._failed(tps, exc)
+            return None
+        return conn
+
+    def _lost(self, conn: PipelinedConnection, error: KMirrorError, tps: list[TopicPartition]) -> None:
+        conn.abandon()
+        self._connections.pop(conn.address, None)
+        self._asking.difference_update(tps)
+        self._failed(tps, error)
+
+    def _failed(self, tps: list[TopicPartition], error: KMirrorError) -> None:
+        """Retriable: back off and forget the leaders; anything else raises."""
+        if not is_retriable(error):
+            raise error
+        self._client.forget_leaders(tps)
+        now = self._clock()
+        for tp in tps:
+            backoff = self._backoff.setdefault(tp, Backoff())
+            backoff.failed(error, self._client.retry, now, bootstrap=self._client.bootstrap, what=f"fetch {tp}")
+        log.warning("fetch of %s failed (%s); retrying", ", ".join(map(str, tps)), error)

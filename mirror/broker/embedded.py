@@ -13,10 +13,13 @@ import subprocess
 import sys
 import threading
 from pathlib import Path
+from typing import Callable, TypeVar
 
 from .server import BrokerServer
 from .state import BrokerConfig, BrokerState, Clock, system_clock
 from .topics import TopicStore
+
+T = TypeVar("T")
 
 __all__ = ["EmbeddedBroker", "BrokerProcess", "run_foreground", "READY_LINE"]
 
@@ -106,6 +109,15 @@ class EmbeddedBroker:
         self._thread.join(timeout=10)
         self._loop.close()
         self._thread = None
+
+    def call_in_loop(self, function: Callable[[], T]) -> T:
+        """Run ``function`` in the broker's event-loop thread and return its result (a profiler
+        must be enabled in the thread it profiles)."""
+
+        async def call() -> T:
+            return function()
+
+        return self._call(call())
 
     def _call(self, coro):
         return asyncio.run_coroutine_threadsafe(coro, self._loop).result(timeout=60)

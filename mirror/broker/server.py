@@ -2,7 +2,8 @@
 
 Each connection is served one request at a time, in order, as Kafka's SocketServer does
 by muting a channel while its request is in flight. Requests are decoded and responses
-encoded with kafka-python's generated schemas. Anything a client sends that cannot be a
+encoded with kafka-python's generated schemas, except where a handler brings its own codec
+(Produce requests and Fetch responses, whose record sets are not copied). Anything a client sends that cannot be a
 valid request (a frame over ``max_request_bytes``, an unknown API key or version, a body
 that does not decode) closes that connection only; other clients and the logs are unaffected.
 """
@@ -71,7 +72,7 @@ class BrokerServer:
                 self._connections[task] = True
                 response = await self._handle(frame)
                 if response is not None:
-                    writer.write(response)
+                    writer.writelines(response)
                     await writer.drain()
                 self._connections[task] = False
         except BadRequest as exc:
@@ -98,23 +99,28 @@ class BrokerServer:
             raise BadRequest(f"frame of {size} bytes outside 8..{self.state.config.max_request_bytes} (socket.request.max.bytes)")
         return await reader.readexactly(size)
 
-    async def _handle(self, frame: bytes) -> bytes | None:
+    async def _handle(self, frame: bytes) -> list[bytes | memoryview] | None:
         api_key, version, correlation_id = _HEADER_PREFIX.unpack_from(frame)
         handler = HANDLERS.get(api_key)
         if handler is None:
             raise BadRequest(f"unknown API key {api_key}")
         if not handler.MIN_VERSION <= version <= handler.MAX_VERSION:
             if api_key == api_versions.API_KEY:
-                return _encode(api_versions.fallback_response(), 0, correlation_id)
+                return [_encode(api_versions.fallback_response(), 0, correlation_id)]
             raise BadRequest(f"unsupported version {version} of API {api_key} (we serve {handler.MIN_VERSION}-{handler.MAX_VERSION})")
         try:
-            request = handler.REQUEST.decode(frame, version=version, header=True)
-        except Exception as exc:  # kafka-python raises assorted errors for malformed bodies
+            if hasattr(handler, "decode"):
+                request = handler.decode(memoryview(frame), version)
+            else:
+                request = handler.REQUEST.decode(frame, version=version, header=True)
+        except Exception as exc:  # kafka-python raises assorted errors for malformed bodies, ours ProtocolError
             raise BadRequest(f"malformed {handler.REQUEST.__name__} v{version}: {exc!r}") from exc
         response = await handler.handle(request, version, self.state)
         if response is None:
             return None
-        return _encode(response, version, correlation_id)
+        if hasattr(handler, "encode"):
+            return handler.encode(response, version, correlation_id)
+        return [_encode(response, version, correlation_id)]
 
 
 def _encode(response, version: int, correlation_id: int) -> bytes:

@@ -75,6 +75,8 @@ __all__ = [
     "encode_fetch_response",
     "decode_fetch_response",
     "decode_request_header",
+    "is_flexible_produce",
+    "is_flexible_fetch",
     "PRODUCE_VERSIONS",
     "FETCH_VERSIONS",
 ]
@@ -311,6 +313,16 @@ def _consecutive_runs(partitions: Sequence[FetchedPartition]) -> list[tuple[str,
             runs.append((part.topic, []))
         runs[-1][1].append(part)
     return runs
+
+
+def is_flexible_produce(version: int) -> bool:
+    """Whether Produce ``version`` uses the compact encodings and request header v2 (KIP-482)."""
+    return version >= PRODUCE_FIRST_FLEXIBLE
+
+
+def is_flexible_fetch(version: int) -> bool:
+    """Whether Fetch ``version`` uses the compact encodings and response header v1 (KIP-482)."""
+    return version >= FETCH_FIRST_FLEXIBLE
 
 
 def _check_version(api: str, version: int, versions: range) -> None:

@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from mirror.bench import mirror_bench
+from mirror.bench import broker_bench, mirror_bench
 
 
 @pytest.mark.slow
@@ -30,3 +30,16 @@ def test_tiny_bench_runs_every_mode_and_writes_json(tmp_path, capsys):
     assert all(8 * 1024 < r["mean_batch_bytes"] <= 16384 for r in document["results"])
     assert {r["versus"] for r in document["ratios"]} == set(mirror_bench.MODES) - {"pass-through"}
     assert document["parameters"]["total_bytes"] == 200_000
+
+
+def test_broker_bench_reports_batches_per_second_and_profiles_both_phases(capsys):
+    parser = argparse.ArgumentParser()
+    broker_bench.add_arguments(parser)
+    args = parser.parse_args(["--total-mb", "1", "--batch-kib", "16", "--partitions", "3", "--profile"])
+    assert broker_bench.run(args) == 0
+    printed = capsys.readouterr().out
+    assert "over 3 partitions" in printed and "--batch-kib 16" in printed
+    produce, fetch = (line for line in printed.splitlines() if "batches/s" in line)
+    assert produce.split()[0] == "produce" and fetch.split()[0] == "fetch"
+    assert "broker profile, produce phase" in printed and "broker profile, fetch phase" in printed
+    assert "topics.py" in printed  # the broker's append path, not only the client, was profiled

@@ -8,6 +8,8 @@ broker that closes the connection on a new ApiVersions version.
 
 from __future__ import annotations
 
+import dataclasses
+
 import logging
 import socket
 import struct
@@ -221,16 +223,17 @@ def fail_produce(monkeypatch, failures: dict[TopicPartition, list[int]]) -> None
 
     async def handle(request, version, state):
         failed: dict[str, list[tuple[int, int]]] = {}
-        for topic in request.topic_data:
-            keep = []
-            for part in topic.partition_data:
-                codes = failures.get(TopicPartition(topic.name, part.index))
-                if codes:
-                    failed.setdefault(topic.name, []).append((part.index, codes.pop(0)))
-                else:
-                    keep.append(part)
-            topic.partition_data = keep
+        keep = []
+        for part in request.partitions:
+            codes = failures.get(TopicPartition(part.topic, part.partition))
+            if codes:
+                failed.setdefault(part.topic, []).append((part.partition, codes.pop(0)))
+            else:
+                keep.append(part)
+        request.partitions[:] = keep
         response = await original(request, version, state)
+        for name in failed.keys() - {topic.name for topic in response.responses}:
+            response.responses.append(produce_handler.TopicResult(name=name, partition_responses=[]))
         for topic in response.responses:
             for index, code in failed.get(topic.name, []):
                 topic.partition_responses.append(produce_handler.PartitionResult(
@@ -273,7 +276,7 @@ def test_a_leader_error_on_fetch_is_retried(client, monkeypatch, caplog):
         response = await original(request, version, state)
         calls.append(version)
         if len(calls) == 1:
-            response.responses[0].partitions[0].error_code = 6
+            response = dataclasses.replace(response, partitions=[dataclasses.replace(response.partitions[0], error_code=6)])
         return response
 
     monkeypatch.setattr(fetch_handler, "handle", handle)

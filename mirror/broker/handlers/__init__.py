@@ -1,6 +1,11 @@
 """One module per Kafka API; each declares ``API_KEY``, ``MIN_VERSION``, ``MAX_VERSION``,
 ``REQUEST`` (kafka-python's schema class) and ``async def handle(request, version, state)``.
 
+The hot path's two APIs replace kafka-python's codec where it copies record sets: Produce
+defines ``decode(frame, version)`` (the request after its size prefix) and Fetch
+``encode(response, version, correlation_id)`` (a framed response as a list of buffers), both
+from :mod:`mirror.kafka.wire`.
+
 The versions are the ones this broker really implements, and ApiVersions advertises
 exactly these ranges.
 """

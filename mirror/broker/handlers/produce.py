@@ -5,6 +5,10 @@ stamped in place (KIP-32), see :mod:`mirror.broker.validator`. With a single rep
 acks=1 and acks=-1 both answer once the batch is in the log (and on disk when the broker's
 flush policy is ``always``). acks=0 gets no response at all. A rejected batch appends
 nothing and the connection stays usable.
+
+Requests are decoded by hand (:func:`mirror.kafka.wire.decode_produce_request`): each
+partition's records are a view of the request frame, not a copy as kafka-python's decoder
+makes, and the validator's working copy is the only one before the log write.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ import logging
 
 from kafka.protocol.producer import ProduceRequest, ProduceResponse
 
+from ...kafka.wire import ProducePartition, ProduceRequestData, decode_produce_request, decode_request_header, is_flexible_produce
 from ..errors import ApiError, kerr
 from ..log import RecordBatchTooLargeError
 
@@ -26,43 +31,55 @@ TopicResult = ProduceResponse.TopicProduceResponse
 PartitionResult = TopicResult.PartitionProduceResponse
 
 
-async def handle(request, version: int, state) -> ProduceResponse | None:
+def decode(frame: memoryview, version: int) -> ProduceRequestData:
+    """The request after its size prefix: header, then body with record sets as views."""
+    header = decode_request_header(frame, flexible=is_flexible_produce(version))
+    return decode_produce_request(frame[header.size:], version)
+
+
+async def handle(request: ProduceRequestData, version: int, state) -> ProduceResponse | None:
     now_ms = state.clock()
-    acks_ok = request.acks in (0, 1, -1)
     appended = False
-    topics = []
-    for topic_data in request.topic_data:
-        partitions = []
-        for part in topic_data.partition_data:
-            result = PartitionResult(index=part.index, error_code=0, base_offset=-1, log_append_time_ms=-1,
-                                     log_start_offset=-1, record_errors=[], error_message=None)
-            try:
-                if not acks_ok:
-                    raise ApiError(kerr.InvalidRequiredAcksError, f"acks must be 0, 1 or -1, got {request.acks}")
-                if request.transactional_id is not None:
-                    raise ApiError(kerr.TransactionalIdAuthorizationFailedError,
-                                   "transactions are not supported by the embedded broker")
-                if part.records is None:
-                    raise ApiError(kerr.CorruptRecordError, "null records")
-                partition = state.topics.partition(topic_data.name, part.index)
-                outcome = partition.append(part.records, now_ms)
-                appended = appended or not outcome.duplicate
-                result.base_offset = outcome.base_offset
-                result.log_append_time_ms = outcome.log_append_time
-                result.log_start_offset = partition.log.log_start_offset
-            except ApiError as exc:
-                log.info("produce to %s-%d rejected: %s", topic_data.name, part.index, exc)
-                result.error_code, result.error_message = exc.code, exc.message
-            except RecordBatchTooLargeError as exc:  # larger than a whole segment, as Kafka's Log.append says
-                log.info("produce to %s-%d rejected: %s", topic_data.name, part.index, exc)
-                result.error_code, result.error_message = kerr.RecordListTooLargeError.errno, str(exc)
-            except OSError as exc:
-                log.error("produce to %s-%d failed to write: %s", topic_data.name, part.index, exc)
-                result.error_code, result.error_message = kerr.KafkaStorageError.errno, str(exc)
-            partitions.append(result)
-        topics.append(TopicResult(name=topic_data.name, partition_responses=partitions))
+    topics: list[TopicResult] = []
+    for part in request.partitions:
+        if not topics or topics[-1].name != part.topic:  # the request's topics, in its order
+            topics.append(TopicResult(name=part.topic, partition_responses=[]))
+        result, wrote = _append(request, part, now_ms, state)
+        topics[-1].partition_responses.append(result)
+        appended = appended or wrote
     if appended:
         state.appended.notify()
     if request.acks == 0:
         return None
     return ProduceResponse(version=version, responses=topics, throttle_time_ms=0)
+
+
+def _append(request: ProduceRequestData, part: ProducePartition, now_ms: int, state) -> tuple[PartitionResult, bool]:
+    """One partition's batch into its log; the answer, and whether anything was written."""
+    result = PartitionResult(index=part.partition, error_code=0, base_offset=-1, log_append_time_ms=-1,
+                             log_start_offset=-1, record_errors=[], error_message=None)
+    where = f"{part.topic}-{part.partition}"
+    try:
+        if request.acks not in (0, 1, -1):
+            raise ApiError(kerr.InvalidRequiredAcksError, f"acks must be 0, 1 or -1, got {request.acks}")
+        if request.transactional_id is not None:
+            raise ApiError(kerr.TransactionalIdAuthorizationFailedError,
+                           "transactions are not supported by the embedded broker")
+        if part.records is None:
+            raise ApiError(kerr.CorruptRecordError, "null records")
+        partition = state.topics.partition(part.topic, part.partition)
+        outcome = partition.append(part.records, now_ms)
+        result.base_offset = outcome.base_offset
+        result.log_append_time_ms = outcome.log_append_time
+        result.log_start_offset = partition.log.log_start_offset
+        return result, not outcome.duplicate
+    except ApiError as exc:
+        log.info("produce to %s rejected: %s", where, exc)
+        result.error_code, result.error_message = exc.code, exc.message
+    except RecordBatchTooLargeError as exc:  # larger than a whole segment, as Kafka's Log.append says
+        log.info("produce to %s rejected: %s", where, exc)
+        result.error_code, result.error_message = kerr.RecordListTooLargeError.errno, str(exc)
+    except OSError as exc:
+        log.error("produce to %s failed to write: %s", where, exc)
+        result.error_code, result.error_message = kerr.KafkaStorageError.errno, str(exc)
+    return result, False

@@ -93,9 +93,10 @@ def run_mirror(config: MirrorConfig, *, stop: threading.Event | None = None,
 
 def _warm_up_executors(spark, slots: int) -> None:
     """Start the executors' Python workers and import the copy engine in them before the first
-    micro-batch, as a long-running job has them: Spark reuses its Python workers
-    (``spark.python.worker.reuse``), so the first batch's tasks do not each pay a second or
-    more of interpreter start and imports (seen as a 7 s first micro-batch of 64 MB)."""
+    micro-batch. Spark reuses its Python workers (``spark.python.worker.reuse``), so the first
+    batch's tasks no longer each pay a second or more of interpreter start and imports: the
+    run is no faster, but start-up is logged as what it is and the first progress line
+    measures the copy (a 36 MiB first micro-batch went from 6.6 to 3.7 s)."""
     began = time.perf_counter()
     spark.sparkContext.parallelize(range(slots), slots).foreach(_import_copy_engine)
     log.info("executors ready in %.1f s (%d Python workers, copy engine imported)", time.perf_counter() - began, slots)

@@ -34,6 +34,20 @@ answer; v10-v12 only add response fields)::
     topics            array: name string
                              partitions array: index int32 | records nullable bytes
 
+ProduceResponse, v3..12, flexible from v9 (the broker's answer, one per produced batch: at
+16 KiB batches kafka-python's encoder was a tenth of the embedded broker's time)::
+
+    topics                 array: name string
+      partitions           array:
+        index                  int32
+        error_code             int16
+        base_offset            int64
+        log_append_time_ms     int64
+        log_start_offset       int64    v5+
+        record_errors          array    v8+ (always empty here: whole batches are refused)
+        error_message          nullable string  v8+
+    throttle_time_ms       int32
+
 FetchResponse (api key 1), v4..12, flexible from v12::
 
     throttle_time_ms       int32
@@ -70,7 +84,10 @@ __all__ = [
     "FetchedPartition",
     "FetchResponseData",
     "RequestHeader",
+    "ProducedPartition",
+    "ProduceResponseData",
     "encode_produce_request",
+    "encode_produce_response",
     "decode_produce_request",
     "encode_fetch_response",
     "decode_fetch_response",
@@ -99,6 +116,10 @@ _INT16 = struct.Struct(">h")
 _INT32 = struct.Struct(">i")
 _HEADER_PREFIX = struct.Struct(">hhi")  # api_key, api_version, correlation_id
 _ACKS_TIMEOUT = struct.Struct(">hi")
+_INT64 = struct.Struct(">q")
+_PRODUCED = struct.Struct(">ihqq")  # index, error_code, base_offset, log_append_time_ms
+PRODUCE_LOG_START_SINCE = 5
+PRODUCE_RECORD_ERRORS_SINCE = 8  # record_errors and error_message (KIP-467)
 _FETCH_TOP = {False: struct.Struct(">i"), True: struct.Struct(">ihi")}  # by "has fetch sessions" (v7+)
 _FETCH_PARTITION = {  # by "has log_start_offset" (v5+)
     False: struct.Struct(">ihqq"),  # partition_index, error_code, high_watermark, last_stable_offset
@@ -160,6 +181,25 @@ class RequestHeader:
     client_id: str | None
     size: int
     """Bytes the header takes: the body starts here."""
+
+
+@dataclass(slots=True)
+class ProducedPartition:
+    """The broker's answer for one partition of a produce request."""
+
+    topic: str
+    partition: int
+    error_code: int = 0
+    base_offset: int = -1
+    log_append_time_ms: int = -1
+    log_start_offset: int = -1
+    error_message: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ProduceResponseData:
+    partitions: list[ProducedPartition]
+    throttle_time_ms: int = 0
 
 
 # --- encoding ------------------------------------------------------------------------------------------------
@@ -258,6 +298,38 @@ def encode_produce_request(
     return out.frame()
 
 
+def encode_produce_response(response: ProduceResponseData, *, version: int, correlation_id: int) -> list[bytes]:
+    """Framed (size prefix + response header v0, or v1 from v9) + body, versions 3..12, as a
+    one-piece list. Consecutive partitions of one topic share a topic entry. Kafka-python's
+    encoder builds an object per partition and costs tens of microseconds per request, which at
+    16 KiB batches was a tenth of the broker's time per batch."""
+    _check_version("Produce", version, PRODUCE_VERSIONS)
+    out = _Out(is_flexible_produce(version))
+    log_start, errors = version >= PRODUCE_LOG_START_SINCE, version >= PRODUCE_RECORD_ERRORS_SINCE
+    try:
+        out.buf += _INT32.pack(correlation_id)
+        out.tags()
+        runs = _consecutive_runs(response.partitions)
+        out.length(len(runs), _INT32)
+        for topic, parts in runs:
+            out.string(topic)
+            out.length(len(parts), _INT32)
+            for p in parts:
+                out.buf += _PRODUCED.pack(p.partition, p.error_code, p.base_offset, p.log_append_time_ms)
+                if log_start:
+                    out.buf += _INT64.pack(p.log_start_offset)
+                if errors:
+                    out.length(0, _INT32)  # record_errors: none (we refuse whole batches)
+                    out.string(p.error_message)
+                out.tags()
+            out.tags()
+        out.buf += _INT32.pack(response.throttle_time_ms)
+        out.tags()
+    except (struct.error, UnicodeEncodeError, AttributeError, TypeError) as exc:
+        raise ProtocolError(f"cannot encode Produce response v{version}: {exc}") from exc
+    return out.frame()
+
+
 def encode_fetch_response(response: FetchResponseData, *, version: int, correlation_id: int) -> list[bytes | memoryview]:
     """Framed (size prefix + response header v0, or v1 with tagged fields from v12) + body, as a
     list of buffers; records are the partitions' own views, not copied.
@@ -306,8 +378,8 @@ def _encode_aborted(out: _Out, aborted: tuple[tuple[int, int], ...] | None) -> N
         out.tags()
 
 
-def _consecutive_runs(partitions: Sequence[FetchedPartition]) -> list[tuple[str, list[FetchedPartition]]]:
-    runs: list[tuple[str, list[FetchedPartition]]] = []
+def _consecutive_runs(partitions: Sequence) -> list[tuple[str, list]]:
+    runs: list[tuple[str, list]] = []
     for part in partitions:
         if not runs or runs[-1][0] != part.topic:
             runs.append((part.topic, []))

@@ -36,6 +36,7 @@ from mirror.kafka import (
     TopicPartition,
     UnknownTopicError,
 )
+from mirror.kafka.wire import ProducedPartition
 
 FAST = RetryPolicy(attempts=4, initial_backoff_s=0.01, max_backoff_s=0.05)
 BASE_TS = 1_700_000_000_000
@@ -232,13 +233,9 @@ def fail_produce(monkeypatch, failures: dict[TopicPartition, list[int]]) -> None
                 keep.append(part)
         request.partitions[:] = keep
         response = await original(request, version, state)
-        for name in failed.keys() - {topic.name for topic in response.responses}:
-            response.responses.append(produce_handler.TopicResult(name=name, partition_responses=[]))
-        for topic in response.responses:
-            for index, code in failed.get(topic.name, []):
-                topic.partition_responses.append(produce_handler.PartitionResult(
-                    index=index, error_code=code, base_offset=-1, log_append_time_ms=-1, log_start_offset=-1,
-                    record_errors=[], error_message="injected"))
+        for topic, failures_of_topic in failed.items():
+            for index, code in failures_of_topic:
+                response.partitions.append(ProducedPartition(topic, index, code, error_message="injected"))
         return response
 
     monkeypatch.setattr(produce_handler, "handle", handle)

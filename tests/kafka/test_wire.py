@@ -16,7 +16,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from kafka.protocol.consumer import FetchResponse
-from kafka.protocol.producer import ProduceRequest
+from kafka.protocol.producer import ProduceRequest, ProduceResponse
 
 import kcodecs
 from kcodecs import Record
@@ -26,12 +26,15 @@ from mirror.kafka.wire import (
     PRODUCE_VERSIONS,
     FetchedPartition,
     FetchResponseData,
+    ProducedPartition,
     ProducePartition,
+    ProduceResponseData,
     decode_fetch_response,
     decode_produce_request,
     decode_request_header,
     encode_fetch_response,
     encode_produce_request,
+    encode_produce_response,
 )
 
 CLIENT_ID = "kmirror-test"
@@ -178,3 +181,35 @@ def test_garbage_is_a_protocol_error_or_a_valid_decode(data, version):
         decode_fetch_response(data, version)
     except ProtocolError:
         pass
+
+
+PRODUCED = [ProducedPartition("orders", 0, 0, 120, -1, 0, None), ProducedPartition("orders", 3, 0, 7, 1_700_000_000_123, 2, None),
+            ProducedPartition("ü-topic", 1, 87, -1, -1, -1, "CRC mismatch"), ProducedPartition("orders", 1, 0, 9, -1, 0, None)]
+
+
+def _reference_produce_response(parts: list[ProducedPartition], version: int, correlation_id: int) -> bytes:
+    topic_class = ProduceResponse.TopicProduceResponse
+    topics: list = []
+    for p in parts:
+        if not topics or topics[-1].name != p.topic:
+            topics.append(topic_class(name=p.topic, partition_responses=[]))
+        topics[-1].partition_responses.append(topic_class.PartitionProduceResponse(
+            index=p.partition, error_code=p.error_code, base_offset=p.base_offset, log_append_time_ms=p.log_append_time_ms,
+            log_start_offset=p.log_start_offset, record_errors=[], error_message=p.error_message))
+    response = ProduceResponse(version=version, responses=topics, throttle_time_ms=4)
+    response.with_header(correlation_id=correlation_id)
+    return bytes(response.encode(header=True, framed=True))
+
+
+@pytest.mark.parametrize("version", list(PRODUCE_VERSIONS))
+def test_produce_response_is_kafka_pythons_bytes(version):
+    ours = encode_produce_response(ProduceResponseData(PRODUCED, throttle_time_ms=4), version=version, correlation_id=9)
+    assert b"".join(ours) == _reference_produce_response(PRODUCED, version, 9)
+
+
+@pytest.mark.parametrize("version", [3, 8, 9, 11])
+def test_kafka_python_decodes_our_produce_response(version):
+    framed = b"".join(encode_produce_response(ProduceResponseData(PRODUCED), version=version, correlation_id=1))
+    decoded = ProduceResponse.decode(framed[4 + 4 + (1 if version >= 9 else 0):], version=version)
+    got = [(t.name, p.index, p.error_code, p.base_offset) for t in decoded.responses for p in t.partition_responses]
+    assert got == [(p.topic, p.partition, p.error_code, p.base_offset) for p in PRODUCED]

@@ -38,7 +38,7 @@ from .connection import ConnectionFailedError, ProtocolError
 from .errors import BrokerApiError, ClusterUnreachableError, OffsetOutOfRangeError, UnknownTopicError
 from .types import FetchedData, NewTopic, TopicPartition
 
-__all__ = ["KafkaClient", "RetryPolicy", "is_retriable"]
+__all__ = ["KafkaClient", "RetryPolicy", "is_retriable", "READ_UNCOMMITTED", "READ_COMMITTED"]
 
 log = logging.getLogger(__name__)
 
@@ -46,6 +46,10 @@ T = TypeVar("T")
 Batch = bytes | bytearray | memoryview
 
 _TIMESTAMPS = {"earliest": -2, "latest": -1}  # ListOffsets' EARLIEST_TIMESTAMP and LATEST_TIMESTAMP
+READ_UNCOMMITTED = 0
+"""Kafka's ``IsolationLevel``: read up to the high watermark, transactions open or aborted included."""
+READ_COMMITTED = 1
+"""Read up to the last stable offset, where a Fetch also lists the aborted transactions (KIP-98)."""
 _TOPIC_RESOURCE = 2  # DescribeConfigs resource type (ConfigResource.Type.TOPIC)
 
 
@@ -85,9 +89,12 @@ class KafkaClient:
         response = self._retrying("list topics", lambda: self._refresh(None))
         return {t.name: len(t.partitions) for t in response.topics if t.error_code == 0 and not t.is_internal}
 
-    def list_offsets(self, partitions: Iterable[TopicPartition],
-                     which: Literal["earliest", "latest"]) -> dict[TopicPartition, int]:
-        """The log start (earliest) or log end (latest, the high watermark) of each partition."""
+    def list_offsets(self, partitions: Iterable[TopicPartition], which: Literal["earliest", "latest"], *,
+                     isolation_level: int = READ_UNCOMMITTED) -> dict[TopicPartition, int]:
+        """The log start (earliest) or log end (latest) of each partition. The log end is the high
+        watermark under :data:`READ_UNCOMMITTED` and the last stable offset under
+        :data:`READ_COMMITTED`: where a read_committed fetch stops while a transaction is open
+        (ListOffsets v2+; older brokers have no transactions, their two ends are one)."""
         if which not in _TIMESTAMPS:
             raise ValueError(f"which must be 'earliest' or 'latest', not {which!r}")
         timestamp = _TIMESTAMPS[which]
@@ -96,7 +103,8 @@ class KafkaClient:
 
         def attempt() -> None:
             routes = self._route([tp for tp in wanted if tp not in found])
-            requests = {address: _list_offsets_request(tps, timestamp, self._timeout_ms) for address, tps in routes.items()}
+            requests = {address: _list_offsets_request(tps, timestamp, isolation_level, self._timeout_ms)
+                        for address, tps in routes.items()}
             errors: list[KMirrorError] = []
             for address, response in self._scatter(requests).items():
                 if isinstance(response, KMirrorError):
@@ -134,7 +142,8 @@ class KafkaClient:
                                             high_watermark=part.high_watermark)
             if part.error_code:
                 raise self._partition_error("Fetch", tp, part.error_code)
-            return FetchedData(part.records or b"", part.high_watermark, part.log_start_offset)
+            return FetchedData(part.records or b"", part.high_watermark, part.log_start_offset,
+                               part.last_stable_offset, ())  # read_uncommitted: nothing listed
 
         return self._retrying(f"fetch {tp} at offset {offset}", attempt)
 
@@ -436,18 +445,20 @@ def _fetch_request(tp: TopicPartition, offset: int, max_bytes: int, max_wait_ms:
     # A full fetch every time: session id 0, epoch -1 (no KIP-227 fetch session).
     partition = FetchRequest.FetchTopic.FetchPartition(partition=tp.partition, fetch_offset=offset,
                                                        log_start_offset=-1, partition_max_bytes=max_bytes)
-    return FetchRequest(replica_id=-1, max_wait_ms=max_wait_ms, min_bytes=1, max_bytes=max_bytes, isolation_level=0,
-                        session_id=0, session_epoch=-1, rack_id="", forgotten_topics_data=[],
+    return FetchRequest(replica_id=-1, max_wait_ms=max_wait_ms, min_bytes=1, max_bytes=max_bytes,
+                        isolation_level=READ_UNCOMMITTED, session_id=0, session_epoch=-1, rack_id="",
+                        forgotten_topics_data=[],
                         topics=[FetchRequest.FetchTopic(topic=tp.topic, partitions=[partition])])
 
 
-def _list_offsets_request(partitions: list[TopicPartition], timestamp: int, timeout_ms: int) -> ListOffsetsRequest:
+def _list_offsets_request(partitions: list[TopicPartition], timestamp: int, isolation_level: int,
+                          timeout_ms: int) -> ListOffsetsRequest:
     topic_class = ListOffsetsRequest.ListOffsetsTopic
     by_topic: dict[str, list] = defaultdict(list)
     for tp in partitions:
         by_topic[tp.topic].append(topic_class.ListOffsetsPartition(partition_index=tp.partition, timestamp=timestamp,
                                                                    current_leader_epoch=-1))
-    return ListOffsetsRequest(replica_id=-1, isolation_level=0, timeout_ms=timeout_ms,
+    return ListOffsetsRequest(replica_id=-1, isolation_level=isolation_level, timeout_ms=timeout_ms,
                               topics=[topic_class(name=topic, partitions=parts) for topic, parts in by_topic.items()])
 
 

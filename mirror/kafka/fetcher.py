@@ -27,7 +27,7 @@ from kafka.protocol.consumer import FetchRequest, FetchResponse
 from kcodecs import KMirrorError
 
 from .backoff import Backoff
-from .client import KafkaClient, is_retriable
+from .client import READ_COMMITTED, READ_UNCOMMITTED, KafkaClient, is_retriable
 from .connection import ConnectionFailedError, ProtocolError
 from .errors import BrokerApiError, OffsetOutOfRangeError
 from .pipeline import PipelinedConnection
@@ -37,9 +37,6 @@ from .wire import decode_fetch_response
 __all__ = ["Fetcher", "FetchOutcome", "READ_UNCOMMITTED", "READ_COMMITTED"]
 
 log = logging.getLogger(__name__)
-
-READ_UNCOMMITTED = 0
-READ_COMMITTED = 1
 
 FetchOutcome = FetchedData | OffsetOutOfRangeError
 
@@ -141,7 +138,8 @@ class Fetcher:
                 self._failed([tp], error)
             else:
                 self._backoff.pop(tp, None)
-                settled[tp] = FetchedData(part.records, part.high_watermark, part.log_start_offset)
+                settled[tp] = FetchedData(part.records, part.high_watermark, part.log_start_offset,
+                                          part.last_stable_offset, part.aborted_transactions or ())
         return settled
 
     def close(self) -> None:

@@ -39,6 +39,13 @@ class FetchedData:
     high_watermark: int
     log_start_offset: int
     """-1 when the broker did not say."""
+    last_stable_offset: int
+    """Below it every transaction is decided (KIP-98); a read_committed fetch stops there. -1 when
+    the broker did not say."""
+    aborted_transactions: tuple[tuple[int, int], ...]
+    """``(producer_id, first_offset)`` of every aborted transaction overlapping the fetched range
+    (read_committed fetches only; empty otherwise): what the reader needs to leave their batches
+    out (:class:`~mirror.routing.ReadCommitted`)."""
 
 
 @dataclass(frozen=True)

@@ -36,6 +36,7 @@ from mirror.kafka import (
     TopicPartition,
     UnknownTopicError,
 )
+from mirror.kafka.client import READ_COMMITTED
 from mirror.kafka.wire import ProducedPartition
 
 FAST = RetryPolicy(attempts=4, initial_backoff_s=0.01, max_backoff_s=0.05)
@@ -145,6 +146,8 @@ def test_produce_to_several_partitions_in_one_call_keeps_order(broker, client):
     assert consume(broker.bootstrap, p0, len(expected)) == expected
     assert [(o, k, v) for o, k, v, _ in consume(broker.bootstrap, p1, 2)] == [(0, None, b"d-v0"), (1, None, b"d-v1")]
     assert client.list_offsets([p0, p1, p2], "latest") == {p0: 12, p1: 2, p2: 5}
+    # No transaction open: the last stable offset is the high watermark.
+    assert client.list_offsets([p0, p1, p2], "latest", isolation_level=READ_COMMITTED) == {p0: 12, p1: 2, p2: 5}
 
 
 @pytest.mark.interop
@@ -156,7 +159,8 @@ def test_fetch_returns_the_stored_bytes(client):
     client.produce([(tp, batch) for batch in batches])
 
     fetched = client.fetch(tp, 0, max_bytes=1 << 20)
-    assert (fetched.high_watermark, fetched.log_start_offset) == (9, 0)
+    assert (fetched.high_watermark, fetched.log_start_offset, fetched.last_stable_offset) == (9, 0, 9)
+    assert fetched.aborted_transactions == ()
     expected = [(i, r.key, r.value) for i, r in enumerate(r for n in range(3) for r in records(str(n), 3))]
     assert decode(fetched.records) == expected
     # Offsets and leader epoch aside, the broker stored and returned each batch byte for byte.

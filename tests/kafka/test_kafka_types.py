@@ -82,10 +82,13 @@ def test_produce_request_encodes_at_every_spoken_version(version):
 
 @pytest.mark.parametrize("version", _versions(ListOffsetsRequest))
 def test_list_offsets_request_encodes_at_every_spoken_version(version):
-    request = client_module._list_offsets_request([TopicPartition("t", 0), TopicPartition("u", 2)], -2, 5000)
+    request = client_module._list_offsets_request([TopicPartition("t", 0), TopicPartition("u", 2)], -2,
+                                                  client_module.READ_COMMITTED, 5000)
     decoded = _round_trip(request, version)
     assert [(t.name, [(p.partition_index, p.timestamp) for p in t.partitions]) for t in decoded.topics] == [
         ("t", [(0, -2)]), ("u", [(2, -2)])]
+    if version >= 2:  # KIP-98: the isolation level, hence the last stable offset, from v2 on
+        assert decoded.isolation_level == client_module.READ_COMMITTED
 
 
 

@@ -1,7 +1,8 @@
 """Routing: which destination partition each source batch goes to, and how cheaply.
 
 Pure code over kcodecs batches, no I/O: :func:`route_batch` classifies a batch as passed
-through, inspected, rebuilt or dropped and returns the v2 batches to produce;
+through, inspected, rebuilt, dropped or aborted and returns the v2 batches to produce;
+:class:`ReadCommitted` tells which batches of a fetch belong to aborted transactions;
 :class:`RouteCounters` adds up the classes. See ``docs/routing.md``.
 """
 
@@ -9,9 +10,11 @@ from .counters import ClassCounts, RouteCounters
 from .murmur2 import murmur2, partition_for_key
 from .policy import Partitioning, RouteClass, RoutingError, RoutingPolicy
 from .router import Outgoing, Routed, route_batch
+from .transactions import ReadCommitted
 
 __all__ = [
     "route_batch",
+    "ReadCommitted",
     "Routed",
     "Outgoing",
     "RoutingPolicy",

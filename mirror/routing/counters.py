@@ -30,7 +30,7 @@ def _one_per_class() -> dict[RouteClass, ClassCounts]:
 
 @dataclass
 class RouteCounters:
-    """One :class:`ClassCounts` per :class:`RouteClass`, always all four (zeros included)."""
+    """One :class:`ClassCounts` per :class:`RouteClass`, always all of them (zeros included)."""
 
     by_class: dict[RouteClass, ClassCounts] = field(default_factory=_one_per_class)
 
@@ -51,12 +51,12 @@ class RouteCounters:
 
     @property
     def total_records(self) -> int:
-        """Source records read, dropped ones included."""
+        """Source records read, dropped and aborted ones included."""
         return sum(counts.records for counts in self.by_class.values())
 
     @property
     def total_bytes(self) -> int:
-        """Source bytes read, dropped batches included."""
+        """Source bytes read, dropped and aborted batches included."""
         return sum(counts.bytes for counts in self.by_class.values())
 
     def as_dict(self) -> dict[str, dict[str, int]]:

@@ -35,6 +35,8 @@ class RouteClass(str, Enum):
     """Decoded and built again as new v2 batches (split by partition, recompressed)."""
     DROPPED = "dropped"
     """Not forwarded: a transaction marker, or a batch compaction left empty."""
+    ABORTED = "aborted"
+    """Not forwarded: data of a transaction the source aborted (read_committed, :mod:`.transactions`)."""
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -7,6 +7,7 @@ The first matching row wins (``docs/routing.md`` explains each one):
 ===  ===================================================  ==============  =========================
 row  source batch                                         class           destination partition
 ===  ===================================================  ==============  =========================
+0    data of an aborted transaction (``aborted``)         ABORTED         none
 1    control batch (transaction marker)                   DROPPED         none
 2    forwardable, ``preserve``                            PASSED_THROUGH  the source partition
 3    forwardable, ``by-key``, no-keys flag (seed 000)     PASSED_THROUGH  source partition mod N
@@ -64,8 +65,12 @@ class Routed:
     """Size of the source batch, log overhead included."""
 
 
-def route_batch(batch: Batch, source_partition: int, policy: RoutingPolicy, *, in_place: bool = False) -> Routed:
+def route_batch(batch: Batch, source_partition: int, policy: RoutingPolicy, *, in_place: bool = False,
+                aborted: bool = False) -> Routed:
     """Decide the class of ``batch`` (read from ``source_partition``) and build its outgoing batches.
+
+    ``aborted`` says that the batch belongs to a transaction the source aborted: one batch
+    cannot tell, its fetch's :class:`~.transactions.ReadCommitted` can.
 
     The source buffer is never written, unless ``in_place``: then a forwarded batch is rewritten
     where it lies (in the caller's own writable copy, e.g. of a whole fetch response) and goes
@@ -78,6 +83,8 @@ def route_batch(batch: Batch, source_partition: int, policy: RoutingPolicy, *, i
     home = _home_partition(source_partition, policy)
     # The rewrites recompute the CRC, which would launder a corrupt batch: check it first.
     batch.validate(max_size=policy.max_decompressed_size)
+    if aborted:
+        return Routed(RouteClass.ABORTED, (), batch.record_count or 0, batch.size)
     if batch.is_control:
         # Transaction markers belong to the source's transactions; the destination has none.
         return Routed(RouteClass.DROPPED, (), batch.record_count or 0, batch.size)

@@ -21,7 +21,9 @@ def routed_examples():
         kcodecs.build_batch(keyed, compression="zstd"),  # rebuilt
         kcodecs.build_batch([control_record(ControlType.COMMIT)], control=True, transactional=True, producer_id=1),
     ]
-    return [route_batch(kcodecs.read_batch(data), 1, policy) for data in sources]
+    routed = [route_batch(kcodecs.read_batch(data), 1, policy) for data in sources]
+    aborted = kcodecs.build_batch(unkeyed[:2], transactional=True, producer_id=1, producer_epoch=0, base_sequence=0)
+    return routed + [route_batch(kcodecs.read_batch(aborted), 1, policy, aborted=True)]
 
 
 def test_counts_each_class():
@@ -31,11 +33,11 @@ def test_counts_each_class():
     for r in routed:
         counters.add(r)
     counts = counters.as_dict()
-    assert list(counts) == ["passed-through", "inspected", "rebuilt", "dropped"]
+    assert list(counts) == ["passed-through", "inspected", "rebuilt", "dropped", "aborted"]
     for r in routed:
         assert counts[r.route.value] == {"batches": 1, "records": r.records, "bytes": r.source_bytes}
     assert counts["rebuilt"]["records"] == 9
-    assert counters.total_records == 4 + 4 + 9 + 1
+    assert counters.total_records == 4 + 4 + 9 + 1 + 2
     assert counters.total_bytes == sum(r.source_bytes for r in routed)
 
 

@@ -149,6 +149,26 @@ def test_batch_compacted_to_nothing_is_dropped():
     assert (routed.route, routed.outgoing, routed.records) == (RouteClass.DROPPED, (), 0)
 
 
+# ---- aborted ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("partitioning", list(Partitioning))
+def test_batch_of_an_aborted_transaction_is_left_out(partitioning):
+    data = source(sample_records(2, count=6, base_ts=T0), "lz4", transactional=True)
+    routed = route(data, 0, destination_partitions=2, partitioning=partitioning)
+    assert routed.route is not RouteClass.ABORTED  # one batch alone cannot tell
+    routed = route_batch(kcodecs.read_batch(data), 0, RoutingPolicy(destination_partitions=2), aborted=True)
+    assert (routed.route, routed.outgoing, routed.records, routed.source_bytes) == (RouteClass.ABORTED, (), 6, len(data))
+
+
+def test_aborted_batch_is_checked_before_it_is_left_out():
+    # A damaged header could make a committed batch look aborted: the CRC decides first.
+    data = source(unkeyed(), "gzip", transactional=True)
+    data[70] ^= 0x01
+    with pytest.raises(CorruptBatchError, match="CRC"):
+        route_batch(kcodecs.read_batch(data), 0, RoutingPolicy(destination_partitions=2), aborted=True)
+
+
 # ---- passed through --------------------------------------------------------------------------
 
 
@@ -407,14 +427,21 @@ def test_v1_log_append_time_wrapper_is_rebuilt_with_create_times():
 
 
 @pytest.mark.interop
-@pytest.mark.parametrize("keyed", [False, True])
-def test_producer_state_and_transactional_bit_are_cleared(keyed):
+@pytest.mark.parametrize("keyed, flagged, partitioning, expected", [
+    (False, True, "by-key", RouteClass.PASSED_THROUGH),
+    (True, False, "preserve", RouteClass.PASSED_THROUGH),
+    (False, False, "by-key", RouteClass.INSPECTED),
+    (True, False, "by-key", RouteClass.REBUILT),
+])
+def test_producer_state_and_transactional_bit_are_cleared(keyed, flagged, partitioning, expected):
+    # A committed transaction's batches reach the destination as plain data, whatever their path.
     records = [Record(key=b"k%d" % i if keyed else None, value=b"v", timestamp=T0) for i in range(8)]
-    data = source(records, "snappy", transactional=True, producer_id=9_000_000_001, producer_epoch=12, base_sequence=77)
+    data = source(records, "snappy", transactional=True, producer_id=9_000_000_001, producer_epoch=12, base_sequence=77,
+                  mark_no_keys=flagged)
     source_batch = DefaultRecordBatch(bytes(data))
     assert source_batch.is_transactional and source_batch.producer_id == 9_000_000_001
-    routed = route(data, 0, destination_partitions=3)
-    assert routed.route is (RouteClass.REBUILT if keyed else RouteClass.PASSED_THROUGH)
+    routed = route(data, 0, destination_partitions=3, partitioning=partitioning)
+    assert routed.route is expected
     for out in routed.outgoing:
         their_rows(out)  # checks producer id/epoch/sequence -1, no transactional bit, valid CRC
 

@@ -7,6 +7,7 @@ See ``docs/configuration.md`` for the reference; the field docs here are its sou
 
 from __future__ import annotations
 
+import hashlib
 import re
 import string
 import sys
@@ -85,6 +86,17 @@ class MirrorConfig(_Strict):
     replication_factor: int = Field(-1, description="replication factor of created destination topics (-1: broker default)")
     starting_offsets: Literal["earliest", "latest"] = Field(
         "earliest", description="where a new job (no checkpoint) starts in each source partition")
+    delivery: Literal["exactly-once", "at-least-once"] = Field(
+        "at-least-once", description="exactly-once: each copy task writes its records and the source offsets they "
+        "reach in one destination transaction, so read_committed consumers see every record once, even after "
+        "crashes and restarts; at-least-once: no transactions, a micro-batch interrupted by a crash is copied again")
+    name: str | None = Field(
+        None, description="the job's name at the destination: its offsets topic kmirror-offsets.<name> and its "
+        "transactional ids <name>-<task>; unique per destination cluster (default: kmirror-<hash of the checkpoint "
+        "path>, so two jobs never share one by accident)")
+    transaction_timeout_s: float = Field(
+        60.0, gt=0, le=900, description="exactly-once: a copy task's transaction left open longer (a dead task) is "
+        "aborted by the destination (Kafka's transaction.timeout.ms; brokers cap it at 15 minutes)")
     on_data_loss: Literal["fail", "skip-to-earliest"] = Field(
         "fail", description="when source data was deleted before it was copied: stop, or warn, count and go on")
     checkpoint: Path = Field(Path("kmirror-checkpoint"), description="Spark checkpoint directory (the mirror's offsets)")
@@ -115,6 +127,14 @@ class MirrorConfig(_Strict):
                 raise ValueError(f"not a regular expression: {exc}") from None
         return value
 
+    @field_validator("name")
+    @classmethod
+    def _name(cls, value: str | None) -> str | None:
+        # It becomes part of a topic name (kmirror-offsets.<name>, at most 249 characters).
+        if value is not None and not _TOPIC_CHARS.fullmatch("kmirror-offsets." + value):
+            raise ValueError(f"{value!r} must be letters, digits, '.', '_' or '-' (it names a topic)")
+        return value
+
     @field_validator("rename")
     @classmethod
     def _rename(cls, value: str) -> str:
@@ -139,12 +159,21 @@ class MirrorConfig(_Strict):
                              "the mirror would copy topics onto themselves; set rename, e.g. 'mirror.{topic}'")
         return self
 
+    @property
+    def job_name(self) -> str:
+        """``name``, or one derived from the checkpoint: the checkpoint is what identifies a
+        streaming query, so the same checkpoint keeps the same offsets topic and transactional ids."""
+        if self.name is not None:
+            return self.name
+        return "kmirror-" + hashlib.sha1(str(self.checkpoint.absolute()).encode()).hexdigest()[:10]
+
     def destination_topic(self, source_topic: str) -> str:
         return self.rename.format(topic=source_topic)
 
     def selects(self, topic: str) -> bool:
-        """Whether a source topic is mirrored; internal topics (``__*``) never are."""
-        return (not topic.startswith("__") and re.fullmatch(self.topics, topic) is not None
+        """Whether a source topic is mirrored; internal topics (``__*``) and mirrors' own
+        offsets topics (``kmirror-offsets.*``) never are."""
+        return (not topic.startswith(("__", "kmirror-offsets.")) and re.fullmatch(self.topics, topic) is not None
                 and (self.exclude is None or re.fullmatch(self.exclude, topic) is None))
 
 

@@ -36,6 +36,9 @@ _FLAGS = {
     "destination_partitions": "destination_partitions",
     "starting_offsets": "starting_offsets",
     "on_data_loss": "on_data_loss",
+    "delivery": "delivery",
+    "name": "name",
+    "transaction_timeout": "transaction_timeout_s",
     "checkpoint": "checkpoint",
     "once": "once",
     "trigger_interval": "trigger_interval_s",
@@ -82,6 +85,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     run.add_argument("--on-data-loss", choices=("fail", "skip-to-earliest"),
                      help="if retention deleted source data before it was copied: fail (default), or warn loudly, "
                           "count the lost records and go on from the earliest offset")
+    run.add_argument("--delivery", choices=("exactly-once", "at-least-once"),
+                     help="exactly-once: each copy task commits its records and the source offsets they "
+                          "reach in one destination transaction, so read_committed consumers see every record once "
+                          "through crashes and restarts; at-least-once (default): no transactions, a crashed "
+                          "micro-batch is copied again")
+    run.add_argument("--name", metavar="NAME",
+                     help="the job's name at the destination (offsets topic kmirror-offsets.NAME, transactional ids "
+                          "NAME-<task>); unique per destination cluster (default: derived from --checkpoint)")
+    run.add_argument("--transaction-timeout", type=float, metavar="SECONDS",
+                     help="exactly-once: the destination aborts a copy task's transaction left open longer (default 60)")
     run.add_argument("--fetch-max-bytes", type=int, metavar="N", help="bytes per fetch request (default 8 MiB)")
     run.add_argument("--max-buffer-bytes", type=int, metavar="N",
                      help="per copy task, bytes fetched and not yet acknowledged by the destination (default 64 MiB)")

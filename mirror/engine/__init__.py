@@ -1,8 +1,12 @@
 """The copy engine: destination topics, and the fetch → route → produce loop over a group of
-ranges that runs on Spark executors (or directly, for benchmarks and tests)."""
+ranges that runs on Spark executors (or directly, for benchmarks and tests), at-least-once or
+in destination transactions (exactly-once)."""
 
 from .clients import client_for, producer_for
-from .copy import DEFAULT_MAX_BUFFER_BYTES, CopyJob, CopyRequest, RangeStats, TaskStats, copy_ranges
+from .copy import DEFAULT_MAX_BUFFER_BYTES, CopyRequest, RangeStats, TaskStats, copy_ranges
+from .exactly_once import copy_exactly_once, fence_tasks, transactional_id
+from .offsets_topic import CommittedOffsets, offsets_topic, offsets_topic_spec
+from .task import CopyJob, Delivery
 from .errors import CorruptSourceError, DataLossError, SourceTruncatedError, TopicMismatchError
 from .topics import COPIED_CONFIGS, TopicRoute, selected_topics, sync_destination_topics
 
@@ -10,6 +14,13 @@ __all__ = [
     "client_for",
     "producer_for",
     "CopyJob",
+    "Delivery",
+    "copy_exactly_once",
+    "fence_tasks",
+    "transactional_id",
+    "CommittedOffsets",
+    "offsets_topic",
+    "offsets_topic_spec",
     "CopyRequest",
     "RangeStats",
     "TaskStats",

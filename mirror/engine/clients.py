@@ -3,7 +3,10 @@
 PySpark reuses its Python workers (``spark.python.worker.reuse``), so a cached client keeps
 its connections and metadata from one micro-batch to the next instead of reconnecting to
 every leader for each range, and a cached producer keeps its producer id and sequences
-instead of asking for a new id per task. A producer that failed is replaced by a new one.
+instead of asking for a new id per task. A producer that failed is replaced by a new one;
+for a transactional producer that new one's ``InitProducerId`` also aborts what the failed
+one left open. The exactly-once offsets view is kept the same way, so each task reads only
+the offsets committed since the last.
 """
 
 from __future__ import annotations
@@ -13,11 +16,14 @@ import threading
 
 from ..config import ClusterConfig, RetryConfig
 from ..kafka import IdempotentProducer, KafkaClient, RetryPolicy
+from ..kafka.transactional_producer import TransactionalProducer
+from .offsets_topic import CommittedOffsets
 
-__all__ = ["client_for", "producer_for", "close_all"]
+__all__ = ["client_for", "producer_for", "transactional_producer_for", "committed_offsets_for", "close_all"]
 
 _clients: dict[tuple[ClusterConfig, RetryConfig], KafkaClient] = {}
-_producers: dict[tuple[ClusterConfig, RetryConfig, int], IdempotentProducer] = {}
+_producers: dict[tuple, IdempotentProducer] = {}
+_offsets: dict[tuple[ClusterConfig, RetryConfig, str], CommittedOffsets] = {}
 _lock = threading.Lock()
 
 
@@ -45,12 +51,35 @@ def producer_for(cluster: ClusterConfig, retry: RetryConfig, max_in_flight: int)
         return producer
 
 
+def transactional_producer_for(cluster: ClusterConfig, retry: RetryConfig, max_in_flight: int, transactional_id: str,
+                               transaction_timeout_ms: int) -> TransactionalProducer:
+    client = client_for(cluster, retry)
+    key = (cluster, retry, max_in_flight, transactional_id)
+    with _lock:
+        producer = _producers.get(key)
+        if producer is None or producer.failed is not None:
+            producer = _producers[key] = TransactionalProducer(
+                client, transactional_id, transaction_timeout_ms=transaction_timeout_ms, max_in_flight=max_in_flight,
+                timeout_ms=int(cluster.request_timeout_s * 1000))
+        return producer
+
+
+def committed_offsets_for(cluster: ClusterConfig, retry: RetryConfig, topic: str, max_wait_s: float) -> CommittedOffsets:
+    client = client_for(cluster, retry)
+    with _lock:
+        view = _offsets.get((cluster, retry, topic))
+        if view is None:
+            view = _offsets[(cluster, retry, topic)] = CommittedOffsets(client, topic, max_wait_s=max_wait_s)
+        return view
+
+
 @atexit.register
 def close_all() -> None:
     with _lock:
         for producer in _producers.values():
             producer.close()
         _producers.clear()
+        _offsets.clear()
         for client in _clients.values():
             client.close()
         _clients.clear()

@@ -28,11 +28,10 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass, field
-from typing import Callable, Iterable, Iterator, Literal, Mapping, Sequence
+from typing import Callable, Literal, Mapping, Sequence
 
 from kcodecs import CorruptBatchError, KcodecsError, iter_batches
 
-from ..config import ClusterConfig, RetryConfig
 from ..kafka import (
     FetchedData,
     Fetcher,
@@ -43,11 +42,10 @@ from ..kafka import (
     wait_readable,
 )
 from ..routing import RouteCounters, route_batch
-from .clients import client_for, producer_for
 from .errors import CorruptSourceError, DataLossError, SourceTruncatedError
 from .topics import TopicRoute
 
-__all__ = ["CopyRequest", "RangeStats", "TaskStats", "CopyJob", "copy_ranges", "route_fetched", "Router", "Outgoing",
+__all__ = ["CopyRequest", "RangeStats", "TaskStats", "copy_ranges", "route_fetched", "Router", "Outgoing",
            "DEFAULT_MAX_BUFFER_BYTES"]
 
 log = logging.getLogger(__name__)
@@ -83,6 +81,8 @@ class RangeStats:
     lost_records: int = 0
     produced_batches: int = 0
     produced_bytes: int = 0
+    already_committed: bool = False
+    """Exactly-once replay: an earlier attempt committed the whole range, nothing was copied."""
 
     @property
     def lag(self) -> int:
@@ -251,28 +251,3 @@ def _after_data_loss(source: KafkaClient, tp: TopicPartition, offset: int, end: 
     log.warning("DATA LOSS in %s: offsets %d to %d were deleted at the source before they were copied; "
                 "skipping to %d (--on-data-loss skip-to-earliest)", tp, offset, min(earliest, end) - 1, earliest)
     return earliest
-
-
-@dataclass(frozen=True)
-class CopyJob:
-    """What an executor needs to copy a micro-batch's rows; small, pickled into each task."""
-
-    source: ClusterConfig
-    destination: ClusterConfig
-    retry: RetryConfig
-    routes: Mapping[str, TopicRoute]
-    fetch_max_bytes: int
-    max_buffer_bytes: int = DEFAULT_MAX_BUFFER_BYTES
-    max_in_flight: int = 5
-    on_data_loss: Literal["fail", "skip-to-earliest"] = "fail"
-
-    def copy_rows(self, rows: Iterable) -> Iterator[TaskStats]:
-        """``mapPartitions`` body: one task's rows ``(topic, partition, start_offset, end_offset)``,
-        copied together."""
-        requests = [CopyRequest(TopicPartition(topic, partition), start, end) for topic, partition, start, end in rows]
-        if not requests:
-            return
-        source = client_for(self.source, self.retry)
-        producer = producer_for(self.destination, self.retry, self.max_in_flight)
-        yield copy_ranges(requests, self.routes, source, producer, fetch_max_bytes=self.fetch_max_bytes,
-                          max_buffer_bytes=self.max_buffer_bytes, on_data_loss=self.on_data_loss)

@@ -13,8 +13,8 @@ from typing import Any
 import kafka.errors as kerr
 from kafka.protocol.admin import CreateTopicsRequest, DescribeConfigsRequest
 from kafka.protocol.consumer import FetchRequest, ListOffsetsRequest
-from kafka.protocol.metadata import ApiVersionsRequest, MetadataRequest
-from kafka.protocol.producer import InitProducerIdRequest, ProduceRequest
+from kafka.protocol.metadata import ApiVersionsRequest, FindCoordinatorRequest, MetadataRequest
+from kafka.protocol.producer import AddPartitionsToTxnRequest, EndTxnRequest, InitProducerIdRequest, ProduceRequest
 
 from .connection import ConnectionFailedError, KafkaConnection
 from .errors import BrokerApiError
@@ -33,6 +33,11 @@ SPOKEN: dict[type, tuple[int, int]] = {
     CreateTopicsRequest: (0, CreateTopicsRequest.max_version),
     DescribeConfigsRequest: (0, DescribeConfigsRequest.max_version),
     InitProducerIdRequest: (0, InitProducerIdRequest.max_version),
+    # v1 has the key type (transaction coordinators, KIP-98); AddPartitionsToTxn v4+ is the
+    # brokers' batched form (KIP-890), clients send v0-3.
+    FindCoordinatorRequest: (1, FindCoordinatorRequest.max_version),
+    AddPartitionsToTxnRequest: (0, 3),
+    EndTxnRequest: (0, EndTxnRequest.max_version),
 }
 _CONNECT_TIMEOUT_S = 10.0  # Kafka's socket.connection.setup.timeout.ms
 

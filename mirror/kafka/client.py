@@ -124,10 +124,13 @@ class KafkaClient:
             self._retrying(f"list {which} offsets", attempt)
         return {tp: found[tp] for tp in wanted}
 
-    def fetch(self, tp: TopicPartition, offset: int, *, max_bytes: int, max_wait_ms: int = 100) -> FetchedData:
+    def fetch(self, tp: TopicPartition, offset: int, *, max_bytes: int, max_wait_ms: int = 100,
+              isolation_level: int = READ_UNCOMMITTED) -> FetchedData:
         """Up to ``max_bytes`` of ``tp`` from ``offset``, raw (KIP-74: at least one whole batch).
-        At the log end the broker holds the request up to ``max_wait_ms``, then answers empty."""
-        request = _fetch_request(tp, offset, max_bytes, max_wait_ms)
+        At the log end the broker holds the request up to ``max_wait_ms``, then answers empty.
+        Under :data:`READ_COMMITTED` the data ends at the last stable offset and comes with the
+        aborted transactions it overlaps."""
+        request = _fetch_request(tp, offset, max_bytes, max_wait_ms, isolation_level)
 
         def attempt() -> FetchedData:
             (address,) = self._route([tp])
@@ -143,7 +146,8 @@ class KafkaClient:
             if part.error_code:
                 raise self._partition_error("Fetch", tp, part.error_code)
             return FetchedData(part.records or b"", part.high_watermark, part.log_start_offset,
-                               part.last_stable_offset, ())  # read_uncommitted: nothing listed
+                               part.last_stable_offset,
+                               tuple((a.producer_id, a.first_offset) for a in part.aborted_transactions or ()))
 
         return self._retrying(f"fetch {tp} at offset {offset}", attempt)
 
@@ -223,6 +227,11 @@ class KafkaClient:
             self._retrying("create topics", attempt)
             self._retrying("wait for created topics", await_metadata)
 
+    def brokers(self) -> dict[int, str]:
+        """Node id -> address of every broker, from fresh metadata."""
+        self._retrying("list brokers", lambda: self._refresh([]))
+        return dict(self._nodes)
+
     def describe_topic_configs(self, topics: Sequence[str]) -> dict[str, dict[str, str]]:
         """Topic -> config name -> value, every config the broker reports with a non-null value."""
         resource = DescribeConfigsRequest.DescribeConfigsResource
@@ -273,6 +282,21 @@ class KafkaClient:
         """A new connection of the caller's own, versions negotiated; pipelined traffic needs
         one that no other request shares, since responses come back in request order."""
         return BrokerConnection(address, client_id=self._client_id, timeout_s=self._timeout_s)
+
+    def call(self, request, *, address: str | None = None):
+        """One request, not retried: to ``address``, or to any broker that answers; its response,
+        or the :class:`KMirrorError` it failed with (for callers with retry rules of their own,
+        such as the transaction coordinator's)."""
+        if address is None:
+            return self._call_any(request)
+        (response,) = self._scatter({address: request}).values()
+        if isinstance(response, KMirrorError):
+            raise response
+        return response
+
+    def retrying(self, operation: str, attempt: Callable[[], T]) -> T:
+        """Run ``attempt`` under this client's retry policy (see :meth:`_retrying`)."""
+        return self._retrying(operation, attempt)
 
     @property
     def retry(self) -> RetryPolicy:
@@ -441,12 +465,13 @@ def _produce_request(batches: dict[TopicPartition, Batch], acks: int, timeout_ms
         ProduceRequest.TopicProduceData(name=topic, partition_data=parts) for topic, parts in by_topic.items()])
 
 
-def _fetch_request(tp: TopicPartition, offset: int, max_bytes: int, max_wait_ms: int) -> FetchRequest:
+def _fetch_request(tp: TopicPartition, offset: int, max_bytes: int, max_wait_ms: int,
+                   isolation_level: int) -> FetchRequest:
     # A full fetch every time: session id 0, epoch -1 (no KIP-227 fetch session).
     partition = FetchRequest.FetchTopic.FetchPartition(partition=tp.partition, fetch_offset=offset,
                                                        log_start_offset=-1, partition_max_bytes=max_bytes)
     return FetchRequest(replica_id=-1, max_wait_ms=max_wait_ms, min_bytes=1, max_bytes=max_bytes,
-                        isolation_level=READ_UNCOMMITTED, session_id=0, session_epoch=-1, rack_id="",
+                        isolation_level=isolation_level, session_id=0, session_epoch=-1, rack_id="",
                         forgotten_topics_data=[],
                         topics=[FetchRequest.FetchTopic(topic=tp.topic, partitions=[partition])])
 

@@ -31,6 +31,8 @@ UNKNOWN_PRODUCER_ID             the destination has no state for our id, so it c
                                 duplicate: fatal (:class:`ProducerSequenceError`). Kafka 2.5+
                                 (KIP-360) bumps the epoch and resets sequences where it can
                                 prove nothing was lost; a mirror gets a new producer on restart
+PRODUCER_FENCED,                a newer producer took our transactional id over: fatal
+INVALID_PRODUCER_EPOCH          (:class:`~mirror.kafka.transactions.ProducerFencedError`)
 retriable codes, lost           retried as above, with backoff, up to ``retry.attempts`` in a
 connections, timeouts           row without progress
 anything else                   fatal: :class:`~mirror.kafka.BrokerApiError`
@@ -62,6 +64,7 @@ from .client import KafkaClient, is_retriable
 from .connection import ConnectionFailedError, ProtocolError
 from .errors import BrokerApiError
 from .pipeline import PipelinedConnection, wait_readable
+from .transactions import ProducerFencedError
 from .types import TopicPartition
 from .wire import ProducePartition, encode_produce_request
 
@@ -124,7 +127,11 @@ class IdempotentProducer:
     """Writes ready-made v2 batches to one cluster, idempotently, with pipelined requests."""
 
     def __init__(self, client: KafkaClient, *, max_in_flight: int = MAX_IN_FLIGHT, timeout_ms: int = 30_000,
-                 clock: Callable[[], float] = time.monotonic):
+                 clock: Callable[[], float] = time.monotonic, identity: tuple[int, int] | None = None,
+                 transactional_id: str | None = None):
+        """``identity`` is the producer id and epoch to stamp (default: a new one from
+        InitProducerId); with ``transactional_id``, batches carry the transactional bit and
+        requests the id (:class:`~mirror.kafka.transactional_producer.TransactionalProducer`)."""
         if not 1 <= max_in_flight <= MAX_IN_FLIGHT:
             raise ValueError(f"max_in_flight must be from 1 to {MAX_IN_FLIGHT} for an idempotent producer, not {max_in_flight}")
         self._client = client
@@ -135,7 +142,8 @@ class IdempotentProducer:
         self._connections: dict[str, PipelinedConnection] = {}
         self._acks: list[Ack] = []
         self._buffered = 0
-        self.producer_id, self.epoch = client.init_producer_id()
+        self.transactional_id = transactional_id
+        self.producer_id, self.epoch = identity if identity is not None else client.init_producer_id()
         self.failed: KMirrorError | None = None
         log.debug("idempotent producer %d epoch %d for %s", self.producer_id, self.epoch, client.bootstrap)
 
@@ -158,7 +166,8 @@ class IdempotentProducer:
         part = self._partitions.get(tp)
         if part is None:
             part = self._partitions[tp] = _Partition(tp)
-        kcodecs.set_producer_state(data, self.producer_id, self.epoch, part.next_sequence)
+        kcodecs.set_producer_state(data, self.producer_id, self.epoch, part.next_sequence,
+                                   transactional=self.transactional_id is not None)
         part.pending.append(_Batch(tp, data, part.next_sequence, token))
         part.next_sequence = (part.next_sequence + records) % _SEQUENCE_SPAN
         self._buffered += len(data)
@@ -245,7 +254,8 @@ class IdempotentProducer:
 
         def encode(correlation_id: int, version: int):
             return encode_produce_request(partitions, version=version, correlation_id=correlation_id,
-                                          client_id=conn.broker.conn.client_id, acks=-1, timeout_ms=self._timeout_ms)
+                                          client_id=conn.broker.conn.client_id, acks=-1, timeout_ms=self._timeout_ms,
+                                          transactional_id=self.transactional_id)
 
         try:
             conn.send_encoded(ProduceRequest, encode, batches)
@@ -305,6 +315,8 @@ class IdempotentProducer:
         error = BrokerApiError.from_code("Produce", code, batch.tp, detail=message)
         if code == kerr.OutOfOrderSequenceNumberError.errno and part.failed:
             self._fail(batch, error, now)  # the gap is an earlier batch of ours that failed; resent with it
+        elif code in (kerr.ProducerFencedError.errno, kerr.InvalidProducerEpochError.errno):
+            raise self._fatal(ProducerFencedError("Produce", error.error_name, code, False, batch.tp, detail=message))
         elif code in (kerr.OutOfOrderSequenceNumberError.errno, kerr.UnknownProducerIdError.errno):
             raise self._fatal(ProducerSequenceError(batch.tp, batch.sequence, error.error_name, message))
         elif error.retriable:

@@ -4,7 +4,10 @@ Per micro-batch the driver (1) makes sure every selected source topic has its de
 topic, (2) runs ``rows.mapPartitions(copy).collect()`` so each executor task copies its
 group of ranges and returns only statistics, and (3) logs one progress line. Spark commits the
 micro-batch's offsets to the checkpoint only after ``foreachBatch`` returns, so a crash
-replays the unfinished micro-batch: delivery is at-least-once (see docs/architecture.md).
+replays the unfinished micro-batch. Under exactly-once delivery (the default) each task
+commits its records and offsets in one destination transaction, and a replayed task skips
+what was committed (:mod:`mirror.engine.exactly_once`); under at-least-once a replay copies
+the micro-batch again (see docs/architecture.md).
 """
 
 from __future__ import annotations
@@ -23,7 +26,8 @@ from typing import Callable
 from kcodecs import KMirrorError
 
 from ..config import MirrorConfig
-from ..engine import CopyJob, client_for, sync_destination_topics
+from ..engine import (CopyJob, client_for, fence_tasks, offsets_topic, offsets_topic_spec, sync_destination_topics,
+                      transactional_id)
 from ..progress import MicroBatchReport, RunTotals
 
 __all__ = ["run_mirror", "spark_session", "MirrorJobError", "QUERY_NAME"]
@@ -64,6 +68,8 @@ def run_mirror(config: MirrorConfig, *, stop: threading.Event | None = None,
     from .source import STOP_FILE_OPTION, KafkaRangeSource
 
     spark.dataSource.register(KafkaRangeSource)
+    if config.delivery == "exactly-once":
+        _prepare_exactly_once(config, source, destination)
     _warm_up_executors(spark, config.copy_tasks)
     runner = _MicroBatchRunner(config, routes, on_report)
     # The reader plans on the driver's machine, so a local file can tell it to plan no more.
@@ -89,6 +95,18 @@ def run_mirror(config: MirrorConfig, *, stop: threading.Event | None = None,
         raise runner.failure
     log.info("%s", runner.totals.summary())
     return runner.totals
+
+
+def _prepare_exactly_once(config: MirrorConfig, source, destination) -> None:
+    """The offsets topic, and every task's transactional id taken over before the first
+    micro-batch, so nothing a previous run left open (killed tasks) outlives its start.
+    Tasks number up to ``copy_tasks``, or one per source leader where there are more."""
+    job = config.job_name
+    destination.create_topics([offsets_topic_spec(job)])
+    tasks = max(config.copy_tasks or 1, len(source.brokers()))
+    fence_tasks(destination, job, tasks, timeout_ms=int(config.transaction_timeout_s * 1000))
+    log.info("exactly-once: job %s, offsets in %s on the destination, transactional ids %s..%s", job,
+             offsets_topic(job), transactional_id(job, 0), transactional_id(job, tasks - 1))
 
 
 def _warm_up_executors(spark, slots: int) -> None:
@@ -144,7 +162,8 @@ class _MicroBatchRunner:
             self.failure = exc
             raise
         job = CopyJob(config.source, config.destination, config.retry, self.routes, config.fetch_max_bytes,
-                      config.max_buffer_bytes, config.max_in_flight, config.on_data_loss)
+                      config.max_buffer_bytes, config.max_in_flight, config.on_data_loss, config.delivery,
+                      config.job_name, int(config.transaction_timeout_s * 1000))
         began = time.perf_counter()
         try:
             # One task per Spark partition of the micro-batch: a group of ranges (see .grouping).

@@ -8,9 +8,10 @@ Options
     ``stopFile``: optional path on the driver's machine; once it exists the reader plans no new
     micro-batch, so the job can stop between micro-batches.
 Schema
-    ``topic string, partition int, start_offset long, end_offset long``: one row per source
-    partition range of the micro-batch, and one Spark partition (one task) per group of ranges
-    that share a source leader (:mod:`.grouping`), about ``copy_tasks`` of them. The bytes never
+    ``topic string, partition int, start_offset long, end_offset long, task int``: one row per
+    source partition range of the micro-batch, and one Spark partition (one task) per group of
+    ranges that share a source leader (:mod:`.grouping`), about ``copy_tasks`` of them, numbered
+    from 0 in ``task`` (exactly-once names each task's transactional id after it). The bytes never
     enter Spark: moving payloads through rows costs about 10x more than copying inside the
     executor, so ``foreachBatch`` hands each task's rows to :func:`mirror.engine.copy_ranges`,
     which fetches and produces on the executor.
@@ -50,7 +51,7 @@ __all__ = ["KafkaRangeSource", "KafkaRangeReader", "CopyRange", "CopyGroup", "SC
 
 log = logging.getLogger(__name__)
 
-SCHEMA = "topic string, partition int, start_offset long, end_offset long"
+SCHEMA = "topic string, partition int, start_offset long, end_offset long, task int"
 STOP_FILE_OPTION = "stopFile"
 PROBE_BYTES = 64 * 1024
 """Bytes fetched to estimate a partition's bytes per offset when a byte limit is set."""
@@ -74,6 +75,7 @@ class CopyRange:
 class CopyGroup(InputPartition):
     """The ranges one Spark task copies together; they share a source leader (:mod:`.grouping`)."""
 
+    index: int
     ranges: tuple[CopyRange, ...]
 
 
@@ -179,11 +181,11 @@ class KafkaRangeReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             return []
         leader = {tp: address for address, tps in self.client.leaders(r.tp for r in ranges).items() for tp in tps}
         groups = group_ranges(ranges, lambda r: leader[r.tp], lambda r: r.end - r.start, self.config.copy_tasks or 1)
-        return [CopyGroup(tuple(group)) for group in groups]
+        return [CopyGroup(index, tuple(group)) for index, group in enumerate(groups)]
 
     def read(self, partition: CopyGroup) -> Iterator[tuple]:
         for r in partition.ranges:
-            yield (r.topic, r.partition, r.start, r.end)
+            yield (r.topic, r.partition, r.start, r.end, partition.index)
 
     def stop(self) -> None:
         if self._client is not None:

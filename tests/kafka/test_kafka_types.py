@@ -94,10 +94,12 @@ def test_list_offsets_request_encodes_at_every_spoken_version(version):
 
 @pytest.mark.parametrize("version", _versions(FetchRequest))
 def test_fetch_request_encodes_at_every_spoken_version(version):
-    decoded = _round_trip(client_module._fetch_request(TopicPartition("t", 4), 123, 1 << 20, 250), version)
+    decoded = _round_trip(client_module._fetch_request(TopicPartition("t", 4), 123, 1 << 20, 250,
+                                                       client_module.READ_COMMITTED), version)
     (topic,) = decoded.topics
     (part,) = topic.partitions
     assert (decoded.replica_id, decoded.max_wait_ms, decoded.min_bytes, decoded.max_bytes) == (-1, 250, 1, 1 << 20)
+    assert decoded.isolation_level == client_module.READ_COMMITTED
     assert (topic.topic, part.partition, part.fetch_offset, part.partition_max_bytes) == ("t", 4, 123, 1 << 20)
 
 

@@ -1,0 +1,60 @@
+"""What one Spark task runs: its rows of the micro-batch, copied at the configured delivery guarantee."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterable, Iterator, Literal, Mapping
+
+from ..config import ClusterConfig, RetryConfig
+from ..kafka import TopicPartition
+from .clients import client_for, committed_offsets_for, producer_for, transactional_producer_for
+from .copy import DEFAULT_MAX_BUFFER_BYTES, CopyRequest, TaskStats, copy_ranges
+from .exactly_once import copy_exactly_once, transactional_id
+from .offsets_topic import offsets_topic
+from .topics import TopicRoute
+
+__all__ = ["CopyJob", "Delivery"]
+
+Delivery = Literal["exactly-once", "at-least-once"]
+
+
+@dataclass(frozen=True)
+class CopyJob:
+    """What an executor needs to copy a micro-batch's rows; small, pickled into each task."""
+
+    source: ClusterConfig
+    destination: ClusterConfig
+    retry: RetryConfig
+    routes: Mapping[str, TopicRoute]
+    fetch_max_bytes: int
+    max_buffer_bytes: int = DEFAULT_MAX_BUFFER_BYTES
+    max_in_flight: int = 5
+    on_data_loss: Literal["fail", "skip-to-earliest"] = "fail"
+    delivery: Delivery = "at-least-once"
+    job: str = "kmirror"
+    """Names the offsets topic and the transactional ids (exactly-once)."""
+    transaction_timeout_ms: int = 60_000
+
+    def copy_rows(self, rows: Iterable) -> Iterator[TaskStats]:
+        """``mapPartitions`` body: one task's rows ``(topic, partition, start_offset, end_offset,
+        task)``, copied together; one :class:`TaskStats` per task index among them (one, as the
+        source plans it)."""
+        groups: dict[int, list[CopyRequest]] = {}
+        for topic, partition, start, end, task in rows:
+            groups.setdefault(task, []).append(CopyRequest(TopicPartition(topic, partition), start, end))
+        for task, requests in sorted(groups.items()):
+            yield self.copy(task, requests)
+
+    def copy(self, task: int, requests: list[CopyRequest]) -> TaskStats:
+        source = client_for(self.source, self.retry)
+        options = dict(fetch_max_bytes=self.fetch_max_bytes, max_buffer_bytes=self.max_buffer_bytes,
+                       on_data_loss=self.on_data_loss)
+        if self.delivery == "at-least-once":
+            producer = producer_for(self.destination, self.retry, self.max_in_flight)
+            return copy_ranges(requests, self.routes, source, producer, **options)
+        producer = transactional_producer_for(self.destination, self.retry, self.max_in_flight,
+                                              transactional_id(self.job, task), self.transaction_timeout_ms)
+        # Long enough for a transaction left open by a dead attempt to time out.
+        offsets = committed_offsets_for(self.destination, self.retry, offsets_topic(self.job),
+                                        max_wait_s=2 * self.transaction_timeout_ms / 1000)
+        return copy_exactly_once(requests, self.routes, source, producer, offsets, **options)

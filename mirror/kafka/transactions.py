@@ -1,0 +1,157 @@
+"""The client side of a Kafka transaction (KIP-98, seed 002): Kafka's ``TransactionManager``.
+
+A transactional producer talks to its *transaction coordinator*, the broker that
+FindCoordinator names for its transactional id:
+
+1. ``InitProducerId(transactional_id)`` gets the producer id and a new epoch. The coordinator
+   aborts whatever transaction the id still had open and fences every older epoch: a zombie
+   of an earlier attempt can neither produce nor commit any more (``PRODUCER_FENCED``).
+2. ``AddPartitionsToTxn`` registers each partition before the first batch goes to it, so the
+   coordinator knows where to write the commit or abort markers.
+3. Produce requests carry the transactional id and batches the transactional bit.
+4. ``EndTxn(committed)`` commits or aborts: the coordinator writes a marker to every
+   registered partition, and read_committed consumers see the records from then on.
+
+Retries follow Kafka's producer: COORDINATOR_NOT_AVAILABLE and NOT_COORDINATOR look the
+coordinator up again, COORDINATOR_LOAD_IN_PROGRESS and CONCURRENT_TRANSACTIONS (the previous
+transaction's markers are still being written) wait and retry; a fenced or invalid epoch is
+:class:`ProducerFencedError`; every other error code is a :class:`TransactionError`. A retried
+``EndTxn`` whose first answer was lost is answered as done by the coordinator.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Iterable
+
+import kafka.errors as kerr
+from kafka.protocol.metadata import FindCoordinatorRequest
+from kafka.protocol.producer import AddPartitionsToTxnRequest, EndTxnRequest, InitProducerIdRequest
+
+from kcodecs import KMirrorError
+
+from .client import KafkaClient
+from .errors import BrokerApiError
+from .types import TopicPartition
+
+__all__ = ["TransactionManager", "TransactionError", "ProducerFencedError"]
+
+log = logging.getLogger(__name__)
+
+_TRANSACTION_KEY = 1  # FindCoordinator key type: 0 group, 1 transaction
+_FENCED = (kerr.ProducerFencedError.errno, kerr.InvalidProducerEpochError.errno)
+_FIND_AGAIN = (kerr.CoordinatorNotAvailableError.errno, kerr.NotCoordinatorError.errno)
+
+
+class TransactionError(BrokerApiError):
+    """The coordinator refused a transactional request in a way retrying cannot mend; the
+    transaction is lost (its records are aborted or will be, when it times out)."""
+
+
+class ProducerFencedError(TransactionError):
+    """A newer producer with the same transactional id took over (a newer attempt of the same
+    task): this one must stop, and whatever it had not committed is aborted."""
+
+
+class TransactionManager:
+    """One transactional id's conversation with its coordinator."""
+
+    def __init__(self, client: KafkaClient, transactional_id: str, *, timeout_ms: int):
+        if not transactional_id:
+            raise ValueError("a transactional id must not be empty")
+        self._client = client
+        self.transactional_id = transactional_id
+        self.timeout_ms = timeout_ms
+        self._coordinator: str | None = None
+        self.producer_id = -1
+        self.epoch = -1
+
+    def init_producer(self) -> tuple[int, int]:
+        """Our producer id and a new epoch; fences earlier producers of this id and aborts
+        their open transaction."""
+        request = InitProducerIdRequest(transactional_id=self.transactional_id, transaction_timeout_ms=self.timeout_ms,
+                                        producer_id=-1, producer_epoch=-1)
+
+        def attempt() -> tuple[int, int]:
+            response = self._call("InitProducerId", request)
+            self._check("InitProducerId", response.error_code)
+            return response.producer_id, response.producer_epoch
+
+        self.producer_id, self.epoch = self._client.retrying(f"init transactional producer {self.transactional_id}",
+                                                             attempt)
+        log.debug("transactional id %s: producer %d epoch %d", self.transactional_id, self.producer_id, self.epoch)
+        return self.producer_id, self.epoch
+
+    def add_partitions(self, partitions: Iterable[TopicPartition]) -> None:
+        """Register ``partitions`` in the open transaction (one request for all of them)."""
+        wanted = sorted(set(partitions), key=lambda tp: (tp.topic, tp.partition))
+        if not wanted:
+            return
+        by_topic: dict[str, list[int]] = {}
+        for tp in wanted:
+            by_topic.setdefault(tp.topic, []).append(tp.partition)
+        topic = AddPartitionsToTxnRequest.AddPartitionsToTxnTopic
+        request = AddPartitionsToTxnRequest(
+            v3_and_below_transactional_id=self.transactional_id, v3_and_below_producer_id=self.producer_id,
+            v3_and_below_producer_epoch=self.epoch,
+            v3_and_below_topics=[topic(name=name, partitions=parts) for name, parts in by_topic.items()])
+
+        def attempt() -> None:
+            response = self._call("AddPartitionsToTxn", request)
+            codes = [(TopicPartition(t.name, p.partition_index), p.partition_error_code)
+                     for t in response.results_by_topic_v3_and_below for p in t.results_by_partition]
+            # OPERATION_NOT_ATTEMPTED marks the partitions left alone because another one failed.
+            failed = [(tp, code) for tp, code in codes if code not in (0, kerr.OperationNotAttemptedError.errno)]
+            for tp, code in failed:
+                self._check("AddPartitionsToTxn", code, tp)
+            if any(code for _, code in codes):
+                raise BrokerApiError.from_code("AddPartitionsToTxn", kerr.OperationNotAttemptedError.errno)
+
+        self._client.retrying(f"add {len(wanted)} partitions to transaction {self.transactional_id}", attempt)
+
+    def end(self, commit: bool) -> None:
+        """Commit or abort the open transaction; returns once the coordinator has decided."""
+        request = EndTxnRequest(transactional_id=self.transactional_id, producer_id=self.producer_id,
+                                producer_epoch=self.epoch, committed=commit)
+
+        def attempt() -> None:
+            self._check("EndTxn", self._call("EndTxn", request).error_code)
+
+        self._client.retrying(f"{'commit' if commit else 'abort'} transaction {self.transactional_id}", attempt)
+
+    # ---- internals ----------------------------------------------------------------------------
+
+    def _call(self, api: str, request):
+        address = self._coordinator or self._find_coordinator()
+        try:
+            return self._client.call(request, address=address)
+        except KMirrorError:
+            self._coordinator = None  # a lost connection: the coordinator may have moved
+            raise
+
+    def _find_coordinator(self) -> str:
+        request = FindCoordinatorRequest(key=self.transactional_id, key_type=_TRANSACTION_KEY,
+                                         coordinator_keys=[self.transactional_id])
+        response = self._client.call(request)
+        if hasattr(response, "coordinators") and response.coordinators:  # v4+: one answer per key
+            (found,) = response.coordinators
+            code, host, port, message = found.error_code, found.host, found.port, found.error_message
+        else:
+            code, host, port, message = response.error_code, response.host, response.port, response.error_message
+        if code:
+            raise BrokerApiError.from_code("FindCoordinator", code, detail=message)
+        self._coordinator = f"{host}:{port}"
+        return self._coordinator
+
+    def _check(self, api: str, code: int, tp: TopicPartition | None = None) -> None:
+        if not code:
+            return
+        if code in _FIND_AGAIN:
+            self._coordinator = None
+        error = kerr.for_code(code)
+        detail = f"transactional id {self.transactional_id!r}, producer {self.producer_id} epoch {self.epoch}"
+        if code in _FENCED:
+            raise ProducerFencedError(api, error.message, code, False, tp, detail=detail)
+        if error.retriable:
+            raise BrokerApiError.from_code(api, code, tp, detail=detail)
+        raise TransactionError(api, error.message, code, False, tp, detail=detail)

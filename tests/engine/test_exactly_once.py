@@ -1,0 +1,182 @@
+"""Exactly-once copying between two embedded brokers, without Spark: each task's records and its
+source offsets commit in one destination transaction; replays skip what was committed; a zombie
+attempt is fenced. Read back with librdkafka's read_committed consumer, an independent reader
+of Kafka transactions."""
+
+from __future__ import annotations
+
+import pytest
+from confluent_kafka import Consumer
+from confluent_kafka import TopicPartition as CTP
+
+import kcodecs
+from kcodecs import Record
+from mirror.broker import EmbeddedBroker
+from mirror.config import load_config
+from mirror.engine import (
+    CommittedOffsets,
+    CopyRequest,
+    copy_exactly_once,
+    offsets_topic,
+    offsets_topic_spec,
+    sync_destination_topics,
+)
+from mirror.engine.exactly_once import resume_requests
+from mirror.engine.offsets_topic import OffsetsTopicError, decode_offsets, encode_offsets
+from mirror.kafka import KafkaClient, NewTopic, TopicPartition
+from mirror.kafka.transactional_producer import TransactionalProducer
+from mirror.kafka.transactions import ProducerFencedError
+
+FETCH = 1024 * 1024
+JOB = "job1"
+
+
+def test_resume_starts_each_range_at_its_committed_offset():
+    a, b, c = TopicPartition("t", 0), TopicPartition("t", 1), TopicPartition("u", 0)
+    requests = [CopyRequest(a, 10, 20), CopyRequest(b, 10, 20), CopyRequest(c, 5, 9)]
+    todo, done = resume_requests(requests, {a: 10, b: 15, c: 9})
+    assert todo == [CopyRequest(a, 10, 20), CopyRequest(b, 15, 20)]
+    assert done == [CopyRequest(c, 5, 9)]
+    # Nothing committed yet, or committed before the range: the range as planned.
+    assert resume_requests(requests, {a: 3}) == (requests, [])
+
+
+def test_offsets_records_decode_with_kafka_pythons_record_reader():
+    from kafka.record import MemoryRecords
+
+    data = encode_offsets({TopicPartition("orders", 3): 1234, TopicPartition("a.b", 0): 7}, now_ms=1_700_000_000_000)
+    records = [r for batch in MemoryRecords(bytes(data)) for r in batch]
+    assert [(r.key, r.value) for r in records] == [
+        (b'{"partition": 0, "topic": "a.b"}', b'{"offset": 7}'),
+        (b'{"partition": 3, "topic": "orders"}', b'{"offset": 1234}')]
+    ours = [decode_offsets(record) for batch in kcodecs.iter_batches(data) for record in batch.records()]
+    assert ours == [(TopicPartition("a.b", 0), 7), (TopicPartition("orders", 3), 1234)]
+
+
+def test_a_record_kmirror_did_not_write_is_a_named_error():
+    with pytest.raises(OffsetsTopicError, match="not kmirror's"):
+        decode_offsets(Record(key=b"junk", value=b"{}", offset=4))
+
+
+@pytest.fixture
+def clusters(tmp_path):
+    with EmbeddedBroker(tmp_path / "src") as src, EmbeddedBroker(tmp_path / "dst") as dst:
+        with KafkaClient(src.bootstrap) as source, KafkaClient(dst.bootstrap) as destination:
+            yield src, dst, source, destination
+
+
+@pytest.fixture
+def mirror_setup(clusters):
+    """Two partitions of 6 batches of 10 records at the source, the destination topics and the offsets topic."""
+    src, dst, source, destination = clusters
+    source.create_topics([NewTopic("t", 2)])
+    for partition in (0, 1):
+        for b in range(6):
+            records = [Record(key=None, value=b"p%d-b%d-r%d" % (partition, b, i), timestamp=1_700_000_000_000 + i)
+                       for i in range(10)]
+            source.produce([(TopicPartition("t", partition), kcodecs.build_batch(records, compression="lz4"))])
+    config = load_config(None, {"source.bootstrap": src.bootstrap, "destination.bootstrap": dst.bootstrap,
+                                "topics": "t"})
+    routes = sync_destination_topics(config, source, destination)
+    destination.create_topics([offsets_topic_spec(JOB)])
+    return clusters, routes
+
+
+def _producer(destination: KafkaClient, task: int = 0) -> TransactionalProducer:
+    return TransactionalProducer(destination, f"{JOB}-{task}", transaction_timeout_ms=10_000)
+
+
+def _offsets(destination: KafkaClient) -> CommittedOffsets:
+    """A fresh view, as a new process (a replayed task on another worker) has."""
+    return CommittedOffsets(destination, offsets_topic(JOB), max_wait_s=20)
+
+
+def _read_committed(bootstrap: str, topic: str, partitions: int) -> dict[int, list[bytes]]:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "unused", "enable.auto.commit": False,
+                         "isolation.level": "read_committed", "enable.partition.eof": True})
+    consumer.assign([CTP(topic, p, 0) for p in range(partitions)])
+    seen: dict[int, list[bytes]] = {p: [] for p in range(partitions)}
+    at_eof: set[int] = set()
+    try:
+        while len(at_eof) < partitions:
+            message = consumer.poll(10)
+            assert message is not None, f"no end of partition within 10 s: {sorted(at_eof)} of {partitions}"
+            if message.error():
+                assert message.error().code() == -191, message.error()  # _PARTITION_EOF
+                at_eof.add(message.partition())
+            else:
+                seen[message.partition()].append(message.value())
+    finally:
+        consumer.close()
+    return seen
+
+
+def _copy(requests, routes, source, producer, destination):
+    return copy_exactly_once(requests, routes, source, producer, _offsets(destination), fetch_max_bytes=FETCH)
+
+
+def _expected(partition: int, start_batch: int = 0, end_batch: int = 6) -> list[bytes]:
+    return [b"p%d-b%d-r%d" % (partition, b, i) for b in range(start_batch, end_batch) for i in range(10)]
+
+
+def test_a_task_commits_its_records_and_offsets_together(mirror_setup):
+    (src, dst, source, destination), routes = mirror_setup
+    requests = [CopyRequest(TopicPartition("t", p), 0, 60) for p in (0, 1)]
+    producer = _producer(destination)
+    stats = _copy(requests, routes, source, producer, destination)
+    assert sorted((r.tp.partition, r.start, r.end, r.already_committed) for r in stats.ranges) == [
+        (0, 0, 60, False), (1, 0, 60, False)]
+    assert _read_committed(dst.bootstrap, "t", 2) == {0: _expected(0), 1: _expected(1)}
+    assert _offsets(destination).refresh() == {TopicPartition("t", 0): 60, TopicPartition("t", 1): 60}
+
+
+def test_a_replayed_micro_batch_copies_only_what_was_not_committed(mirror_setup):
+    (src, dst, source, destination), routes = mirror_setup
+    first = _producer(destination)
+    # The first micro-batch committed, then the process died before Spark checkpointed it.
+    _copy([CopyRequest(TopicPartition("t", 0), 0, 30)], routes, source, first, destination)
+    first.close()
+    # The replay plans the same ranges (Spark's offset log), in a new process with a new producer.
+    replay = [CopyRequest(TopicPartition("t", 0), 0, 30), CopyRequest(TopicPartition("t", 1), 0, 30)]
+    stats = _copy(replay, routes, source, _producer(destination), destination)
+    by_partition = {r.tp.partition: r for r in stats.ranges}
+    assert by_partition[0].already_committed and by_partition[0].produced_batches == 0
+    assert by_partition[1].produced_batches == 3
+    # And the next micro-batch goes on from there.
+    _copy([CopyRequest(TopicPartition("t", p), 30, 60) for p in (0, 1)], routes, source, _producer(destination),
+          destination)
+    assert _read_committed(dst.bootstrap, "t", 2) == {0: _expected(0), 1: _expected(1)}
+
+
+def test_an_attempt_that_died_before_committing_is_aborted_and_copied_again(mirror_setup):
+    (src, dst, source, destination), routes = mirror_setup
+    dead = _producer(destination)
+    tp = TopicPartition("t", 0)
+    # The attempt wrote batches (acknowledged, in its open transaction) and then died.
+    fetched = source.fetch(tp, 0, max_bytes=FETCH)
+    for batch in list(kcodecs.iter_batches(fetched.records))[:3]:
+        dead.enqueue(TopicPartition("t", 0), bytearray(batch.raw), batch.record_count)
+    dead.flush()
+    # The next attempt takes the transactional id over: the open transaction is aborted.
+    _copy([CopyRequest(tp, 0, 60)], routes, source, _producer(destination), destination)
+    assert _read_committed(dst.bootstrap, "t", 2) == {0: _expected(0), 1: []}
+    with pytest.raises(ProducerFencedError):
+        dead.enqueue(TopicPartition("t", 0), bytearray(batch.raw), batch.record_count)
+        dead.commit()
+
+
+def test_offsets_committed_behind_an_open_transaction_are_waited_for(mirror_setup):
+    (src, dst, source, destination), routes = mirror_setup
+    offsets = TopicPartition(offsets_topic(JOB), 0)
+    # Task 1 opens a transaction on the offsets topic and is slow to commit it; task 0 commits after it.
+    slow, fast = _producer(destination, task=1), _producer(destination, task=0)
+    slow.enqueue(offsets, encode_offsets({TopicPartition("t", 1): 5}, 0), 1)
+    slow.flush()
+    fast.enqueue(offsets, encode_offsets({TopicPartition("t", 0): 60}, 0), 1)
+    fast.commit()
+    # A reader must neither stop at task 1's open transaction (missing task 0's offsets) nor skip it.
+    view = CommittedOffsets(destination, offsets_topic(JOB), max_wait_s=0.3)
+    with pytest.raises(OffsetsTopicError, match="open transactions"):
+        view.refresh()
+    slow.commit()
+    assert view.refresh() == {TopicPartition("t", 0): 60, TopicPartition("t", 1): 5}

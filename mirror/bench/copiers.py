@@ -6,6 +6,9 @@ producer with five requests in flight. ``raw`` swaps the router for :func:`forwa
 no CRC check, no routing, only the mandatory header rewrites (KIP-31: base offset 0 for the
 destination to assign; the producer stamps its id and sequences, which recomputes the CRC).
 So ``raw`` is the ceiling of this same pipeline, and the gap to it is what routing costs.
+``exactly-once`` is ``pass-through`` inside one destination transaction with the offsets
+record, as a task of an exactly-once job copies a micro-batch: the gap between the two is
+what the guarantee costs.
 """
 
 from __future__ import annotations
@@ -19,9 +22,11 @@ from typing import Callable, Iterator
 
 import kcodecs
 
-from ..engine import CopyRequest, TopicRoute, copy_ranges
+from ..engine import (CommittedOffsets, CopyRequest, TopicRoute, copy_exactly_once, copy_ranges, offsets_topic,
+                      offsets_topic_spec, transactional_id)
 from ..engine.copy import Outgoing
-from ..kafka import IdempotentProducer, KafkaClient, TopicPartition
+from ..kafka import FetchedData, IdempotentProducer, KafkaClient, TopicPartition
+from ..kafka.transactional_producer import TransactionalProducer
 from ..routing import RouteCounters, RoutingPolicy
 from .proctree import TreeMeter
 from .stats import Sample
@@ -29,7 +34,8 @@ from .worker import ModeRun
 
 __all__ = ["prepared", "copy_pipeline", "copy_spark", "forward_unchecked", "ENGINE_POLICIES"]
 
-ENGINE_POLICIES = {"raw": "preserve", "pass-through": "preserve", "inspect": "by-key", "recompress": "by-key"}
+ENGINE_POLICIES = {"raw": "preserve", "pass-through": "preserve", "exactly-once": "preserve", "inspect": "by-key",
+                   "recompress": "by-key"}
 """Partitioning per copy-engine mode; the data (see :mod:`.datagen`) decides the routing class."""
 
 
@@ -40,19 +46,26 @@ def prepared(spec: ModeRun) -> Iterator[Callable[[], dict[str, int]]]:
         raise ValueError(f"unknown mode {spec.mode!r}")
     with KafkaClient(spec.source) as source, KafkaClient(spec.destination) as destination:
         source.topics(), destination.topics()  # connect and read metadata
-        producer = IdempotentProducer(destination)
+        if spec.mode == "exactly-once":
+            job = Path(spec.work_dir).name
+            destination.create_topics([offsets_topic_spec(job)])
+            producer = TransactionalProducer(destination, transactional_id(job, 0))
+            offsets = CommittedOffsets(destination, offsets_topic(job), max_wait_s=120)
+        else:
+            producer, offsets = IdempotentProducer(destination), None
         try:
-            yield lambda: copy_pipeline(spec, source, producer)
+            yield lambda: copy_pipeline(spec, source, producer, offsets)
         finally:
             producer.close()
 
 
-def forward_unchecked(records: memoryview, tp: TopicPartition, offset: int, end: int, route: TopicRoute,
+def forward_unchecked(fetched: FetchedData, tp: TopicPartition, offset: int, end: int, route: TopicRoute,
                       counters: RouteCounters) -> tuple[Outgoing, int]:
-    """The raw ceiling's router: every whole batch of the range, base offset zeroed, nothing checked."""
+    """The raw ceiling's router: every whole batch of the range, base offset zeroed, nothing
+    checked (the bench's sources have no transactions to leave out)."""
     outgoing: Outgoing = []
     out = TopicPartition(route.topic, tp.partition)
-    for batch in kcodecs.iter_batches(records):  # headers only
+    for batch in kcodecs.iter_batches(fetched.records):  # headers only
         last = batch.last_offset
         if last < offset:
             continue
@@ -64,12 +77,19 @@ def forward_unchecked(records: memoryview, tp: TopicPartition, offset: int, end:
     return outgoing, offset
 
 
-def copy_pipeline(spec: ModeRun, source: KafkaClient, producer: IdempotentProducer) -> dict[str, int]:
+def copy_pipeline(spec: ModeRun, source: KafkaClient, producer: IdempotentProducer,
+                  offsets: CommittedOffsets | None = None) -> dict[str, int]:
+    """The whole topic as one task copies its group; with ``offsets`` (mode ``exactly-once``) in
+    one destination transaction with its source offsets, as a task of an exactly-once job."""
     policy = RoutingPolicy(partitioning=ENGINE_POLICIES[spec.mode], destination_partitions=spec.destination_partitions)
     route = TopicRoute(spec.source_topic, spec.destination_topic, len(spec.end_offsets), policy)
+    routes = {spec.source_topic: route}
     requests = [CopyRequest(TopicPartition(spec.source_topic, p), 0, end) for p, end in enumerate(spec.end_offsets)]
-    stats = copy_ranges(requests, {spec.source_topic: route}, source, producer, fetch_max_bytes=spec.fetch_max_bytes,
-                        router=forward_unchecked if spec.mode == "raw" else None)
+    if offsets is not None:
+        stats = copy_exactly_once(requests, routes, source, producer, offsets, fetch_max_bytes=spec.fetch_max_bytes)
+    else:
+        stats = copy_ranges(requests, routes, source, producer, fetch_max_bytes=spec.fetch_max_bytes,
+                            router=forward_unchecked if spec.mode == "raw" else None)
     if spec.mode == "raw":
         return {}
     counters = RouteCounters()

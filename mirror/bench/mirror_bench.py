@@ -9,7 +9,9 @@ is reported.
 
 modes:
   raw                 the I/O ceiling: the engine's pipeline, every batch forwarded unchecked
-  pass-through        kmirror's copy engine, no-keys-flag data, partitioning preserve
+  pass-through        kmirror's copy engine, no-keys-flag data, partitioning preserve (at-least-once)
+  exactly-once        pass-through in one destination transaction with its source offsets, as a
+                      task of an exactly-once job copies a micro-batch (--delivery)
   inspect             the engine on unkeyed data without the flag (as librdkafka writes it), by-key:
                       decompress to check the keys, forward the original bytes
   recompress          the engine on keyed data into another partition count: every batch rebuilt
@@ -70,13 +72,17 @@ from .worker import ModeRun
 __all__ = ["MODES", "LAYOUT_OF_MODE", "FULL", "QUICK", "BenchError", "Grid", "Preset", "Settings", "settings_from",
            "scenarios", "bench", "run_worker", "check_copy", "add_arguments", "run"]
 
-MODES = ("raw", "pass-through", "inspect", "recompress", "confluent-kafka", "kafka-python")
+MODES = ("raw", "pass-through", "exactly-once", "inspect", "recompress", "confluent-kafka", "kafka-python")
+DELIVERY_MODES = {"at-least-once": "pass-through", "exactly-once": "exactly-once"}
+"""``--delivery``: the pass-through copy at each guarantee."""
 SPARK_MODE = "pass-through-spark"
 LAYOUT_OF_MODE = {
-    "raw": Layout.FLAGGED, "pass-through": Layout.FLAGGED, "inspect": Layout.UNFLAGGED, "recompress": Layout.KEYED,
+    "raw": Layout.FLAGGED, "pass-through": Layout.FLAGGED, "exactly-once": Layout.FLAGGED, "inspect": Layout.UNFLAGGED,
+    "recompress": Layout.KEYED,
     "confluent-kafka": Layout.FLAGGED, "kafka-python": Layout.FLAGGED, SPARK_MODE: Layout.FLAGGED,
 }
-ROUTE_OF_MODE = {"pass-through": "passed-through", "inspect": "inspected", "recompress": "rebuilt",
+ROUTE_OF_MODE = {"pass-through": "passed-through", "exactly-once": "passed-through", "inspect": "inspected",
+                 "recompress": "rebuilt",
                  SPARK_MODE: "passed-through"}
 """The routing class an engine mode is named for, which its records must take, or the mode
 measured something else. In recompress, a batch whose keys all route to one partition goes
@@ -153,6 +159,10 @@ class Settings:
 def settings_from(args: argparse.Namespace) -> Settings:
     preset = QUICK if args.quick else FULL
     modes = tuple(pick_list(args.modes or ",".join(MODES), MODES + (SPARK_MODE,), "mode"))
+    if args.delivery is not None:
+        wanted = {DELIVERY_MODES[d] for d in pick_list(args.delivery, tuple(DELIVERY_MODES), "delivery")}
+        modes = tuple(m for m in modes if m not in DELIVERY_MODES.values() or m in wanted)
+        modes += tuple(m for m in DELIVERY_MODES.values() if m in wanted and m not in modes)
     if args.spark and SPARK_MODE not in modes:
         modes += (SPARK_MODE,)
     if (args.source is None) != (args.destination is None):
@@ -218,7 +228,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                                             f"comma-separated, at most {MAX_BATCH_KIB}; replaces the preset's")
     parser.add_argument("--total-mb", type=float, help=f"record data per source topic, in MB (default {FULL.total_mb:g})")
     parser.add_argument("--repeats", type=int, help=f"interleaved rounds; medians are reported (default {FULL.repeats})")
-    parser.add_argument("--modes", help=f"comma-separated subset of {','.join(MODES)},{SPARK_MODE} (default: the first six)")
+    parser.add_argument("--modes", help=f"comma-separated subset of {','.join(MODES)},{SPARK_MODE} (default: all but the Spark one)")
+    parser.add_argument("--delivery", help="comma-separated exactly-once,at-least-once: the pass-through copy at "
+                                           "these guarantees, side by side (default: both)")
     parser.add_argument("--spark", action="store_true", help=f"also run {SPARK_MODE}: the Spark job's micro-batch overhead")
     parser.add_argument("--keyed-ratio", type=float, default=1.0,
                         help="share of keyed records in the recompress mode's topic (default 1.0)")
@@ -372,7 +384,9 @@ def _runner(settings: Settings, source: str, destination: str, spec: DataSpec, d
             sample = run_worker(run)
             copied = client.list_offsets([TopicPartition(run.destination_topic, p) for p in range(destination_partitions)],
                                          "latest")
-        check_copy(run, sample, sum(copied.values()), must_route)
+        # The exactly-once copy is one transaction: its commit marker takes an offset in every partition.
+        markers = destination_partitions if mode == "exactly-once" else 0
+        check_copy(run, sample, sum(copied.values()) - markers, must_route)
         return sample
 
     return run_once

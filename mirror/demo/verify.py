@@ -19,7 +19,8 @@ What "mirrored correctly" means, per topic:
 * **batches** (passed-through topics): each destination batch is a source batch byte for byte
   from the attributes to the max timestamp and from the record count on (bytes 21-42 and 61+
   of the v2 header, ``DefaultRecordBatch``); only base offset, length, leader epoch, CRC and
-  producer state may be rewritten, in the same order per source partition;
+  producer state (id, epoch, sequence, the transactional bit) may be rewritten, in the same
+  order per source partition;
 * **routes**: the run's routing classes for the topic are the ones its data should take.
 """
 
@@ -37,7 +38,9 @@ from kafka.partitioner.default import murmur2 as kafka_python_murmur2
 from kcodecs import KMirrorError, iter_batches
 
 from ..kafka import KafkaClient, TopicPartition
+from ..kafka.client import READ_COMMITTED
 from ..routing import RouteClass, RouteCounters
+from ..routing.transactions import ReadCommitted
 
 __all__ = [
     "Rec",
@@ -60,7 +63,7 @@ EXAMPLES = 3
 
 # v2 header spans compared for passed-through batches (DefaultRecordBatch): attributes (21)
 # through max timestamp (43), and record count (57) plus the records section.
-_KEPT_HEADER = slice(21, 43)
+_TRANSACTIONAL_BIT = 0x10
 _KEPT_FROM = 57
 
 Headers = tuple[tuple[str, "bytes | None"], ...]
@@ -151,7 +154,7 @@ class RouteExpectation:
 def read_records(bootstrap: str, topics: Sequence[str], *, timeout_s: float = 60.0) -> dict[str, TopicData]:
     """Every record of ``topics`` from the log start to the current end, with kafka-python."""
     consumer = KafkaConsumer(bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False,
-                             client_id="kmirror-demo-verify")
+                             client_id="kmirror-demo-verify", isolation_level="read_committed")
     try:
         counts = {topic: len(consumer.partitions_for_topic(topic)) for topic in topics}
         missing = [topic for topic, n in counts.items() if n == 0]
@@ -179,19 +182,22 @@ def read_records(bootstrap: str, topics: Sequence[str], *, timeout_s: float = 60
 
 
 def read_batches(bootstrap: str, topic: str, partitions: int) -> dict[int, list[bytes]]:
-    """The raw v2 batches of every partition of ``topic`` (kmirror's fetch and header reader)."""
+    """The raw v2 data batches of every partition of ``topic``, read committed (kmirror's fetch
+    and header reader): transaction markers and aborted transactions left out."""
     out: dict[int, list[bytes]] = {}
     with KafkaClient(bootstrap, client_id="kmirror-demo-verify") as client:
         for partition in range(partitions):
             tp, offset, batches = TopicPartition(topic, partition), 0, []
             while True:
-                fetched = client.fetch(tp, offset, max_bytes=1 << 20, max_wait_ms=0)
-                if offset >= fetched.high_watermark:
+                fetched = client.fetch(tp, offset, max_bytes=1 << 20, max_wait_ms=0, isolation_level=READ_COMMITTED)
+                if offset >= fetched.last_stable_offset:
                     break
                 found = [batch for batch in iter_batches(fetched.records) if batch.next_offset > offset]
                 if not found:
                     raise VerifyReadError(f"{bootstrap}: fetching {tp} at offset {offset} returned no complete batch")
-                batches += [bytes(batch.raw) for batch in found]
+                read_committed = ReadCommitted(fetched.aborted_transactions)
+                batches += [bytes(batch.raw) for batch in found
+                            if not read_committed.is_aborted(batch) and not batch.is_control]
                 offset = found[-1].next_offset
             out[partition] = batches
     return out
@@ -380,8 +386,10 @@ def _placed_right(r: Rec, homes: Callable[[Rec], set[int]]) -> bool:
 
 
 def _kept(batch: bytes) -> bytes:
-    """The bytes a pass-through must not change (see the module docstring)."""
-    return batch[_KEPT_HEADER] + batch[_KEPT_FROM:]
+    """The bytes a pass-through must not change (see the module docstring); the transactional
+    attribute bit is producer state, which an exactly-once mirror sets."""
+    attributes = int.from_bytes(batch[21:23], "big") & ~_TRANSACTIONAL_BIT
+    return attributes.to_bytes(2, "big") + batch[23:43] + batch[_KEPT_FROM:]
 
 
 def _base_offset(batch: bytes) -> int:

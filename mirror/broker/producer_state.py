@@ -1,6 +1,8 @@
-"""Idempotent produce (KIP-98, seed 002): per producer id and partition, sequence numbers.
+"""Producer state of a partition (KIP-98, seed 002): sequence numbers and open transactions.
 
-Mirrors Kafka's ``ProducerStateManager``/``ProducerAppendInfo`` for a single leader:
+Mirrors Kafka's ``ProducerStateManager``/``ProducerAppendInfo`` for a single leader.
+
+Idempotence:
 
 - a retried duplicate of one of the producer's last five batches (a producer keeps at most
   five requests in flight) is acknowledged with its original offsets and not written again;
@@ -11,20 +13,36 @@ Mirrors Kafka's ``ProducerStateManager``/``ProducerAppendInfo`` for a single lea
   KIP-360): its state may have been lost to retention, or it is continuing after a restart
   that this broker survived with its log but, without snapshots, rebuilt from it.
 
-The state is rebuilt from the log's batch headers when the partition loads
-(:meth:`ProducerStateTable.rebuilt`), as Kafka's log does when it has no snapshot, so a
-retry that straddles a broker restart is still recognised as a duplicate.
+Transactions:
+
+- a producer's first transactional batch opens its transaction here at that batch's first
+  offset; a non-transactional batch from it while that is open gets INVALID_TXN_STATE;
+- a COMMIT or ABORT marker closes it. A marker from an older producer epoch is refused
+  (INVALID_PRODUCER_EPOCH: the coordinator fenced that producer), one from an older
+  coordinator epoch too (TRANSACTION_COORDINATOR_FENCED); a marker with a newer epoch moves
+  the producer to it (the coordinator bumped it to fence a zombie), so its old batches are
+  refused from then on;
+- the first unstable offset is the smallest first offset of the open transactions; the
+  partition's last stable offset (LSO) is that, or the log end offset when none is open;
+- an abort yields an :class:`AbortedTxn` for the segment's transaction index, stamped with
+  the LSO right after it (``ProducerStateManager.lastStableOffset``).
+
+The state is rebuilt from the log's batch headers (and each marker's one control record)
+when the partition loads, :meth:`ProducerStateTable.replay` per batch, as Kafka's log does
+when it has no snapshot: a retry that straddles a broker restart is still recognised as a
+duplicate, and an open transaction is still open.
 """
 
 from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Iterable
 
-from kcodecs import Batch, TimestampType
+import kcodecs
+from kcodecs import Batch, ControlType, KcodecsError, TimestampType
 
 from .errors import ApiError, kerr
+from .log import AbortedTxn
 from .validator import last_sequence
 
 __all__ = ["ProducerStateTable", "BatchMetadata"]
@@ -47,54 +65,139 @@ class BatchMetadata:
 class _ProducerEntry:
     epoch: int
     batches: deque[BatchMetadata] = field(default_factory=lambda: deque(maxlen=RETAINED_BATCHES))
+    coordinator_epoch: int = -1
+    txn_first_offset: int | None = None
+    """First offset of this producer's open transaction in this partition, if one is open."""
 
 
 class ProducerStateTable:
-    """Sequence state of one partition."""
+    """Sequence and transaction state of one partition."""
 
     def __init__(self) -> None:
         self._producers: dict[int, _ProducerEntry] = {}
+        self._ongoing: dict[int, int] = {}
+        """First offset -> producer id of each open transaction. Transactions open at growing
+        offsets, so insertion order is offset order and the first key is the smallest."""
 
-    @classmethod
-    def rebuilt(cls, batches: Iterable[Batch]) -> "ProducerStateTable":
-        """The state after ``batches`` (a partition's log, oldest first, headers only)."""
-        table = cls()
-        for batch in batches:
-            if batch.magic >= 2 and batch.producer_id != NO_PRODUCER_ID:
-                append_time = batch.max_timestamp if batch.timestamp_type == TimestampType.LOG_APPEND_TIME else -1
-                table.record(batch.producer_id, batch.producer_epoch, BatchMetadata(
-                    batch.base_sequence, last_sequence(batch), batch.base_offset, batch.last_offset, append_time))
-        return table
+    @property
+    def first_unstable_offset(self) -> int | None:
+        """The first offset of the oldest open transaction; None when none is open."""
+        return next(iter(self._ongoing), None)
 
-    def check(self, producer_id: int, epoch: int, first_sequence: int, last_sequence: int) -> BatchMetadata | None:
+    def has_ongoing_txn(self, producer_id: int) -> bool:
+        entry = self._producers.get(producer_id)
+        return entry is not None and entry.txn_first_offset is not None
+
+    # -- data batches -------------------------------------------------------------------------
+
+    def check(self, producer_id: int, epoch: int, first_sequence: int, last_sequence: int, *,
+              transactional: bool = False) -> BatchMetadata | None:
         """Return the original metadata for a duplicate, None for a new in-order batch, or raise."""
         if producer_id == NO_PRODUCER_ID:
             return None
         entry = self._producers.get(producer_id)
         if entry is None:
             return None  # unknown producer: any sequence (KIP-360)
+        if epoch < entry.epoch:
+            raise ApiError(kerr.InvalidProducerEpochError,
+                           f"producer {producer_id} epoch {epoch} is older than the current epoch {entry.epoch}")
         if epoch > entry.epoch:
             if first_sequence != 0:
                 raise ApiError(kerr.OutOfOrderSequenceNumberError,
                                f"producer {producer_id} epoch {epoch} must start at sequence 0, got {first_sequence}")
-            return None
-        if epoch < entry.epoch:
-            raise ApiError(kerr.InvalidProducerEpochError,
-                           f"producer {producer_id} epoch {epoch} is older than the current epoch {entry.epoch}")
-        for meta in entry.batches:
-            if (meta.first_sequence, meta.last_sequence) == (first_sequence, last_sequence):
-                return meta
-        expected = (entry.batches[-1].last_sequence + 1) % (1 << 31) if entry.batches else 0
-        if first_sequence != expected:
-            raise ApiError(kerr.OutOfOrderSequenceNumberError,
-                           f"producer {producer_id} sent sequence {first_sequence}, expected {expected}")
+        else:
+            for meta in entry.batches:
+                if (meta.first_sequence, meta.last_sequence) == (first_sequence, last_sequence):
+                    return meta
+            expected = (entry.batches[-1].last_sequence + 1) % (1 << 31) if entry.batches else 0
+            if first_sequence != expected:
+                raise ApiError(kerr.OutOfOrderSequenceNumberError,
+                               f"producer {producer_id} sent sequence {first_sequence}, expected {expected}")
+        # A new epoch does not close a transaction: only a marker does (ProducerAppendInfo.appendDataBatch).
+        if entry.txn_first_offset is not None and not transactional:
+            raise ApiError(kerr.InvalidTxnStateError,
+                           f"producer {producer_id} sent a non-transactional batch inside its open transaction")
         return None
 
-    def record(self, producer_id: int, epoch: int, meta: BatchMetadata) -> None:
+    def record(self, producer_id: int, epoch: int, meta: BatchMetadata, *, transactional: bool = False) -> None:
         """Remember an appended batch; call only after :meth:`check` accepted it and the append succeeded."""
         if producer_id == NO_PRODUCER_ID:
             return
         entry = self._producers.get(producer_id)
-        if entry is None or epoch > entry.epoch:
+        if entry is None:
             entry = self._producers[producer_id] = _ProducerEntry(epoch)
+        elif epoch > entry.epoch:
+            entry.epoch = epoch
+            entry.batches.clear()
         entry.batches.append(meta)
+        if transactional and entry.txn_first_offset is None:
+            entry.txn_first_offset = meta.first_offset
+            self._ongoing[meta.first_offset] = producer_id
+
+    # -- markers -------------------------------------------------------------------------------
+
+    def check_marker(self, producer_id: int, epoch: int, coordinator_epoch: int) -> None:
+        """Refuse a marker from a fenced producer epoch or coordinator epoch (``appendEndTxnMarker``)."""
+        entry = self._producers.get(producer_id)
+        if entry is None:
+            return
+        if epoch < entry.epoch:
+            raise ApiError(kerr.InvalidProducerEpochError,
+                           f"marker for producer {producer_id} has epoch {epoch}, older than its epoch {entry.epoch} here")
+        if coordinator_epoch < entry.coordinator_epoch:
+            raise ApiError(kerr.TransactionCoordinatorFencedError,
+                           f"marker for producer {producer_id} from coordinator epoch {coordinator_epoch},"
+                           f" older than {entry.coordinator_epoch}")
+
+    def aborted_by(self, producer_id: int, marker_offset: int) -> AbortedTxn | None:
+        """The index entry an ABORT marker at ``marker_offset`` would add, or None if the producer
+        has no open transaction here. Pure: the caller writes the entry, then :meth:`record_marker`."""
+        entry = self._producers.get(producer_id)
+        if entry is None or entry.txn_first_offset is None:
+            return None
+        others = (first for first, pid in self._ongoing.items() if pid != producer_id)
+        return AbortedTxn(producer_id, entry.txn_first_offset, marker_offset, next(others, marker_offset + 1))
+
+    def record_marker(self, producer_id: int, epoch: int, coordinator_epoch: int) -> None:
+        """Close the producer's open transaction (if any) and adopt the marker's epochs."""
+        entry = self._producers.get(producer_id)
+        if entry is None:
+            entry = self._producers[producer_id] = _ProducerEntry(epoch)
+        elif epoch != entry.epoch:
+            entry.epoch = epoch
+            entry.batches.clear()  # Kafka's maybeUpdateProducerEpoch: the new epoch starts at sequence 0
+        entry.coordinator_epoch = coordinator_epoch
+        if entry.txn_first_offset is not None:
+            del self._ongoing[entry.txn_first_offset]
+            entry.txn_first_offset = None
+
+    # -- loading -------------------------------------------------------------------------------
+
+    def replay(self, batch: Batch) -> AbortedTxn | None:
+        """Apply one stored batch (oldest first, on load); return the abort it indexes, if any."""
+        if batch.magic < 2 or batch.producer_id == NO_PRODUCER_ID:
+            return None
+        producer_id, epoch = batch.producer_id, batch.producer_epoch
+        if batch.is_control:
+            marker = _marker(batch)
+            if marker is None:
+                return None
+            kind, coordinator_epoch = marker
+            aborted = self.aborted_by(producer_id, batch.base_offset) if kind is ControlType.ABORT else None
+            self.record_marker(producer_id, epoch, coordinator_epoch)
+            return aborted
+        append_time = batch.max_timestamp if batch.timestamp_type == TimestampType.LOG_APPEND_TIME else -1
+        self.record(producer_id, epoch, BatchMetadata(
+            batch.base_sequence, last_sequence(batch), batch.base_offset, batch.last_offset, append_time,
+        ), transactional=batch.is_transactional)
+        return None
+
+
+def _marker(batch: Batch) -> tuple[ControlType, int] | None:
+    """``(type, coordinator epoch)`` of a transaction marker; None for a control batch that is
+    empty (what Kafka's cleaner leaves of a marker) or not a COMMIT/ABORT (KRaft's control records)."""
+    try:
+        record = next(iter(batch.records()), None)
+        return None if record is None else kcodecs.parse_control_record(record)
+    except KcodecsError:
+        return None

@@ -13,15 +13,17 @@ import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Callable, Literal
+
+from kcodecs import V2Batch
 
 from .errors import ApiError, kerr
 from .log import LogConfig, PartitionLog
 from .producer_state import BatchMetadata, ProducerStateTable
 from .topic_config import TopicConfig
-from .validator import assign_offsets, inspect_produced, last_sequence
+from .validator import ValidationResult, assign_offsets, control_batch, inspect_produced, last_sequence
 
-__all__ = ["TopicStore", "Topic", "Partition", "AppendOutcome"]
+__all__ = ["TopicStore", "Topic", "Partition", "AppendOutcome", "Verifier"]
 
 log = logging.getLogger(__name__)
 
@@ -35,23 +37,81 @@ class AppendOutcome:
     duplicate: bool
 
 
+Verifier = Callable[[V2Batch], None]
+"""Checks a transactional batch with the transaction coordinator before it is appended
+(KIP-890 part 1); raises :class:`ApiError`. The Produce handler builds one per request."""
+
+
 class Partition:
+    """One partition: its log, its producer state, and the append paths that keep them in step
+    (Kafka's ``UnifiedLog``)."""
+
     def __init__(self, topic: "Topic", index: int, log_: PartitionLog):
         self.topic = topic
         self.index = index
         self.log = log_
-        self.producers = ProducerStateTable.rebuilt(log_.batch_headers())
+        self.producers = ProducerStateTable()
+        aborted = [entry for batch in log_.batch_headers() if (entry := self.producers.replay(batch)) is not None]
+        log_.rebuild_txn_indexes(aborted)
 
-    def append(self, data: bytes | memoryview, now_ms: int) -> AppendOutcome:
-        """Validate, deduplicate, assign offsets and append one produced batch; all or nothing."""
+    @property
+    def last_stable_offset(self) -> int:
+        """Below it every transaction is decided: the first offset of the oldest open one (not
+        below the log start, should retention have removed its start), else the log end, which
+        is the high watermark on a single replica (``UnifiedLog.lastStableOffset``)."""
+        first_unstable = self.producers.first_unstable_offset
+        if first_unstable is None:
+            return self.log.log_end_offset
+        return max(first_unstable, self.log.log_start_offset)
+
+    def append(self, data: bytes | memoryview, now_ms: int, *, verify: Verifier | None = None) -> AppendOutcome:
+        """Validate, deduplicate, assign offsets and append one produced batch; all or nothing.
+
+        A transactional batch goes to ``verify`` first (the coordinator must have this
+        partition in the producer's ongoing transaction); without one it is not checked.
+        """
         config = self.topic.config
         batch = inspect_produced(data, config)
-        producer_id, epoch = batch.producer_id, batch.producer_epoch
+        producer_id, epoch, transactional = batch.producer_id, batch.producer_epoch, batch.is_transactional
+        if transactional and verify is not None:
+            verify(batch)
         first_sequence, last_seq = batch.base_sequence, last_sequence(batch)
-        duplicate = self.producers.check(producer_id, epoch, first_sequence, last_seq)
+        duplicate = self.producers.check(producer_id, epoch, first_sequence, last_seq, transactional=transactional)
         if duplicate is not None:
             return AppendOutcome(duplicate.first_offset, duplicate.log_append_time, duplicate=True)
         result = assign_offsets(batch, next_offset=self.log.log_end_offset, now_ms=now_ms, config=config)
+        self._write(result, now_ms)
+        self.producers.record(producer_id, epoch, BatchMetadata(
+            first_sequence, last_seq, result.first_offset, result.last_offset, result.log_append_time,
+        ), transactional=transactional)
+        return AppendOutcome(result.first_offset, result.log_append_time, duplicate=False)
+
+    def write_marker(self, producer_id: int, producer_epoch: int, *, commit: bool, coordinator_epoch: int,
+                     now_ms: int) -> int:
+        """Append a COMMIT or ABORT marker for the producer's transaction; return its offset.
+
+        What Kafka's ``WriteTxnMarkers`` does on the partition leader: the marker goes through
+        offset assignment like any batch; an abort is indexed (``.txnindex``) before the
+        transaction counts as closed, so a failed index write leaves it open (the LSO does not
+        move) and the coordinator writes the marker again. Refused for a fenced producer epoch.
+        """
+        self.producers.check_marker(producer_id, producer_epoch, coordinator_epoch)
+        result = control_batch(producer_id=producer_id, producer_epoch=producer_epoch, commit=commit,
+                               coordinator_epoch=coordinator_epoch, next_offset=self.log.log_end_offset,
+                               now_ms=now_ms, config=self.topic.config)
+        self._write(result, now_ms)
+        aborted = None if commit else self.producers.aborted_by(producer_id, result.first_offset)
+        if aborted is not None:
+            self.log.append_aborted_txn(aborted)
+        self.producers.record_marker(producer_id, producer_epoch, coordinator_epoch)
+        return result.first_offset
+
+    def aborted_transactions(self, fetch_offset: int, upper_bound: int) -> list[tuple[int, int]]:
+        """``(producer_id, first_offset)`` of the aborts overlapping ``[fetch_offset, upper_bound)``,
+        what a read_committed Fetch response lists."""
+        return [(entry.producer_id, entry.first_offset) for entry in self.log.collect_aborted_txns(fetch_offset, upper_bound)]
+
+    def _write(self, result: ValidationResult, now_ms: int) -> None:
         self.log.append(
             result.data,
             first_offset=result.first_offset,
@@ -62,10 +122,6 @@ class Partition:
         # Retention runs on the append path: cheap (it looks at the oldest segment only) and
         # it needs no background task. A partition that stops receiving data keeps its segments.
         self.log.delete_old_segments(now_ms)
-        self.producers.record(producer_id, epoch, BatchMetadata(
-            first_sequence, last_seq, result.first_offset, result.last_offset, result.log_append_time,
-        ))
-        return AppendOutcome(result.first_offset, result.log_append_time, duplicate=False)
 
 
 class Topic:

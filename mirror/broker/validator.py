@@ -12,12 +12,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import kcodecs
-from kcodecs import CorruptBatchError, KcodecsError, TimestampType, V2Batch
+from kcodecs import ControlType, CorruptBatchError, KcodecsError, TimestampType, V2Batch
 
 from .errors import ApiError, kerr
 from .topic_config import TopicConfig
 
-__all__ = ["ValidationResult", "inspect_produced", "assign_offsets", "last_sequence"]
+__all__ = ["ValidationResult", "inspect_produced", "assign_offsets", "control_batch", "last_sequence"]
 
 LEADER_EPOCH = 0
 """A single-node broker is always the leader, in epoch 0."""
@@ -89,6 +89,31 @@ def assign_offsets(batch: V2Batch, *, next_offset: int, now_ms: int, config: Top
         offset_of_max_timestamp=stored.last_offset,
         log_append_time=log_append_time,
     )
+
+
+def control_batch(*, producer_id: int, producer_epoch: int, commit: bool, coordinator_epoch: int, next_offset: int,
+                  now_ms: int, config: TopicConfig) -> ValidationResult:
+    """A COMMIT or ABORT marker at ``next_offset``: a v2 batch with the control and
+    transactional bits, the producer's id and epoch, no sequence, and one control record
+    (Kafka's ``MemoryRecords.withEndTransactionMarker``). Stamped with the broker's time; on
+    LogAppendTime topics as the append time, as Kafka's ``LogValidator`` does for every batch.
+    Never compressed: the topic's ``compression.type`` is for data."""
+    append_time = config.timestamp_type is TimestampType.LOG_APPEND_TIME
+    marker = kcodecs.control_record(ControlType.COMMIT if commit else ControlType.ABORT,
+                                    coordinator_epoch=coordinator_epoch, timestamp=now_ms)
+    data = kcodecs.build_batch(
+        [marker],
+        base_offset=next_offset,
+        timestamp_type=config.timestamp_type,
+        max_timestamp=now_ms,
+        producer_id=producer_id,
+        producer_epoch=producer_epoch,
+        transactional=True,
+        control=True,
+        partition_leader_epoch=LEADER_EPOCH,
+    )
+    return ValidationResult(data=data, first_offset=next_offset, last_offset=next_offset, max_timestamp=now_ms,
+                            offset_of_max_timestamp=next_offset, log_append_time=now_ms if append_time else -1)
 
 
 def _recompress(batch: V2Batch, target: kcodecs.Compression) -> bytearray:

@@ -2,7 +2,7 @@
 Runs on executors, one call per Spark task.
 
 A range ``[start, end)`` owns the batches whose *last* offset falls inside it. Ranges end
-where the source's high watermark was, which is always a batch boundary; when a rate limit
+where the source's last stable offset was, which is always a batch boundary; when a rate limit
 cuts a batch in two, the whole batch goes with the range that holds its last offset. Every
 batch is therefore copied by exactly one range, whole, and never split.
 
@@ -33,6 +33,7 @@ from typing import Callable, Literal, Mapping, Sequence
 from kcodecs import CorruptBatchError, KcodecsError, iter_batches
 
 from ..kafka import (
+    READ_COMMITTED,
     FetchedData,
     Fetcher,
     IdempotentProducer,
@@ -41,7 +42,7 @@ from ..kafka import (
     TopicPartition,
     wait_readable,
 )
-from ..routing import RouteCounters, route_batch
+from ..routing import ReadCommitted, RouteCounters, route_batch
 from .errors import CorruptSourceError, DataLossError, SourceTruncatedError
 from .topics import TopicRoute
 
@@ -56,8 +57,8 @@ _MAX_WAIT_S = 1.0
 
 Outgoing = list[tuple[TopicPartition, bytearray | memoryview, int]]
 """Batches to produce: destination partition, bytes, record count."""
-Router = Callable[[memoryview, TopicPartition, int, int, TopicRoute, RouteCounters], tuple[Outgoing, int]]
-"""``(records, tp, offset, end, route, counters) -> (outgoing, next offset)``: see :func:`route_fetched`."""
+Router = Callable[[FetchedData, TopicPartition, int, int, TopicRoute, RouteCounters], tuple[Outgoing, int]]
+"""``(fetched, tp, offset, end, route, counters) -> (outgoing, next offset)``: see :func:`route_fetched`."""
 
 
 @dataclass(frozen=True)
@@ -137,7 +138,7 @@ def copy_ranges(requests: Sequence[CopyRequest], routes: Mapping[str, TopicRoute
     copies = {request.tp: _RangeCopy(request, routes[request.tp.topic]) for request in requests}
     if len(copies) != len(requests):
         raise ValueError("copy_ranges takes at most one range per partition")
-    fetcher = Fetcher(source, max_bytes=fetch_max_bytes)
+    fetcher = Fetcher(source, max_bytes=fetch_max_bytes, isolation_level=READ_COMMITTED)
     held = peak = 0
     try:
         while any(copy.active for copy in copies.values()) or not producer.idle:
@@ -187,7 +188,7 @@ def _take(copy: _RangeCopy, outcome, producer: IdempotentProducer, source: Kafka
         return 0
     fetched: FetchedData = outcome
     stats.high_watermark = fetched.high_watermark
-    outgoing, next_offset = router(fetched.records, request.tp, copy.offset, request.end, copy.route, stats.counters)
+    outgoing, next_offset = router(fetched, request.tp, copy.offset, request.end, copy.route, stats.counters)
     if next_offset == copy.offset:
         _no_progress(copy, fetched, fetched_together)
         return 0
@@ -201,20 +202,22 @@ def _take(copy: _RangeCopy, outcome, producer: IdempotentProducer, source: Kafka
     return hold.size if outgoing else 0
 
 
-def route_fetched(records: memoryview, tp: TopicPartition, offset: int, end: int, route: TopicRoute,
+def route_fetched(fetched: FetchedData, tp: TopicPartition, offset: int, end: int, route: TopicRoute,
                   counters: RouteCounters) -> tuple[Outgoing, int]:
-    """Route the batches of ``[offset, end)`` found in ``records``, all of them before any is
-    produced (a corrupt one stops the copy with nothing of its fetch sent); return them and
-    the offset to fetch next."""
+    """Route the batches of ``[offset, end)`` found in ``fetched``, all of them before any is
+    produced (a corrupt one stops the copy with nothing of its fetch sent), those of aborted
+    transactions left out (read_committed); return them and the offset to fetch next."""
     outgoing: Outgoing = []
+    committed = ReadCommitted(fetched.aborted_transactions)
     try:
-        for batch in iter_batches(records):
+        for batch in iter_batches(fetched.records):
             last = batch.last_offset
-            if last < offset:
-                continue  # the fetch began inside an earlier batch that is not ours
             if last >= end:
                 return outgoing, end  # this batch belongs to a later range
-            routed = route_batch(batch, tp.partition, route.policy, in_place=True)
+            aborted = committed.is_aborted(batch)  # asked of every batch, in order, as it keeps state
+            if last < offset:
+                continue  # the fetch began inside an earlier batch that is not ours
+            routed = route_batch(batch, tp.partition, route.policy, in_place=True, aborted=aborted)
             counters.add(routed)
             outgoing.extend((TopicPartition(route.topic, out.partition), out.data, out.records) for out in routed.outgoing)
             offset = last + 1
@@ -228,13 +231,21 @@ def _no_progress(copy: _RangeCopy, fetched: FetchedData, fetched_together: int) 
     """A fetch that moved nothing forward. In a fetch of several partitions that is normal for
     a partition whose share of ``max_bytes`` went to the others (only the first partition of a
     response is sure to get a whole batch, KIP-74; the fetcher rotates which one is first).
-    Persisting longer than a full rotation would loop forever: say why instead."""
+    Persisting longer than a full rotation would loop forever: say why instead.
+
+    At the last stable offset nothing moves while the source transaction open there goes on:
+    ranges end at the LSO, but one planned before (from the high watermark) or read from a new
+    leader whose LSO lags may reach it. That is a wait, not an error; the fetcher bounds it
+    (:class:`~mirror.kafka.HangingTransactionError`)."""
     tp, offset = copy.request.tp, copy.offset
     if fetched.high_watermark <= offset:
         raise SourceTruncatedError(tp, offset, fetched.high_watermark)
+    if 0 <= fetched.last_stable_offset <= offset:
+        return
     copy.stalls += 1
     if copy.stalls > fetched_together + 1:
-        raise CorruptSourceError(tp, offset, f"{copy.stalls} fetches below the high watermark {fetched.high_watermark} "
+        raise CorruptSourceError(tp, offset, f"{copy.stalls} fetches below the last stable offset "
+                                             f"{fetched.last_stable_offset} "
                                              f"returned no complete batch at or after the offset (last: "
                                              f"{len(fetched.records)} bytes; a batch larger than fetch_max_bytes on a "
                                              f"broker without KIP-74?)")

@@ -3,7 +3,7 @@ mirror's cluster client (:class:`KafkaClient`: metadata, leader routing, raw fet
 and the data plane built on it: a multi-partition :class:`Fetcher` and a pipelined
 :class:`IdempotentProducer`."""
 
-from .client import KafkaClient, RetryPolicy
+from .client import READ_COMMITTED, READ_UNCOMMITTED, KafkaClient, RetryPolicy
 from .fetcher import Fetcher
 from .pipeline import PipelinedConnection, wait_readable
 from .producer import Ack, IdempotentProducer, ProducerSequenceError
@@ -11,6 +11,7 @@ from .connection import ConnectionFailedError, KafkaConnection, ProtocolError
 from .errors import (
     BrokerApiError,
     ClusterUnreachableError,
+    HangingTransactionError,
     InvalidTopicPartitionError,
     OffsetOutOfRangeError,
     UnknownTopicError,
@@ -19,6 +20,8 @@ from .types import FetchedData, NewTopic, TopicPartition
 
 __all__ = [
     "KafkaClient",
+    "READ_UNCOMMITTED",
+    "READ_COMMITTED",
     "IdempotentProducer",
     "Ack",
     "ProducerSequenceError",
@@ -35,6 +38,7 @@ __all__ = [
     "ClusterUnreachableError",
     "BrokerApiError",
     "OffsetOutOfRangeError",
+    "HangingTransactionError",
     "UnknownTopicError",
     "InvalidTopicPartitionError",
 ]

@@ -6,6 +6,7 @@
         00000000000000000000.log         record batches exactly as appended (kcodecs formats)
         00000000000000000000.index       offset index, 8-byte entries   (see index.py)
         00000000000000000000.timeindex   time index, 12-byte entries    (see index.py)
+        00000000000000000000.txnindex    aborted transactions, 34-byte entries, only once there is one (see txn_index.py)
         00000000000000052731.log         next segment: named by its base offset, 20 digits
         ...
         .kmirror_cleanshutdown           present only between a clean close() and the next open
@@ -26,12 +27,14 @@ __all__ = [
     "LOG_SUFFIX",
     "INDEX_SUFFIX",
     "TIME_INDEX_SUFFIX",
+    "TXN_INDEX_SUFFIX",
     "DELETED_SUFFIX",
     "CLEAN_SHUTDOWN_FILE",
     "filename_prefix",
     "log_file",
     "offset_index_file",
     "time_index_file",
+    "txn_index_file",
     "segment_base_offset",
     "partition_dir",
     "fsync_dir",
@@ -40,11 +43,12 @@ __all__ = [
 LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
 TIME_INDEX_SUFFIX = ".timeindex"
+TXN_INDEX_SUFFIX = ".txnindex"
 DELETED_SUFFIX = ".deleted"
 """Kafka renames files it is about to delete to ``*.deleted``; stray ones are removed on load."""
 CLEAN_SHUTDOWN_FILE = ".kmirror_cleanshutdown"
 
-_SEGMENT_FILE = re.compile(r"^(\d{20})(\.log|\.index|\.timeindex)$")
+_SEGMENT_FILE = re.compile(r"^(\d{20})(\.log|\.index|\.timeindex|\.txnindex)$")
 
 
 def filename_prefix(offset: int) -> str:
@@ -62,6 +66,10 @@ def offset_index_file(directory: Path, base_offset: int) -> Path:
 
 def time_index_file(directory: Path, base_offset: int) -> Path:
     return directory / (filename_prefix(base_offset) + TIME_INDEX_SUFFIX)
+
+
+def txn_index_file(directory: Path, base_offset: int) -> Path:
+    return directory / (filename_prefix(base_offset) + TXN_INDEX_SUFFIX)
 
 
 def segment_base_offset(name: str) -> tuple[int, str] | None:

@@ -8,7 +8,8 @@ What gets checked, from cheapest to most thorough:
    index entry (header-only) must end exactly at the end of the file.
 3. After an unclean shutdown, the segments that may hold unflushed data are *recovered*:
    every batch is read and its CRC checked (``Batch.validate``, no decompression), the file
-   is truncated at the first torn or corrupt batch and both indexes are rebuilt. Under
+   is truncated at the first torn or corrupt batch and both indexes are rebuilt (the
+   transaction index is emptied, for the partition to refill from its producer state). Under
    ``flush="always"`` that is only the last segment, because a segment is fsynced when it
    rolls; under ``flush="os"`` it is every segment (Kafka tracks a recovery point instead).
    As in Kafka's ``recoverLog``, when a recovered segment had to be truncated every later

@@ -2,7 +2,8 @@
 
 Appends take batches whose offsets the broker already assigned and write them as they are;
 reads return stored bytes from the batch holding the requested offset; look-ups by time go
-through the time index. Per append and per read the work is per batch (header reads),
+through the time index; aborted transactions are kept per segment in its transaction index
+(:mod:`.txn_index`), written by the owner of the producer state, which decides them. Per append and per read the work is per batch (header reads),
 never per record. Opening a directory loads or recovers it (see :mod:`.loader`).
 """
 
@@ -15,7 +16,7 @@ import os
 import threading
 import time
 from pathlib import Path
-from typing import Callable, Iterator, TypeVar
+from typing import Callable, Iterable, Iterator, TypeVar
 
 import kcodecs
 from kcodecs import NO_TIMESTAMP, KcodecsError
@@ -32,6 +33,7 @@ from .errors import (
 from .files import CLEAN_SHUTDOWN_FILE, fsync_dir
 from .loader import load_segments
 from .segment import BatchInfo, LogSegment
+from .txn_index import AbortedTxn
 
 __all__ = ["PartitionLog", "LogConfig", "wall_clock_ms"]
 
@@ -217,11 +219,12 @@ class PartitionLog:
 
 
     @_guarded
-    def read(self, offset: int, max_bytes: int, *, min_one_batch: bool = True) -> memoryview:
+    def read(self, offset: int, max_bytes: int, *, min_one_batch: bool = True, max_offset: int | None = None) -> memoryview:
         """Stored bytes from the batch holding ``offset``: up to ``max_bytes``, but at least that
         whole batch; with ``min_one_batch`` false, nothing when that batch does not fit (KIP-74
         grants the whole batch to a fetch response's first non-empty partition only, so the
-        response stays within its ``max_bytes``).
+        response stays within its ``max_bytes``). Nothing at or past ``max_offset``, a batch
+        boundary (read_committed passes the last stable offset).
 
         Reads one segment per call, as Kafka does; the last batch may be cut short and
         consumers skip it. Empty at :attr:`log_end_offset`; raises
@@ -230,10 +233,12 @@ class PartitionLog:
         if max_bytes < 0:
             raise InvalidArgumentError(f"max_bytes must not be negative, got {max_bytes}")
         self._check_range(offset)
+        if max_offset is not None and offset >= max_offset:
+            return _EMPTY
         first = bisect.bisect_right(self._bases, offset) - 1
         for segment in self._segments[first:]:
             if offset < segment.next_offset:
-                data = segment.read(offset, max_bytes, min_one_batch=min_one_batch)
+                data = segment.read(offset, max_bytes, min_one_batch=min_one_batch, max_offset=max_offset)
                 if data is not None:
                     return data
         return _EMPTY
@@ -258,6 +263,54 @@ class PartitionLog:
                 if found is not None:
                     return found
         return None
+
+    # -- aborted transactions ----------------------------------------------------------------
+
+    @_guarded
+    def append_aborted_txn(self, entry: AbortedTxn) -> None:
+        """Index an abort whose marker was just appended (it is in the active segment)."""
+        segment = self._segments[-1]
+        if not segment.base_offset <= entry.last_offset < segment.next_offset:
+            raise InvalidArgumentError(f"abort marker at {entry.last_offset} is not in the active segment"
+                                       f" [{segment.base_offset}, {segment.next_offset})")
+        segment.txn_index.append(entry)
+        if not self.config.fsync_appends:
+            self._dirty.add(segment.base_offset)
+
+    @_guarded
+    def collect_aborted_txns(self, fetch_offset: int, upper_bound: int) -> list[AbortedTxn]:
+        """Aborted transactions overlapping ``[fetch_offset, upper_bound)`` (Kafka's
+        ``LocalLog.collectAbortedTransactions``): from the segment holding ``fetch_offset`` on,
+        until an entry's last stable offset shows that later segments cannot add any."""
+        first = max(0, bisect.bisect_right(self._bases, fetch_offset) - 1)
+        found: list[AbortedTxn] = []
+        for segment in self._segments[first:]:
+            entries, complete = segment.txn_index.collect(fetch_offset, upper_bound)
+            found.extend(entries)
+            if complete:
+                break
+        return found
+
+    @_guarded
+    def rebuild_txn_indexes(self, aborted: Iterable[AbortedTxn]) -> int:
+        """Refill the transaction indexes that recovery emptied; return how many entries were written.
+
+        ``aborted`` is every abort in the log, oldest first, as the caller replayed it from
+        :meth:`batch_headers` (a transaction may start segments before its marker, so only the
+        partition's producer state can rebuild an index, as Kafka's recovery does with its
+        ``ProducerStateManager``). Entries of segments that loaded cleanly are left alone.
+        """
+        reset = {segment.base_offset: segment for segment in self._segments if segment.txn_index_reset}
+        written = 0
+        for entry in aborted:
+            segment = self._segments[bisect.bisect_right(self._bases, entry.last_offset) - 1]
+            if segment.base_offset in reset:
+                segment.txn_index.append(entry)
+                written += 1
+        for segment in reset.values():
+            segment.txn_index_reset = False
+            self._dirty.add(segment.base_offset)
+        return written
 
     # -- retention --------------------------------------------------------------------------
 

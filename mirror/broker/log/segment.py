@@ -1,4 +1,5 @@
-"""A segment: one ``.log`` file and its two sparse indexes (Kafka's ``LogSegment``).
+"""A segment: one ``.log`` file, its two sparse indexes and its aborted-transaction index
+(Kafka's ``LogSegment``).
 
 Index entries are placed per batch, exactly as Kafka's ``LogSegment.append`` does since
 3.8 (KAFKA-16310) and as its ``recover`` always has, so an index rebuilt from the log is
@@ -33,8 +34,9 @@ from kcodecs import NO_TIMESTAMP, KcodecsError
 from .config import INT32_MAX, LogConfig
 from .errors import CorruptIndexError
 from .file_records import FileRecords
-from .files import log_file, offset_index_file, time_index_file
+from .files import log_file, offset_index_file, time_index_file, txn_index_file
 from .index import OffsetIndex, TimeIndex, TimestampOffset
+from .txn_index import TransactionIndex
 
 __all__ = ["LogSegment", "BatchInfo", "RecoveryResult"]
 
@@ -70,6 +72,10 @@ class LogSegment:
         self.log = log
         self.offset_index = OffsetIndex(offset_index_file(directory, base_offset), base_offset, config.max_index_bytes)
         self.time_index = TimeIndex(time_index_file(directory, base_offset), base_offset, config.max_index_bytes)
+        self.txn_index = TransactionIndex(txn_index_file(directory, base_offset), base_offset)
+        self.txn_index_reset = False
+        """Set by :meth:`recover`: the transaction index was emptied and waits to be refilled from
+        producer state (:meth:`PartitionLog.rebuild_txn_indexes`), which a segment alone cannot replay."""
         self.created_ms = now_ms
         self.next_offset = base_offset
         """One past the last offset in this segment (the base offset while empty)."""
@@ -98,11 +104,13 @@ class LogSegment:
         Kafka's ``sanityCheck`` plus ``readNextOffset``: both indexes must parse, increase and
         point inside the log, the last offset entry must name the batch at its position, and
         the batches after it (header-only) must end exactly at the end of the file, below
-        ``upper_bound`` (the next segment's base offset).
+        ``upper_bound`` (the next segment's base offset). The transaction index, if any, must
+        parse and name markers inside the segment.
         """
         try:
             self.offset_index = OffsetIndex.load(self.offset_index.path, self.base_offset, self.config.max_index_bytes)
             self.time_index = TimeIndex.load(self.time_index.path, self.base_offset, self.config.max_index_bytes)
+            self.txn_index = TransactionIndex.load(self.txn_index.path, self.base_offset)
             self.offset_index.sanity_check(self.log.size)
             last_entry = self.offset_index.last_entry
             end, next_offset, tail_max = self._scan_tail(last_entry.offset, last_entry.position)
@@ -111,6 +119,9 @@ class LogSegment:
             if upper_bound is not None and next_offset > upper_bound:
                 return f"offsets run to {next_offset - 1}, into the next segment at {upper_bound}"
             self.time_index.sanity_check(next_offset)
+            aborts = self.txn_index.entries
+            if aborts and aborts[-1].last_offset >= next_offset:
+                return f"{self.txn_index.path.name} names a marker at {aborts[-1].last_offset}, past the segment's end {next_offset}"
         except FileNotFoundError as exc:
             return f"{Path(exc.filename or '?').name} is missing"
         except (CorruptIndexError, KcodecsError) as exc:
@@ -143,10 +154,13 @@ class LogSegment:
         """Rebuild both indexes from the log, checking every batch; truncate at the first bad one.
 
         Kafka's ``LogSegment.recover``: CRC and header checks per batch (no decompression),
-        offsets must increase and stay below ``upper_bound``. Leaves the indexes writable.
+        offsets must increase and stay below ``upper_bound``. Leaves the indexes writable and
+        the transaction index empty, flagged for :meth:`PartitionLog.rebuild_txn_indexes`.
         """
         self.offset_index.close()
         self.time_index.close()
+        self.txn_index.reset()
+        self.txn_index_reset = True
         self.offset_index = OffsetIndex.create(self.offset_index.path, self.base_offset, self.config.max_index_bytes)
         self.time_index = TimeIndex.create(self.time_index.path, self.base_offset, self.config.max_index_bytes)
         self._max = TimestampOffset(NO_TIMESTAMP, self.base_offset)
@@ -258,10 +272,12 @@ class LogSegment:
 
     # -- reading ------------------------------------------------------------------------------
 
-    def read(self, offset: int, max_bytes: int, *, min_one_batch: bool = True) -> memoryview | None:
+    def read(self, offset: int, max_bytes: int, *, min_one_batch: bool = True,
+             max_offset: int | None = None) -> memoryview | None:
         """Bytes from the batch holding ``offset`` (or the next one), up to ``max_bytes``; at
         least that whole batch if ``min_one_batch`` (Kafka's ``minOneMessage``), else nothing
-        if that batch does not fit.
+        if that batch does not fit. Nothing from the batch holding ``max_offset`` on (the last
+        stable offset for read_committed, always a batch boundary), as Kafka's ``maxPosition``.
 
         None when no batch in this segment reaches ``offset``. The last batch may be cut
         short, as in Kafka (KIP-74 guarantees only the first).
@@ -274,7 +290,12 @@ class LogSegment:
             # Kafka (v3+ fetches) answers empty rather than with a first batch cut short:
             # a consumer can make no progress on a part of one batch.
             return memoryview(b"")
-        return memoryview(self.log.read(position, max(max_bytes, size)))
+        length = max(max_bytes, size)
+        if max_offset is not None and max_offset < self.next_offset:
+            bound = self.log.search_for_offset(max_offset, self.offset_index.lookup(max_offset).position)
+            if bound is not None:
+                length = min(length, bound[0] - position)
+        return memoryview(self.log.read(position, length) if length > 0 else b"")
 
     def find_offset_by_timestamp(self, timestamp: int, starting_offset: int) -> tuple[int, int] | None:
         """``(offset, timestamp)`` of the first record with timestamp >= ``timestamp`` (``findOffsetByTimestamp``)."""
@@ -317,6 +338,7 @@ class LogSegment:
         self.log.flush()
         self.offset_index.flush()
         self.time_index.flush()
+        self.txn_index.flush()
 
     def close(self) -> None:
         """Seal, fsync and release (a clean close leaves trimmed indexes, as Kafka's does)."""
@@ -328,6 +350,7 @@ class LogSegment:
         """Release files and mappings without writing anything (Kafka's ``closeHandlers``)."""
         self.offset_index.close()
         self.time_index.close()
+        self.txn_index.close()
         self.log.close()
 
     def delete(self) -> None:
@@ -335,6 +358,7 @@ class LogSegment:
         self.log.delete()
         self.offset_index.delete()
         self.time_index.delete()
+        self.txn_index.delete()
 
     def __repr__(self) -> str:
         return f"<LogSegment base_offset={self.base_offset} next_offset={self.next_offset} size={self.size}>"

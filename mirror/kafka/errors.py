@@ -9,6 +9,7 @@
     ├── BrokerApiError                   an error code from the broker (non-retriable, or retries used up)
     │   ├── OffsetOutOfRangeError        a fetch outside [log start, high watermark]; never retried
     │   └── UnknownTopicError            metadata never showed the topic
+    ├── HangingTransactionError          a read_committed fetch waited past any transaction's time limit
     └── InvalidTopicPartitionError       (also ValueError) text that is not "topic/partition"
 
 Broker error codes are named by kafka-python's ``kafka.errors`` (from Kafka's Errors.java),
@@ -35,6 +36,7 @@ __all__ = [
     "BrokerApiError",
     "OffsetOutOfRangeError",
     "UnknownTopicError",
+    "HangingTransactionError",
     "InvalidTopicPartitionError",
 ]
 
@@ -90,6 +92,18 @@ class UnknownTopicError(BrokerApiError):
     def __init__(self, topic: str):
         error = kerr.UnknownTopicOrPartitionError
         super().__init__("Metadata", error.message, error.errno, True, topic=topic)
+
+
+class HangingTransactionError(KMirrorError):
+    """Read committed, ``tp`` stayed stuck at its last stable offset for ``waited_s``: longer than
+    a source transaction may stay open, so its coordinator will not end it (a hanging
+    transaction, KAFKA-12671). Only an operator can abort it."""
+
+    def __init__(self, tp: "TopicPartition", offset: int, last_stable_offset: int, waited_s: float):
+        super().__init__(f"{tp}: a source transaction open at offset {last_stable_offset} kept offset {offset} "
+                         f"unreadable for {waited_s:.0f} s, longer than any transaction may stay open; abort it "
+                         f"at the source (kafka-transactions.sh find-hanging, then abort)")
+        self.tp, self.offset, self.last_stable_offset, self.waited_s = tp, offset, last_stable_offset, waited_s
 
 
 class InvalidTopicPartitionError(KMirrorError, ValueError):

@@ -12,6 +12,11 @@ Per-partition outcomes are :class:`FetchedData` or :class:`OffsetOutOfRangeError
 caller decides between failing and skipping, ``--on-data-loss``). Retriable errors (leader
 moves, a lost connection, a broker that stopped answering) are retried here, per partition,
 with backoff; others raise.
+
+Read committed (KIP-98), a partition answers nothing at its last stable offset while a
+transaction is open there. The caller fetches it again, as Kafka's consumer polls again; a
+partition stuck longer than any transaction may stay open raises
+:class:`HangingTransactionError` instead of being fetched forever.
 """
 
 from __future__ import annotations
@@ -29,14 +34,20 @@ from kcodecs import KMirrorError
 from .backoff import Backoff
 from .client import READ_COMMITTED, READ_UNCOMMITTED, KafkaClient, is_retriable
 from .connection import ConnectionFailedError, ProtocolError
-from .errors import BrokerApiError, OffsetOutOfRangeError
+from .errors import BrokerApiError, HangingTransactionError, OffsetOutOfRangeError
 from .pipeline import PipelinedConnection
 from .types import FetchedData, TopicPartition
 from .wire import decode_fetch_response
 
-__all__ = ["Fetcher", "FetchOutcome", "READ_UNCOMMITTED", "READ_COMMITTED"]
+__all__ = ["Fetcher", "FetchOutcome", "READ_UNCOMMITTED", "READ_COMMITTED", "MAX_TRANSACTION_WAIT_S"]
 
 log = logging.getLogger(__name__)
+
+MAX_TRANSACTION_WAIT_S = 16 * 60.0
+"""How long a partition may stay stuck at its last stable offset: Kafka's
+``transaction.max.timeout.ms`` (15 minutes by default, the longest a producer may ask for),
+plus a minute for the coordinator's abort to reach the partition. A transaction open longer
+will not end by itself."""
 
 FetchOutcome = FetchedData | OffsetOutOfRangeError
 
@@ -52,11 +63,14 @@ class Fetcher:
     """Fetches raw record sets of many partitions from one cluster, one request per leader."""
 
     def __init__(self, client: KafkaClient, *, max_bytes: int, max_wait_ms: int = 100,
-                 isolation_level: int = READ_UNCOMMITTED, clock: Callable[[], float] = time.monotonic):
+                 isolation_level: int = READ_UNCOMMITTED, max_transaction_wait_s: float = MAX_TRANSACTION_WAIT_S,
+                 clock: Callable[[], float] = time.monotonic):
         self._client = client
         self._max_bytes = max_bytes
         self._max_wait_ms = max_wait_ms
         self._isolation_level = isolation_level
+        self._max_transaction_wait_s = max_transaction_wait_s
+        self._stuck_since: dict[TopicPartition, float] = {}
         self._clock = clock
         self._connections: dict[str, PipelinedConnection] = {}
         self._backoff: dict[TopicPartition, Backoff] = {}
@@ -140,6 +154,7 @@ class Fetcher:
                 self._backoff.pop(tp, None)
                 settled[tp] = FetchedData(part.records, part.high_watermark, part.log_start_offset,
                                           part.last_stable_offset, part.aborted_transactions or ())
+                self._check_stuck(tp, offset, settled[tp])
         return settled
 
     def close(self) -> None:
@@ -161,6 +176,23 @@ class Fetcher:
                             isolation_level=self._isolation_level, session_id=0, session_epoch=-1, rack_id="",
                             forgotten_topics_data=[],
                             topics=[FetchRequest.FetchTopic(topic=t, partitions=ps) for t, ps in by_topic.items()])
+
+    def _check_stuck(self, tp: TopicPartition, offset: int, fetched: FetchedData) -> None:
+        """Time how long ``tp`` has been held at its last stable offset by an open transaction;
+        raise once that is longer than :data:`MAX_TRANSACTION_WAIT_S`. The broker holds each
+        such fetch up to ``max_wait_ms``, so waiting is no busy loop."""
+        stuck = (self._isolation_level == READ_COMMITTED and not fetched.records
+                 and 0 <= fetched.last_stable_offset <= offset < fetched.high_watermark)
+        if not stuck:
+            self._stuck_since.pop(tp, None)
+            return
+        now = self._clock()
+        if tp not in self._stuck_since:
+            self._stuck_since[tp] = now
+            log.warning("%s: waiting at offset %d for the source transaction open at offset %d to end "
+                        "(high watermark %d)", tp, offset, fetched.last_stable_offset, fetched.high_watermark)
+        elif now - self._stuck_since[tp] > self._max_transaction_wait_s:
+            raise HangingTransactionError(tp, offset, fetched.last_stable_offset, now - self._stuck_since[tp])
 
     def _ready(self, tp: TopicPartition, now: float) -> bool:
         backoff = self._backoff.get(tp)

@@ -5,6 +5,8 @@ of Kafka transactions."""
 
 from __future__ import annotations
 
+import time
+
 import pytest
 from confluent_kafka import Consumer
 from confluent_kafka import TopicPartition as CTP
@@ -25,7 +27,8 @@ from mirror.engine.exactly_once import resume_requests
 from mirror.engine.offsets_topic import OffsetsTopicError, decode_offsets, encode_offsets
 from mirror.kafka import KafkaClient, NewTopic, TopicPartition
 from mirror.kafka.transactional_producer import TransactionalProducer
-from mirror.kafka.transactions import ProducerFencedError
+from mirror.kafka.client import READ_COMMITTED
+from mirror.kafka.transactions import ProducerFencedError, TransactionError, TransactionManager
 
 FETCH = 1024 * 1024
 JOB = "job1"
@@ -180,3 +183,28 @@ def test_offsets_committed_behind_an_open_transaction_are_waited_for(mirror_setu
         view.refresh()
     slow.commit()
     assert view.refresh() == {TopicPartition("t", 0): 60, TopicPartition("t", 1): 5}
+
+
+def test_a_transaction_the_destination_timed_out_cannot_commit(mirror_setup):
+    (src, dst, source, destination), routes = mirror_setup
+    producer = TransactionalProducer(destination, f"{JOB}-slow", transaction_timeout_ms=300)
+    producer.enqueue(TopicPartition("t", 0), encode_offsets({TopicPartition("x", 0): 1}, 0), 1)
+    producer.flush()
+    # The destination aborts it once its timeout has passed, and bumps the epoch: the commit is refused.
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and destination.list_offsets(
+            [TopicPartition("t", 0)], "latest", isolation_level=READ_COMMITTED)[TopicPartition("t", 0)] == 0:
+        time.sleep(0.1)
+    with pytest.raises(ProducerFencedError):
+        producer.commit()
+    assert producer.failed is not None
+    assert _read_committed(dst.bootstrap, "t", 2) == {0: [], 1: []}
+
+
+def test_an_unknown_producer_id_is_a_named_transaction_error(mirror_setup):
+    (src, dst, source, destination), routes = mirror_setup
+    manager = TransactionManager(destination, f"{JOB}-never-initialised", timeout_ms=10_000)
+    manager.producer_id, manager.epoch = 123456, 0
+    with pytest.raises(TransactionError) as caught:
+        manager.add_partitions([TopicPartition("t", 0)])
+    assert caught.value.error_name and "never-initialised" in str(caught.value)

@@ -22,7 +22,7 @@ from confluent_kafka import TopicPartition as CTP
 
 import kcodecs
 from kcodecs import Record
-from mirror.broker import EmbeddedBroker
+from mirror.broker import BrokerProcess, EmbeddedBroker
 from mirror.kafka import KafkaClient, NewTopic, TopicPartition
 
 pytestmark = pytest.mark.slow
@@ -95,3 +95,36 @@ def test_sigkills_of_the_whole_mirror_lose_and_duplicate_nothing(tmp_path):
         duplicated = len(copied[p]) - len(set(copied[p]))
         assert (lost, duplicated) == (0, 0), f"events/{p}: {lost} lost, {duplicated} duplicated"
         assert copied[p] == produced[p], f"events/{p}: out of order"
+
+
+def test_a_destination_broker_killed_mid_transaction_loses_and_duplicates_nothing(tmp_path):
+    rng = random.Random(7)
+    with EmbeddedBroker(tmp_path / "src") as src:
+        with KafkaClient(src.bootstrap) as source:
+            produced = _fill(source)
+        dst = BrokerProcess(tmp_path / "dst").start()
+        try:
+            command = [sys.executable, "-m", "mirror.cli", "run", "--source", src.bootstrap, "--destination",
+                       dst.bootstrap, "--topics", "events", "--checkpoint", str(tmp_path / "ck"), "--delivery",
+                       "exactly-once", "--max-records-per-trigger", str(max(RECORDS // 20, 1000)), "--once",
+                       "--transaction-timeout", "20"]
+            env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+            log_path = tmp_path / "run.log"
+            with open(log_path, "w") as log_file:
+                job = subprocess.Popen(command, stderr=log_file, stdout=subprocess.DEVNULL, env=env,
+                                       start_new_session=True)
+                deadline = time.monotonic() + 180
+                while "records," not in log_path.read_text() and job.poll() is None and time.monotonic() < deadline:
+                    time.sleep(0.2)
+                time.sleep(rng.uniform(0.0, 1.5))
+                dst.kill()  # in the middle of some task's transaction
+                dst = BrokerProcess(tmp_path / "dst", port=dst.port).start()
+                job.wait(600)
+            if job.returncode != 0:  # the outage outlasted the job's retries: run it again
+                again = subprocess.run(command, capture_output=True, text=True, env=env, timeout=900)
+                assert again.returncode == 0, again.stderr[-3000:]
+            copied = _read_committed(dst.bootstrap)
+        finally:
+            dst.kill()
+    for p in range(PARTITIONS):
+        assert copied[p] == produced[p], f"events/{p}: {len(copied[p])} records, {len(produced[p])} at the source"

@@ -1,0 +1,101 @@
+"""A source written by librdkafka's transactional producer, committing some transactions and
+aborting others, mirrored by the Spark job in small rate-limited micro-batches: the destination
+must hold exactly the committed records (what librdkafka's read_committed consumer reads at the
+source), in order, including across an abort that falls after a micro-batch boundary and a
+transaction still open while the mirror runs."""
+
+from __future__ import annotations
+
+import pytest
+from confluent_kafka import Consumer, Producer
+from confluent_kafka import TopicPartition as CTP
+
+from mirror.broker import EmbeddedBroker
+from mirror.config import load_config
+from mirror.kafka import KafkaClient, NewTopic
+
+pytestmark = pytest.mark.slow
+
+PARTITIONS = 2
+
+
+def _read(bootstrap: str, topic: str, isolation: str) -> dict[int, list[bytes]]:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "verify", "enable.auto.commit": False,
+                         "isolation.level": isolation, "enable.partition.eof": True})
+    consumer.assign([CTP(topic, p, 0) for p in range(PARTITIONS)])
+    seen: dict[int, list[bytes]] = {p: [] for p in range(PARTITIONS)}
+    done: set[int] = set()
+    try:
+        while len(done) < PARTITIONS:
+            message = consumer.poll(10)
+            assert message is not None, "no end of partition within 10 s"
+            if message.error():
+                assert message.error().code() == -191, message.error()  # _PARTITION_EOF
+                done.add(message.partition())
+            else:
+                seen[message.partition()].append(message.value())
+    finally:
+        consumer.close()
+    return seen
+
+
+class _Transactions:
+    """librdkafka's transactional producer, one transaction at a time."""
+
+    def __init__(self, bootstrap: str):
+        self.producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": "source-app",
+                                  "compression.type": "lz4", "linger.ms": 1})
+        self.producer.init_transactions(30)
+        self.committed: dict[int, list[bytes]] = {p: [] for p in range(PARTITIONS)}
+
+    def write(self, name: str, records: int) -> dict[int, list[bytes]]:
+        self.producer.begin_transaction()
+        written: dict[int, list[bytes]] = {p: [] for p in range(PARTITIONS)}
+        for i in range(records):
+            value = f"{name}-{i}".encode()
+            self.producer.produce("orders", value=value, partition=i % PARTITIONS)
+            written[i % PARTITIONS].append(value)
+            if i % 7 == 6:
+                self.producer.flush(30)  # several batches per transaction and partition
+        self.producer.flush(30)
+        return written
+
+    def commit(self, written: dict[int, list[bytes]]) -> None:
+        self.producer.commit_transaction(30)
+        for p, values in written.items():
+            self.committed[p] += values
+
+    def abort(self) -> None:
+        self.producer.abort_transaction(30)
+
+
+def test_only_committed_source_transactions_reach_the_destination(tmp_path):
+    from mirror.spark.job import run_mirror
+
+    with EmbeddedBroker(tmp_path / "src") as src, EmbeddedBroker(tmp_path / "dst") as dst:
+        with KafkaClient(src.bootstrap) as source:
+            source.create_topics([NewTopic("orders", PARTITIONS)])
+        txns = _Transactions(src.bootstrap)
+        txns.commit(txns.write("t1", 60))
+        txns.write("t2", 80)
+        txns.abort()  # 40 records per partition, cut by the 15-record micro-batches below
+        txns.commit(txns.write("t3", 30))
+        open_ = txns.write("t4", 20)  # still open while the mirror runs
+        config = load_config(None, {"source.bootstrap": src.bootstrap, "destination.bootstrap": dst.bootstrap,
+                                    "topics": "orders", "once": True, "checkpoint": str(tmp_path / "ck"),
+                                    "delivery": "exactly-once", "max_records_per_trigger": 30})
+        first = run_mirror(config)
+        assert _read(dst.bootstrap, "orders", "read_committed") == txns.committed  # t4 not yet
+        txns.abort()
+        del open_
+        txns.commit(txns.write("t5", 10))
+        second = run_mirror(config)
+        source_committed = _read(src.bootstrap, "orders", "read_committed")
+        destination_committed = _read(dst.bootstrap, "orders", "read_committed")
+        destination_all = _read(dst.bootstrap, "orders", "read_uncommitted")
+    assert source_committed == txns.committed  # librdkafka agrees with what the test wrote
+    assert destination_committed == txns.committed
+    # No attempt of ours was aborted, so nothing else is at the destination at all.
+    assert destination_all == txns.committed
+    aborted = first.counters.by_class["aborted"].records + second.counters.by_class["aborted"].records
+    assert aborted == 80 + 20

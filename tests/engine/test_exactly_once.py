@@ -8,8 +8,7 @@ from __future__ import annotations
 import time
 
 import pytest
-from confluent_kafka import Consumer
-from confluent_kafka import TopicPartition as CTP
+from librdkafka_reader import read_values
 
 import kcodecs
 from kcodecs import Record
@@ -95,23 +94,7 @@ def _offsets(destination: KafkaClient) -> CommittedOffsets:
 
 
 def _read_committed(bootstrap: str, topic: str, partitions: int) -> dict[int, list[bytes]]:
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "unused", "enable.auto.commit": False,
-                         "isolation.level": "read_committed", "enable.partition.eof": True})
-    consumer.assign([CTP(topic, p, 0) for p in range(partitions)])
-    seen: dict[int, list[bytes]] = {p: [] for p in range(partitions)}
-    at_eof: set[int] = set()
-    try:
-        while len(at_eof) < partitions:
-            message = consumer.poll(10)
-            assert message is not None, f"no end of partition within 10 s: {sorted(at_eof)} of {partitions}"
-            if message.error():
-                assert message.error().code() == -191, message.error()  # _PARTITION_EOF
-                at_eof.add(message.partition())
-            else:
-                seen[message.partition()].append(message.value())
-    finally:
-        consumer.close()
-    return seen
+    return read_values(bootstrap, topic, partitions)
 
 
 def _copy(requests, routes, source, producer, destination):

@@ -17,8 +17,7 @@ import sys
 import time
 
 import pytest
-from confluent_kafka import Consumer
-from confluent_kafka import TopicPartition as CTP
+from librdkafka_reader import read_values
 
 import kcodecs
 from kcodecs import Record
@@ -47,22 +46,36 @@ def _fill(client: KafkaClient) -> dict[int, list[bytes]]:
 
 
 def _read_committed(bootstrap: str) -> dict[int, list[bytes]]:
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "verify", "enable.auto.commit": False,
-                         "isolation.level": "read_committed", "enable.partition.eof": True})
-    consumer.assign([CTP("events", p, 0) for p in range(PARTITIONS)])
-    seen: dict[int, list[bytes]] = {p: [] for p in range(PARTITIONS)}
-    done: set[int] = set()
-    try:
-        while len(done) < PARTITIONS:
-            for message in consumer.consume(10_000, timeout=10):
-                if message.error():
-                    assert message.error().code() == -191, message.error()  # _PARTITION_EOF
-                    done.add(message.partition())
-                else:
-                    seen[message.partition()].append(message.value())
-    finally:
-        consumer.close()
-    return seen
+    return read_values(bootstrap, "events", PARTITIONS)
+
+
+def _command(src: str, dst: str, checkpoint, micro_batches: int, *extra: str) -> list[str]:
+    return [sys.executable, "-m", "mirror.cli", "run", "--source", src, "--destination", dst, "--topics", "events",
+            "--checkpoint", str(checkpoint), "--delivery", "exactly-once", "--transaction-timeout", "20",
+            "--max-records-per-trigger", str(max(RECORDS // micro_batches, 1000)), *extra]
+
+
+_ENV = {**os.environ, "PYTHONUNBUFFERED": "1"}
+
+
+def _start_and_wait_for_copying(command: list[str], log_path, rng: random.Random, most_s: float) -> subprocess.Popen:
+    """``kmirror run`` in a process group of its own, returned once copying is under way: after
+    its first progress line, plus a random pause of up to ``most_s``."""
+    with open(log_path, "w") as log_file:
+        job = subprocess.Popen(command, stderr=log_file, stdout=subprocess.DEVNULL, env=_ENV, start_new_session=True)
+    deadline = time.monotonic() + 180
+    while "records," not in log_path.read_text() and job.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.2)
+    time.sleep(rng.uniform(0.0, most_s))
+    return job
+
+
+def _assert_copied_exactly(produced: dict[int, list[bytes]], copied: dict[int, list[bytes]]) -> None:
+    for p in range(PARTITIONS):
+        lost = len(set(produced[p]) - set(copied[p]))
+        duplicated = len(copied[p]) - len(set(copied[p]))
+        assert (lost, duplicated) == (0, 0), f"events/{p}: {lost} lost, {duplicated} duplicated"
+        assert copied[p] == produced[p], f"events/{p}: out of order"
 
 
 def test_sigkills_of_the_whole_mirror_lose_and_duplicate_nothing(tmp_path):
@@ -70,31 +83,15 @@ def test_sigkills_of_the_whole_mirror_lose_and_duplicate_nothing(tmp_path):
     with EmbeddedBroker(tmp_path / "src") as src, EmbeddedBroker(tmp_path / "dst") as dst:
         with KafkaClient(src.bootstrap) as source:
             produced = _fill(source)
-        command = [sys.executable, "-m", "mirror.cli", "run", "--source", src.bootstrap, "--destination",
-                   dst.bootstrap, "--topics", "events", "--checkpoint", str(tmp_path / "ck"), "--delivery",
-                   "exactly-once", "--max-records-per-trigger", str(max(RECORDS // 40, 1000)),
-                   "--trigger-interval", "0", "--transaction-timeout", "20"]
-        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+        command = _command(src.bootstrap, dst.bootstrap, tmp_path / "ck", 40, "--trigger-interval", "0")
         for kill in range(KILLS):
-            log_path = tmp_path / f"run-{kill}.log"
-            with open(log_path, "w") as log_file:
-                job = subprocess.Popen(command, stderr=log_file, stdout=subprocess.DEVNULL, env=env,
-                                       start_new_session=True)
-                # Kill once copying is under way: after the first progress line, at a random moment.
-                deadline = time.monotonic() + 180
-                while "records," not in log_path.read_text() and job.poll() is None and time.monotonic() < deadline:
-                    time.sleep(0.2)
-                time.sleep(rng.uniform(0.0, 2.5))
-                os.killpg(job.pid, signal.SIGKILL)
-                job.wait(30)
-        finished = subprocess.run(command + ["--once"], capture_output=True, text=True, env=env, timeout=900)
+            job = _start_and_wait_for_copying(command, tmp_path / f"run-{kill}.log", rng, 2.5)
+            os.killpg(job.pid, signal.SIGKILL)  # driver, JVM and Python workers, as a lost machine
+            job.wait(30)
+        finished = subprocess.run(command + ["--once"], capture_output=True, text=True, env=_ENV, timeout=900)
         assert finished.returncode == 0, finished.stderr[-3000:]
         copied = _read_committed(dst.bootstrap)
-    for p in range(PARTITIONS):
-        lost = len(set(produced[p]) - set(copied[p]))
-        duplicated = len(copied[p]) - len(set(copied[p]))
-        assert (lost, duplicated) == (0, 0), f"events/{p}: {lost} lost, {duplicated} duplicated"
-        assert copied[p] == produced[p], f"events/{p}: out of order"
+    _assert_copied_exactly(produced, copied)
 
 
 def test_a_destination_broker_killed_mid_transaction_loses_and_duplicates_nothing(tmp_path):
@@ -104,27 +101,15 @@ def test_a_destination_broker_killed_mid_transaction_loses_and_duplicates_nothin
             produced = _fill(source)
         dst = BrokerProcess(tmp_path / "dst").start()
         try:
-            command = [sys.executable, "-m", "mirror.cli", "run", "--source", src.bootstrap, "--destination",
-                       dst.bootstrap, "--topics", "events", "--checkpoint", str(tmp_path / "ck"), "--delivery",
-                       "exactly-once", "--max-records-per-trigger", str(max(RECORDS // 20, 1000)), "--once",
-                       "--transaction-timeout", "20"]
-            env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-            log_path = tmp_path / "run.log"
-            with open(log_path, "w") as log_file:
-                job = subprocess.Popen(command, stderr=log_file, stdout=subprocess.DEVNULL, env=env,
-                                       start_new_session=True)
-                deadline = time.monotonic() + 180
-                while "records," not in log_path.read_text() and job.poll() is None and time.monotonic() < deadline:
-                    time.sleep(0.2)
-                time.sleep(rng.uniform(0.0, 1.5))
-                dst.kill()  # in the middle of some task's transaction
-                dst = BrokerProcess(tmp_path / "dst", port=dst.port).start()
-                job.wait(600)
+            command = _command(src.bootstrap, dst.bootstrap, tmp_path / "ck", 20, "--once")
+            job = _start_and_wait_for_copying(command, tmp_path / "run.log", rng, 1.5)
+            dst.kill()  # in the middle of some task's transaction
+            dst = BrokerProcess(tmp_path / "dst", port=dst.port).start()
+            job.wait(600)
             if job.returncode != 0:  # the outage outlasted the job's retries: run it again
-                again = subprocess.run(command, capture_output=True, text=True, env=env, timeout=900)
+                again = subprocess.run(command, capture_output=True, text=True, env=_ENV, timeout=900)
                 assert again.returncode == 0, again.stderr[-3000:]
             copied = _read_committed(dst.bootstrap)
         finally:
             dst.kill()
-    for p in range(PARTITIONS):
-        assert copied[p] == produced[p], f"events/{p}: {len(copied[p])} records, {len(produced[p])} at the source"
+    _assert_copied_exactly(produced, copied)

@@ -7,8 +7,8 @@ transaction still open while the mirror runs."""
 from __future__ import annotations
 
 import pytest
-from confluent_kafka import Consumer, Producer
-from confluent_kafka import TopicPartition as CTP
+from confluent_kafka import Producer
+from librdkafka_reader import read_values
 
 from mirror.broker import EmbeddedBroker
 from mirror.config import load_config
@@ -20,23 +20,7 @@ PARTITIONS = 2
 
 
 def _read(bootstrap: str, topic: str, isolation: str) -> dict[int, list[bytes]]:
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "verify", "enable.auto.commit": False,
-                         "isolation.level": isolation, "enable.partition.eof": True})
-    consumer.assign([CTP(topic, p, 0) for p in range(PARTITIONS)])
-    seen: dict[int, list[bytes]] = {p: [] for p in range(PARTITIONS)}
-    done: set[int] = set()
-    try:
-        while len(done) < PARTITIONS:
-            message = consumer.poll(10)
-            assert message is not None, "no end of partition within 10 s"
-            if message.error():
-                assert message.error().code() == -191, message.error()  # _PARTITION_EOF
-                done.add(message.partition())
-            else:
-                seen[message.partition()].append(message.value())
-    finally:
-        consumer.close()
-    return seen
+    return read_values(bootstrap, topic, PARTITIONS, isolation=isolation)
 
 
 class _Transactions:

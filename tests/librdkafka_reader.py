@@ -1,0 +1,30 @@
+"""Reading a topic back with librdkafka (confluent-kafka), the independent reader of Kafka
+transactions that the exactly-once tests trust: every partition from offset 0 to its end."""
+
+from __future__ import annotations
+
+from confluent_kafka import Consumer, KafkaError
+from confluent_kafka import TopicPartition as CTP
+
+
+def read_values(bootstrap: str, topic: str, partitions: int, *,
+                isolation: str = "read_committed") -> dict[int, list[bytes]]:
+    """Each partition's values in offset order, as a consumer with ``isolation.level`` sees them."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "unused", "enable.auto.commit": False,
+                         "isolation.level": isolation, "enable.partition.eof": True})
+    consumer.assign([CTP(topic, p, 0) for p in range(partitions)])
+    seen: dict[int, list[bytes]] = {p: [] for p in range(partitions)}
+    at_end: set[int] = set()
+    try:
+        while len(at_end) < partitions:
+            messages = consumer.consume(10_000, timeout=10)
+            assert messages, f"{topic}: no end of partition within 10 s ({sorted(at_end)} of {partitions} reached)"
+            for message in messages:
+                if message.error():
+                    assert message.error().code() == KafkaError._PARTITION_EOF, message.error()
+                    at_end.add(message.partition())
+                else:
+                    seen[message.partition()].append(message.value())
+    finally:
+        consumer.close()
+    return seen

@@ -3,6 +3,9 @@
 Pure formatting over :class:`~mirror.engine.copy.RangeStats`, so the lines are tested
 without Spark. Lag is the source high watermark (as the task last saw it) minus the offset
 the micro-batch copied up to, per partition, the number a Kafka consumer-lag dashboard shows.
+Records and bytes are what was read from the source, per routing class: the ``dropped``
+transaction markers and the ``aborted`` transactions' batches, read and not produced, show
+as classes of their own.
 """
 
 from __future__ import annotations

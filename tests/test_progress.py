@@ -29,6 +29,18 @@ def test_the_line_has_records_rate_classes_and_lag_per_partition():
     assert line.endswith("lag 30 [a/0=30 b/1=0]")
 
 
+def test_aborted_transactions_show_as_a_class_of_their_own():
+    stats = _stats("t", 0, end=40, hw=40, passed=(2, 20, 2000))
+    aborted = stats.counters.by_class[RouteClass.ABORTED]
+    aborted.batches, aborted.records, aborted.bytes = 3, 15, 1500
+    report = MicroBatchReport(4, 1.0, [stats])
+    assert "passed-through 2 batches/20 records, aborted 3 batches/15 records;" in report.line()
+    totals = RunTotals()
+    totals.add(report)
+    (row,) = [line for line in totals.summary().splitlines() if line.strip().startswith("aborted")]
+    assert row.split()[1:5] == ["3", "batches", "15", "records"]
+
+
 def test_long_lag_lists_are_cut_to_the_laggiest_partitions():
     ranges = [_stats("t", p, end=0, hw=p) for p in range(LAG_SHOWN + 3)]
     line = MicroBatchReport(0, 1.0, ranges).line()

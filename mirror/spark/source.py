@@ -24,6 +24,10 @@ that appears while the job runs (a new matching topic, or more partitions) first
 its earliest offset with nothing to copy, so the checkpoint holds where it starts before any
 of it is copied. Under ``Trigger.AvailableNow`` the latest offsets are pinned when the query
 starts and partitions found later wait for the next run.
+
+The latest offsets are the source's last stable offsets (ListOffsets read_committed): the
+copy reads committed data only (issue 10), and nothing past the first offset of a transaction
+still open. Without open transactions they are the high watermarks.
 """
 
 from __future__ import annotations
@@ -43,6 +47,7 @@ from pyspark.sql.streaming.datasource import (
 )
 
 from ..config import MirrorConfig
+from ..kafka.client import READ_COMMITTED
 from ..kafka.types import TopicPartition
 from .grouping import group_ranges
 from .offsets import Offsets, cap_end_offsets, format_offsets, parse_offsets
@@ -115,13 +120,16 @@ class KafkaRangeReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return [TopicPartition(topic, p) for topic, count in sorted(selected_topics(self.config, self.client).items())
                 for p in range(count)]
 
+    def _offsets(self, tps: list[TopicPartition], which: str) -> Offsets:
+        """Read committed, as the copy reads: "latest" is where a read_committed fetch stops."""
+        return self.client.list_offsets(tps, which, isolation_level=READ_COMMITTED) if tps else {}
+
     def initialOffset(self) -> dict:
-        tps = self._partitions()
-        return format_offsets(self.client.list_offsets(tps, self.config.starting_offsets) if tps else {})
+        return format_offsets(self._offsets(self._partitions(), self.config.starting_offsets))
 
     def prepareForTriggerAvailableNow(self) -> None:
         tps = self._partitions()
-        self._target = self.client.list_offsets(tps, "latest") if tps else {}
+        self._target = self._offsets(tps, "latest")
         log.info("copying up to the current end of %d source partitions, then stopping", len(tps))
 
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
@@ -130,14 +138,14 @@ class KafkaRangeReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         begun = parse_offsets(start)
         tps = self._partitions() if self._target is None else list(self._target)
         known = [tp for tp in tps if tp in begun]
-        latest = self.client.list_offsets(known, "latest") if known else {}
+        latest = self._offsets(known, "latest")
         if self._target is not None:
             latest = {tp: min(end, self._target[tp]) for tp, end in latest.items()}
         ends = dict(begun)  # partitions gone from metadata keep their offsets
         ends.update(self._limit(begun, latest, limit))
         fresh = [tp for tp in tps if tp not in begun]
         if fresh:
-            ends.update(self.client.list_offsets(fresh, "earliest"))
+            ends.update(self._offsets(fresh, "earliest"))
             log.info("new source partitions, starting at their earliest offsets: %s", ", ".join(map(str, fresh)))
         return format_offsets(ends)
 

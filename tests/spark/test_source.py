@@ -9,6 +9,7 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxBytes, Rea
 import kcodecs
 from kcodecs import Record
 from mirror.broker import EmbeddedBroker
+from mirror.broker.handlers import list_offsets as list_offsets_handler
 from mirror.config import load_config
 from mirror.kafka import KafkaClient, NewTopic, TopicPartition
 from mirror.spark.source import KafkaRangeReader, KafkaRangeSource
@@ -86,6 +87,39 @@ def test_available_now_pins_the_end_and_ignores_later_data_and_partitions(cluste
     _fill(client, "t1", 0, 2)
     client.create_topics([NewTopic("t2", 1)])
     assert reader.latestOffset(start, ReadAllAvailable()) == {"t1/0": 20}
+
+
+@pytest.fixture
+def open_transaction(monkeypatch):
+    """The source's last 5 offsets of t1/0 in a transaction still open: a read_committed
+    ListOffsets answers 5 below the high watermark, a read_uncommitted one the high watermark."""
+    original = list_offsets_handler.handle
+
+    async def handle(request, version, state):
+        response = await original(request, version, state)
+        for topic in response.topics:
+            for part in topic.partitions:
+                if request.isolation_level == 1 and (topic.name, part.partition_index) == ("t1", 0) and part.offset > 0:
+                    part.offset -= 5
+        return response
+
+    monkeypatch.setattr(list_offsets_handler, "handle", handle)
+
+
+def test_micro_batches_end_at_the_last_stable_offset(cluster, open_transaction):
+    # Read committed, the copy cannot read past the open transaction: the plan stops before it.
+    broker, client = cluster
+    client.create_topics([NewTopic("t1", 2)])
+    _fill(client, "t1", 0, 3)
+    _fill(client, "t1", 1, 1)
+    reader = _reader(broker)
+    start = reader.initialOffset()
+    assert reader.latestOffset(start, ReadAllAvailable()) == {"t1/0": 25, "t1/1": 10}
+    assert client.list_offsets([TopicPartition("t1", 0)], "latest") == {TopicPartition("t1", 0): 30}
+    reader.prepareForTriggerAvailableNow()
+    _fill(client, "t1", 0, 1)
+    assert reader.latestOffset(start, ReadAllAvailable()) == {"t1/0": 25, "t1/1": 10}
+    assert _reader(broker, starting_offsets="latest").initialOffset() == {"t1/0": 35, "t1/1": 10}
 
 
 def test_new_partitions_first_appear_at_their_earliest_offset_with_nothing_to_copy(cluster):

@@ -37,17 +37,33 @@ class _Runtime:
         topics = TopicStore(config.data_dir, flush=config.flush)
         topics.load()
         self.state = BrokerState(config=config, topics=topics, clock=clock)
+        self.state.transactions.load()
         self.server = BrokerServer(self.state)
+        self._coordinator_timer: asyncio.Task | None = None
 
     async def start(self) -> int:
         port = await self.server.start()
+        self._coordinator_timer = asyncio.create_task(self._tick_coordinator())
         host, advertised_port = self.state.advertised
         log.info(READY_LINE.format(node_id=self.state.config.node_id, host=self.state.config.host, port=port)
                  + (f" (advertised as {host}:{advertised_port})" if (host, advertised_port) != (self.state.config.host, port) else ""))
         return port
 
+    async def _tick_coordinator(self) -> None:
+        """Kafka's scheduled ``transaction-abort`` task: time out abandoned transactions."""
+        interval_s = self.state.config.transaction_abort_interval_ms / 1000
+        while True:
+            await asyncio.sleep(interval_s)
+            try:
+                self.state.transactions.tick()
+            except Exception:
+                log.exception("transaction coordinator tick failed; retrying at the next one")
+
     async def stop(self) -> None:
+        if self._coordinator_timer is not None:
+            self._coordinator_timer.cancel()
         await self.server.stop()
+        self.state.transactions.close()
         self.state.topics.close()
         log.info("kmirror broker %d stopped; logs flushed and closed", self.state.config.node_id)
 

@@ -1,4 +1,5 @@
-"""What every request handler may touch: config, topics, producer ids, the clock, append signals."""
+"""What every request handler may touch: config, topics, producer ids, the transaction
+coordinator, the clock, append signals."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from pathlib import Path
 from typing import Callable, Literal
 
 from .topics import TopicStore
+from .transactions import DEFAULT_MAX_TIMEOUT_MS, PartitionMarkers, TransactionCoordinator, TransactionStateLog
 
 __all__ = ["BrokerConfig", "BrokerState", "Clock", "system_clock"]
 
@@ -36,6 +38,11 @@ class BrokerConfig:
     max_request_bytes: int = 100 * 1024 * 1024
     """Kafka's ``socket.request.max.bytes``: larger frames close the connection unread."""
     cluster_id: str = "kmirror-embedded"
+    transaction_max_timeout_ms: int = DEFAULT_MAX_TIMEOUT_MS
+    """Kafka's ``transaction.max.timeout.ms``: longer transaction timeouts are refused."""
+    transaction_abort_interval_ms: int = 10_000
+    """Kafka's ``transaction.abort.timed.out.transaction.cleanup.interval.ms``: how often the
+    coordinator looks for timed-out transactions (and retries unwritten markers)."""
 
 
 class AppendSignal:
@@ -62,11 +69,19 @@ class BrokerState:
     clock: Clock = system_clock
     appended: AppendSignal = field(default_factory=AppendSignal)
     producer_ids: "ProducerIdAllocator" = field(init=False)
+    transactions: TransactionCoordinator = field(init=False)
     bound_port: int = 0
     stopping: bool = False
 
     def __post_init__(self) -> None:
         self.producer_ids = ProducerIdAllocator(self.config.data_dir / "producer-ids.json")
+        self.transactions = TransactionCoordinator(
+            TransactionStateLog(self.config.data_dir / ".transactions", flush=self.config.flush),
+            self.producer_ids.allocate,
+            PartitionMarkers(self.topics.partition, self.clock, self.appended.notify),
+            self.clock,
+            max_timeout_ms=self.config.transaction_max_timeout_ms,
+        )
 
     @property
     def advertised(self) -> tuple[str, int]:

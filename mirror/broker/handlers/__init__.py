@@ -15,9 +15,12 @@ from __future__ import annotations
 from types import ModuleType
 
 from . import (
+    add_offsets_to_txn,
+    add_partitions_to_txn,
     api_versions,
     create_topics,
     describe_configs,
+    end_txn,
     fetch,
     find_coordinator,
     init_producer_id,
@@ -29,5 +32,5 @@ from . import (
 HANDLERS: dict[int, ModuleType] = {
     module.API_KEY: module
     for module in (api_versions, metadata, create_topics, describe_configs, produce, fetch, list_offsets, init_producer_id,
-                   find_coordinator)
+                   find_coordinator, add_partitions_to_txn, add_offsets_to_txn, end_txn)
 }

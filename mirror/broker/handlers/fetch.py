@@ -6,8 +6,14 @@ response and ``partition_max_bytes`` each partition, except that the first non-e
 partition always returns at least one whole batch (KIP-74); a later partition whose next
 batch does not fit in what is left returns nothing, as Kafka's ``ReplicaManager`` does.
 Fetch sessions (KIP-227) are not created: every response has session id 0, so clients keep
-sending full fetches. Transactions are not supported, so read_committed sees what
-read_uncommitted sees.
+sending full fetches.
+
+Isolation (KIP-98): every response reports the partition's last stable offset. A
+read_committed fetch (isolation level 1) returns nothing from the LSO on, and lists the
+aborted transactions that overlap the batches it returns as ``(producer_id, first_offset)``
+(Kafka's ``collectAbortedTransactions``), so the consumer drops their records; the markers
+themselves are returned too and clients skip them. read_uncommitted gets everything and a
+null list.
 
 Responses are encoded by hand (:func:`mirror.kafka.wire.encode_fetch_response`): the records
 read from the log go to the socket as they are, not copied into a message first.
@@ -16,6 +22,8 @@ read from the log go to the socket as they are, not copied into a message first.
 from __future__ import annotations
 
 from kafka.protocol.consumer import FetchRequest
+
+import kcodecs
 
 from ...kafka.wire import FetchedPartition, FetchResponseData, encode_fetch_response
 from ..errors import ApiError, kerr
@@ -27,6 +35,7 @@ MAX_VERSION = 12
 REQUEST = FetchRequest
 
 _EMPTY = memoryview(b"")
+READ_COMMITTED = 1
 
 
 async def handle(request, version: int, state) -> FetchResponseData:
@@ -52,24 +61,36 @@ def _read(request, state) -> tuple[list[FetchedPartition], int, bool]:
     total = 0
     errors = False
     partitions = []
+    read_committed = request.isolation_level == READ_COMMITTED
     for fetch_topic in request.topics:
         for want in fetch_topic.partitions:
-            error, high_watermark, log_start, records = 0, -1, -1, _EMPTY
+            error, high_watermark, last_stable, log_start, records, aborted = 0, -1, -1, -1, _EMPTY, None
             try:
-                plog = state.topics.partition(fetch_topic.topic, want.partition).log
-                high_watermark, log_start = plog.log_end_offset, plog.log_start_offset
+                partition = state.topics.partition(fetch_topic.topic, want.partition)
+                plog = partition.log
+                high_watermark, last_stable, log_start = plog.log_end_offset, partition.last_stable_offset, plog.log_start_offset
                 limit = min(want.partition_max_bytes, budget - total)
                 if limit > 0 or total == 0:
                     # Only the first non-empty partition gets a whole batch beyond its limit (KIP-74);
                     # a later one whose next batch does not fit gets nothing, as from Kafka.
-                    records = plog.read(want.fetch_offset, max(limit, 1), min_one_batch=total == 0)
+                    records = plog.read(want.fetch_offset, max(limit, 1), min_one_batch=total == 0,
+                                        max_offset=last_stable if read_committed else None)
                     total += len(records)
+                if read_committed:
+                    aborted = tuple(partition.aborted_transactions(want.fetch_offset, _end_offset(records, want.fetch_offset)))
             except OffsetOutOfRangeError as exc:
                 error, errors = kerr.OffsetOutOfRangeError.errno, True
-                high_watermark, log_start = exc.log_end_offset, exc.log_start_offset
+                high_watermark, last_stable, log_start = exc.log_end_offset, exc.log_end_offset, exc.log_start_offset
             except ApiError as exc:
                 error, errors = exc.code, True
-            # No transactions: the last stable offset is the high watermark, nothing is aborted.
-            partitions.append(FetchedPartition(fetch_topic.topic, want.partition, error, high_watermark, high_watermark,
-                                               log_start, None, records))
+            partitions.append(FetchedPartition(fetch_topic.topic, want.partition, error, high_watermark, last_stable,
+                                               log_start, aborted, records))
     return partitions, total, errors
+
+
+def _end_offset(records: memoryview, fetch_offset: int) -> int:
+    """One past the last whole batch returned (a batch cut short at the end is not consumed)."""
+    end = fetch_offset
+    for batch in kcodecs.iter_batches(records):
+        end = batch.last_offset + 1
+    return end

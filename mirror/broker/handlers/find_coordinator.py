@@ -1,10 +1,15 @@
-"""FindCoordinator (key 10), v0-6: always COORDINATOR_NOT_AVAILABLE.
+"""FindCoordinator (key 10), v0-6: this broker for transactional ids, none for groups.
 
-The embedded broker has no group or transaction coordinator. It still answers this API
-because librdkafka takes a listed FindCoordinator as the sign of a broker new enough for
-LZ4 (its ``RD_KAFKA_FEATURE_LZ4`` probe) and otherwise sends lz4 batches uncompressed.
-Clients that really need a coordinator (consumer groups, transactions) get a retriable
-error, as from a Kafka cluster whose coordinator is still loading; use manual assignment.
+Key type 1 (transaction): this node, at its advertised address, coordinates every
+transactional id (:mod:`mirror.broker.transactions`). Key type 0 (group, and v0's only
+kind): COORDINATOR_NOT_AVAILABLE, the retriable error of a cluster whose coordinator is
+still loading; the embedded broker has no group coordinator, so consumers use manual
+assignment. The API is listed even so because librdkafka takes a listed FindCoordinator as
+the sign of a broker new enough for LZ4 (its ``RD_KAFKA_FEATURE_LZ4`` probe) and otherwise
+sends lz4 batches uncompressed. Key type 2 (share groups) and unknown types get
+INVALID_REQUEST, as from a Kafka broker without a share coordinator.
+
+v0-3 ask for one key; v4+ for a batch of keys of one type, answered one by one (KIP-699).
 """
 
 from __future__ import annotations
@@ -18,15 +23,25 @@ MIN_VERSION = 0
 MAX_VERSION = 6
 REQUEST = FindCoordinatorRequest
 
-_ERROR = kerr.CoordinatorNotAvailableError
-_MESSAGE = "the embedded broker has no group or transaction coordinator"
+GROUP, TRANSACTION = 0, 1
+_NO_GROUPS = "the embedded broker has no group coordinator"
 
 
 async def handle(request, version: int, state) -> FindCoordinatorResponse:
+    key_type = request.key_type if version >= 1 else GROUP
+    error, message, (node_id, host, port) = _answer(key_type, state)
     if version >= 4:
-        coordinators = [FindCoordinatorResponse.Coordinator(key=key, node_id=-1, host="", port=-1,
-                                                            error_code=_ERROR.errno, error_message=_MESSAGE)
+        coordinators = [FindCoordinatorResponse.Coordinator(key=key, node_id=node_id, host=host, port=port,
+                                                            error_code=error, error_message=message)
                         for key in request.coordinator_keys]
         return FindCoordinatorResponse(version=version, throttle_time_ms=0, coordinators=coordinators)
-    return FindCoordinatorResponse(version=version, throttle_time_ms=0, error_code=_ERROR.errno,
-                                   error_message=_MESSAGE, node_id=-1, host="", port=-1)
+    return FindCoordinatorResponse(version=version, throttle_time_ms=0, error_code=error, error_message=message,
+                                   node_id=node_id, host=host, port=port)
+
+
+def _answer(key_type: int, state) -> tuple[int, str | None, tuple[int, str, int]]:
+    if key_type == TRANSACTION:
+        return 0, None, (state.config.node_id, *state.advertised)
+    if key_type == GROUP:
+        return kerr.CoordinatorNotAvailableError.errno, _NO_GROUPS, (-1, "", -1)
+    return kerr.InvalidRequestError.errno, f"coordinator key type {key_type} is not supported", (-1, "", -1)

@@ -1,8 +1,16 @@
-"""InitProducerId (key 22), v0-4: producer ids for idempotent producers (KIP-98).
+"""InitProducerId (key 22), v0-4: producer ids for idempotent and transactional producers (KIP-98).
 
-Ids are never reused, even across restarts. A transactional id is refused: the embedded
-broker has no transaction coordinator. From v3 a producer may pass its id and epoch to bump
-the epoch.
+Without a transactional id: a new producer id at epoch 0, never reused, even across
+restarts; from v3 a producer may pass its id and epoch to have the epoch bumped instead.
+
+With one, the transaction coordinator answers (:meth:`TransactionCoordinator.init_producer_id`):
+epoch 0 of a new producer id the first time; later a bumped epoch, which fences every
+older instance of the producer, after aborting a transaction it left ongoing; a new
+producer id once the epochs run out. ``transaction_timeout_ms`` must be in
+1..``transaction.max.timeout.ms`` (INVALID_TRANSACTION_TIMEOUT). From v3 the request may
+carry the producer's current id and epoch (both or neither, else INVALID_REQUEST), which
+Kafka checks before bumping (KIP-360). PRODUCER_FENCED exists from v4; v0-3 get
+INVALID_PRODUCER_EPOCH instead.
 """
 
 from __future__ import annotations
@@ -11,7 +19,8 @@ import logging
 
 from kafka.protocol.producer import InitProducerIdRequest, InitProducerIdResponse
 
-from ..errors import kerr
+from ..errors import ApiError, kerr
+from ._txn_errors import error_code
 
 API_KEY = 22
 MIN_VERSION = 0
@@ -20,17 +29,34 @@ REQUEST = InitProducerIdRequest
 
 log = logging.getLogger(__name__)
 _MAX_EPOCH = (1 << 15) - 1
+_NONE = -1
 
 
 async def handle(request, version: int, state) -> InitProducerIdResponse:
     if request.transactional_id is not None:
-        log.warning("refusing transactional id %r: no transaction coordinator", request.transactional_id)
-        return InitProducerIdResponse(version=version, throttle_time_ms=0,
-                                      error_code=kerr.TransactionalIdAuthorizationFailedError.errno,
-                                      producer_id=-1, producer_epoch=-1)
+        return _transactional(request, version, state)
     if version >= 3 and request.producer_id >= 0 and 0 <= request.producer_epoch < _MAX_EPOCH - 1:
         producer_id, epoch = request.producer_id, request.producer_epoch + 1
     else:
         producer_id, epoch = state.producer_ids.allocate(), 0
-    return InitProducerIdResponse(version=version, throttle_time_ms=0, error_code=0,
+    return _response(version, 0, producer_id, epoch)
+
+
+def _transactional(request, version: int, state) -> InitProducerIdResponse:
+    try:
+        expected = None
+        if version >= 3 and (request.producer_id, request.producer_epoch) != (_NONE, _NONE):
+            if _NONE in (request.producer_id, request.producer_epoch):
+                raise ApiError(kerr.InvalidRequestError, "producer id and epoch must both be given or both be -1")
+            expected = (request.producer_id, request.producer_epoch)
+        producer_id, epoch = state.transactions.init_producer_id(request.transactional_id,
+                                                                 request.transaction_timeout_ms, expected)
+    except ApiError as exc:
+        log.info("InitProducerId for %r refused: %s", request.transactional_id, exc)
+        return _response(version, error_code(exc, producer_fenced_known=version >= 4), _NONE, _NONE)
+    return _response(version, 0, producer_id, epoch)
+
+
+def _response(version: int, error: int, producer_id: int, epoch: int) -> InitProducerIdResponse:
+    return InitProducerIdResponse(version=version, throttle_time_ms=0, error_code=error,
                                   producer_id=producer_id, producer_epoch=epoch)

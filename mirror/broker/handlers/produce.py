@@ -1,10 +1,21 @@
-"""Produce (key 0), v3-11: acks 0, 1 and -1; one v2 batch per partition.
+"""Produce (key 0), v3-11: acks 0, 1 and -1; one v2 batch per partition; idempotent and
+transactional producers.
 
 Offsets are assigned by patching the batch header (KIP-31) and LogAppendTime topics are
 stamped in place (KIP-32), see :mod:`mirror.broker.validator`. With a single replica,
 acks=1 and acks=-1 both answer once the batch is in the log (and on disk when the broker's
 flush policy is ``always``). acks=0 gets no response at all. A rejected batch appends
 nothing and the connection stays usable.
+
+A transactional batch needs the request's ``transactional_id`` (else
+TRANSACTIONAL_ID_AUTHORIZATION_FAILED, as Kafka answers) and is verified with the
+coordinator first, as Kafka 3.6+ does (KIP-890 part 1): it must come from the id's current
+producer id and epoch, inside an Ongoing transaction to which AddPartitionsToTxn added this
+partition. Refusals are what Kafka's ``AddPartitionsToTxnManager`` and ``ReplicaManager``
+give a producer: INVALID_PRODUCER_ID_MAPPING; INVALID_PRODUCER_EPOCH for a fenced epoch
+(librdkafka then fails fatally as fenced); INVALID_TXN_STATE for a partition not in the
+transaction (TRANSACTION_ABORTABLE from v11); NOT_ENOUGH_REPLICAS, retriable, while the
+transaction's markers are being written.
 
 Requests are decoded and responses encoded by hand (:mod:`mirror.kafka.wire`): each
 partition's records are a view of the request frame, not a copy as kafka-python's decoder
@@ -30,6 +41,7 @@ from ...kafka.wire import (
 )
 from ..errors import ApiError, kerr
 from ..log import RecordBatchTooLargeError
+from ..topics import Verifier
 
 API_KEY = 0
 MIN_VERSION = 3
@@ -47,7 +59,7 @@ def decode(frame: memoryview, version: int) -> ProduceRequestData:
 
 async def handle(request: ProduceRequestData, version: int, state) -> ProduceResponseData | None:
     now_ms = state.clock()
-    results = [_append(request, part, now_ms, state) for part in request.partitions]
+    results = [_append(request, part, now_ms, state, version) for part in request.partitions]
     if any(wrote for _, wrote in results):
         state.appended.notify()
     if request.acks == 0:
@@ -59,20 +71,19 @@ def encode(response: ProduceResponseData, version: int, correlation_id: int) -> 
     return encode_produce_response(response, version=version, correlation_id=correlation_id)
 
 
-def _append(request: ProduceRequestData, part: ProducePartition, now_ms: int, state) -> tuple[ProducedPartition, bool]:
+def _append(request: ProduceRequestData, part: ProducePartition, now_ms: int, state,
+            version: int) -> tuple[ProducedPartition, bool]:
     """One partition's batch into its log; the answer, and whether anything was written."""
     result = ProducedPartition(part.topic, part.partition)
     where = f"{part.topic}-{part.partition}"
     try:
         if request.acks not in (0, 1, -1):
             raise ApiError(kerr.InvalidRequiredAcksError, f"acks must be 0, 1 or -1, got {request.acks}")
-        if request.transactional_id is not None:
-            raise ApiError(kerr.TransactionalIdAuthorizationFailedError,
-                           "transactions are not supported by the embedded broker")
         if part.records is None:
             raise ApiError(kerr.CorruptRecordError, "null records")
         partition = state.topics.partition(part.topic, part.partition)
-        outcome = partition.append(part.records, now_ms)
+        verify = _verifier(request.transactional_id, (part.topic, part.partition), version, state)
+        outcome = partition.append(part.records, now_ms, verify=verify)
         result.base_offset = outcome.base_offset
         result.log_append_time_ms = outcome.log_append_time
         result.log_start_offset = partition.log.log_start_offset
@@ -87,3 +98,27 @@ def _append(request: ProduceRequestData, part: ProducePartition, now_ms: int, st
         log.error("produce to %s failed to write: %s", where, exc)
         result.error_code, result.error_message = kerr.KafkaStorageError.errno, str(exc)
     return result, False
+
+
+def _verifier(transactional_id: str | None, partition: tuple[str, int], version: int, state) -> Verifier:
+    def verify(batch) -> None:
+        if transactional_id is None:
+            raise ApiError(kerr.TransactionalIdAuthorizationFailedError,
+                           "transactional batches need the request's transactional_id")
+        try:
+            state.transactions.verify(transactional_id, batch.producer_id, batch.producer_epoch, partition)
+        except ApiError as exc:
+            raise _as_produce_error(exc, version) from exc
+
+    return verify
+
+
+def _as_produce_error(exc: ApiError, version: int) -> ApiError:
+    """The coordinator's verdict as Kafka's produce path reports it to the producer."""
+    if exc.error is kerr.ProducerFencedError:
+        return ApiError(kerr.InvalidProducerEpochError, exc.message)
+    if exc.error in (kerr.ConcurrentTransactionsError, kerr.CoordinatorNotAvailableError):
+        return ApiError(kerr.NotEnoughReplicasError, f"unable to verify the partition is in the transaction: {exc.message}")
+    if exc.error is kerr.InvalidTxnStateError and version >= 11:
+        return ApiError(kerr.TransactionAbortableError, exc.message)
+    return exc

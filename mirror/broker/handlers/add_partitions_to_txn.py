@@ -1,0 +1,55 @@
+"""AddPartitionsToTxn (key 24), v0-3: the client's request to add partitions to its transaction.
+
+v4+ are Kafka's broker-to-broker batched and verify-only form (KIP-890); a single node
+verifies transactional Produce requests in process instead, so they are not served.
+
+As Kafka's ``handleAddPartitionsToTxnRequest``: if any partition does not exist, none is
+added; those get UNKNOWN_TOPIC_OR_PARTITION and the others OPERATION_NOT_ATTEMPTED.
+Otherwise the coordinator's one answer goes to every partition: none, or
+INVALID_PRODUCER_ID_MAPPING, PRODUCER_FENCED (INVALID_PRODUCER_EPOCH before v2),
+CONCURRENT_TRANSACTIONS, COORDINATOR_NOT_AVAILABLE, INVALID_REQUEST (empty id).
+"""
+
+from __future__ import annotations
+
+from kafka.protocol.producer import AddPartitionsToTxnRequest, AddPartitionsToTxnResponse
+
+from ..errors import ApiError, kerr
+from ._txn_errors import error_code
+
+API_KEY = 24
+MIN_VERSION = 0
+MAX_VERSION = 3
+REQUEST = AddPartitionsToTxnRequest
+
+TopicResult = AddPartitionsToTxnResponse.AddPartitionsToTxnTopicResult
+PartitionResult = TopicResult.AddPartitionsToTxnPartitionResult
+
+
+async def handle(request, version: int, state) -> AddPartitionsToTxnResponse:
+    wanted = [(topic.name, index) for topic in request.v3_and_below_topics for index in topic.partitions]
+    missing = {tp for tp in wanted if not _exists(state, *tp)}
+    if missing:
+        errors = {tp: kerr.UnknownTopicOrPartitionError.errno if tp in missing else kerr.OperationNotAttemptedError.errno
+                  for tp in wanted}
+    else:
+        try:
+            state.transactions.add_partitions(request.v3_and_below_transactional_id, request.v3_and_below_producer_id,
+                                              request.v3_and_below_producer_epoch, wanted)
+            code = 0
+        except ApiError as exc:
+            code = error_code(exc, producer_fenced_known=version >= 2)
+        errors = dict.fromkeys(wanted, code)
+    return AddPartitionsToTxnResponse(version=version, throttle_time_ms=0, results_by_topic_v3_and_below=_by_topic(errors))
+
+
+def _exists(state, topic: str, index: int) -> bool:
+    found = state.topics.topics.get(topic)
+    return found is not None and 0 <= index < len(found.partitions)
+
+
+def _by_topic(errors: dict[tuple[str, int], int]) -> list:
+    topics: dict[str, list] = {}
+    for (topic, index), code in errors.items():
+        topics.setdefault(topic, []).append(PartitionResult(partition_index=index, partition_error_code=code))
+    return [TopicResult(name=name, results_by_partition=results) for name, results in topics.items()]

@@ -1,0 +1,39 @@
+"""EndTxn (key 26), v0-3: commit or abort the producer's transaction.
+
+The coordinator persists the decision, writes a COMMIT or ABORT marker to every partition
+of the transaction and persists its completion before this answers
+(:meth:`TransactionCoordinator.end_txn`). Errors as Kafka's: INVALID_PRODUCER_ID_MAPPING,
+PRODUCER_FENCED (INVALID_PRODUCER_EPOCH before v2), INVALID_TXN_STATE (nothing to end, or
+the opposite decision was already taken), CONCURRENT_TRANSACTIONS (markers still to be
+written), COORDINATOR_NOT_AVAILABLE (the state could not be persisted), INVALID_REQUEST.
+
+v4 (TRANSACTION_ABORTABLE) and v5 (an epoch bump per transaction, KIP-890 part 2) are not
+served: clients then run transactions as Kafka 3.x brokers do.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from kafka.protocol.producer import EndTxnRequest, EndTxnResponse
+
+from ..errors import ApiError
+from ._txn_errors import error_code
+
+API_KEY = 26
+MIN_VERSION = 0
+MAX_VERSION = 3
+REQUEST = EndTxnRequest
+
+log = logging.getLogger(__name__)
+
+
+async def handle(request, version: int, state) -> EndTxnResponse:
+    code = 0
+    try:
+        state.transactions.end_txn(request.transactional_id, request.producer_id, request.producer_epoch,
+                                   request.committed)
+    except ApiError as exc:
+        log.info("EndTxn for %r refused: %s", request.transactional_id, exc)
+        code = error_code(exc, producer_fenced_known=version >= 2)
+    return EndTxnResponse(version=version, throttle_time_ms=0, error_code=code)

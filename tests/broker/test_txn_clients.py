@@ -1,0 +1,413 @@
+"""Transactions against unmodified clients: librdkafka (confluent-kafka) and kafka-python.
+
+Transactional producers of one library, read_committed and read_uncommitted consumers of
+the other (by assign(): there are no consumer groups), so what is visible is judged by
+independent readers. Covers commit and abort, the last stable offset holding readers back,
+fencing by a second producer with the same transactional.id, the transaction timeout,
+a broker restart, and Kafka's error codes for bad transactional requests.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+
+import kafka.errors
+import pytest
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from kafka import KafkaConsumer, KafkaProducer
+from kafka import TopicPartition as KTopicPartition
+from kafka.admin import KafkaAdminClient, NewTopic
+from kafka.protocol.consumer import ListOffsetsRequest
+from kafka.protocol.metadata import ApiVersionsRequest, FindCoordinatorRequest, MetadataRequest
+from kafka.protocol.producer import (
+    AddOffsetsToTxnRequest,
+    AddPartitionsToTxnRequest,
+    EndTxnRequest,
+    InitProducerIdRequest,
+    ProduceRequest,
+)
+from kafka.record.default_records import DefaultRecordBatchBuilder
+
+from mirror.broker import EmbeddedBroker
+from mirror.broker.transactions import TxnState
+from mirror.kafka import KafkaConnection
+
+pytestmark = pytest.mark.interop
+
+TIMEOUT_S = 30
+
+
+class ShiftedClock:
+    """The broker's Clock seam: wall time plus an offset a test can jump forward."""
+
+    def __init__(self) -> None:
+        self.offset_ms = 0
+
+    def __call__(self) -> int:
+        return time.time_ns() // 1_000_000 + self.offset_ms
+
+
+@pytest.fixture
+def broker(tmp_path):
+    with EmbeddedBroker(tmp_path / "data") as running:
+        yield running
+
+
+def create_topic(bootstrap: str, name: str, partitions: int = 2) -> None:
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=10_000)
+    try:
+        admin.create_topics([NewTopic(name, partitions, 1)])
+    finally:
+        admin.close()
+
+
+def rdkafka_producer(bootstrap: str, transactional_id: str, **conf) -> Producer:
+    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": transactional_id, "linger.ms": 5, **conf})
+    producer.init_transactions(TIMEOUT_S)
+    return producer
+
+
+def wait_for(condition, what: str) -> None:
+    deadline = time.monotonic() + TIMEOUT_S
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.02)
+
+
+def readable_end(broker: EmbeddedBroker, topic: str, partition: int, isolation: str) -> int:
+    part = broker.state.topics.partition(topic, partition)
+    return part.last_stable_offset if isolation == "read_committed" else part.log.log_end_offset
+
+
+def consume_kafka_python(broker: EmbeddedBroker, topic: str, isolation: str, partitions: int = 2) -> list[bytes]:
+    """Every value a kafka-python consumer returns until its position reaches the readable end."""
+    consumer = KafkaConsumer(bootstrap_servers=broker.bootstrap, group_id=None, enable_auto_commit=False,
+                             isolation_level=isolation)
+    tps = [KTopicPartition(topic, p) for p in range(partitions)]
+    consumer.assign(tps)
+    consumer.seek_to_beginning()
+    ends = {tp: readable_end(broker, topic, tp.partition, isolation) for tp in tps}
+    values: list[bytes] = []
+    deadline = time.monotonic() + TIMEOUT_S
+    while any(consumer.position(tp) < ends[tp] for tp in tps):
+        assert time.monotonic() < deadline, "kafka-python consumer stalled"
+        for records in consumer.poll(timeout_ms=200).values():
+            values += [record.value for record in records]
+    consumer.close()
+    return sorted(values)
+
+
+def consume_rdkafka(broker: EmbeddedBroker, topic: str, isolation: str, partitions: int = 2) -> list[bytes]:
+    """The same with librdkafka, until each partition reports its end (librdkafka's position does not
+    move over records it drops, so the end-of-partition event tells). It needs a group.id even
+    with assign(); a dummy one is never used."""
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": f"unused-{uuid.uuid4()}",
+                         "enable.auto.commit": False, "isolation.level": isolation, "enable.partition.eof": True})
+    consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+    ends = {p: readable_end(broker, topic, p, isolation) for p in range(partitions)}
+    values: list[bytes] = []
+    deadline = time.monotonic() + TIMEOUT_S
+    while ends:
+        assert time.monotonic() < deadline, "librdkafka consumer stalled"
+        message = consumer.poll(0.2)
+        if message is None:
+            continue
+        if message.error() is None:
+            values.append(message.value())
+        elif message.error().code() == KafkaError._PARTITION_EOF and message.offset() >= ends.get(message.partition(), 0):
+            ends.pop(message.partition(), None)
+    consumer.close()
+    return sorted(values)
+
+
+def run_transactions_rdkafka(bootstrap: str, topic: str) -> None:
+    producer = rdkafka_producer(bootstrap, "rd-" + topic)
+    for prefix, commit in ((b"c", True), (b"a", False), (b"d", True)):
+        producer.begin_transaction()
+        for i in range(6):
+            producer.produce(topic, value=prefix + b"%d" % i, partition=i % 2)
+        if commit:
+            producer.commit_transaction(TIMEOUT_S)
+        else:
+            producer.flush(TIMEOUT_S)
+            producer.abort_transaction(TIMEOUT_S)
+
+
+def run_transactions_kafka_python(bootstrap: str, topic: str) -> None:
+    producer = KafkaProducer(bootstrap_servers=bootstrap, transactional_id="kp-" + topic)
+    producer.init_transactions()
+    for prefix, commit in ((b"c", True), (b"a", False), (b"d", True)):
+        producer.begin_transaction()
+        for i in range(6):
+            producer.send(topic, value=prefix + b"%d" % i, partition=i % 2)
+        if commit:
+            producer.commit_transaction()
+        else:
+            producer.flush()
+            producer.abort_transaction()
+    producer.close()
+
+
+PAIRS = {
+    "librdkafka-to-kafka-python": (run_transactions_rdkafka, consume_kafka_python),
+    "kafka-python-to-librdkafka": (run_transactions_kafka_python, consume_rdkafka),
+}
+COMMITTED = sorted(prefix + b"%d" % i for prefix in (b"c", b"d") for i in range(6))
+ABORTED = sorted(b"a%d" % i for i in range(6))
+
+
+@pytest.mark.parametrize("pair", PAIRS)
+def test_committed_transactions_are_visible_and_aborted_ones_only_uncommitted(broker, pair):
+    produce, consume = PAIRS[pair]
+    create_topic(broker.bootstrap, pair)
+    produce(broker.bootstrap, pair)
+    assert consume(broker, pair, "read_committed") == COMMITTED
+    assert consume(broker, pair, "read_uncommitted") == sorted(COMMITTED + ABORTED)
+
+
+def test_an_open_transaction_holds_read_committed_readers_at_its_start(broker):
+    create_topic(broker.bootstrap, "open", partitions=1)
+    producer = rdkafka_producer(broker.bootstrap, "holder")
+    producer.begin_transaction()
+    producer.produce("open", value=b"t0", partition=0)
+    producer.commit_transaction(TIMEOUT_S)  # offsets 0, 1 (marker)
+    producer.begin_transaction()
+    producer.produce("open", value=b"pending", partition=0)
+    producer.flush(TIMEOUT_S)  # offset 2, transaction still open
+    plain = Producer({"bootstrap.servers": broker.bootstrap})
+    plain.produce("open", value=b"after", partition=0)
+    assert plain.flush(TIMEOUT_S) == 0  # offset 3, behind the open transaction
+
+    tp = KTopicPartition("open", 0)
+    committed = KafkaConsumer(bootstrap_servers=broker.bootstrap, group_id=None, isolation_level="read_committed")
+    uncommitted = KafkaConsumer(bootstrap_servers=broker.bootstrap, group_id=None)
+    assert committed.end_offsets([tp])[tp] == 2  # ListOffsets latest, read_committed: the LSO
+    assert uncommitted.end_offsets([tp])[tp] == 4
+    assert consume_kafka_python(broker, "open", "read_committed", partitions=1) == [b"t0"]
+    assert consume_rdkafka(broker, "open", "read_uncommitted", partitions=1) == [b"after", b"pending", b"t0"]
+    producer.commit_transaction(TIMEOUT_S)
+    assert committed.end_offsets([tp])[tp] == 5
+    assert consume_rdkafka(broker, "open", "read_committed", partitions=1) == [b"after", b"pending", b"t0"]
+    committed.close()
+    uncommitted.close()
+
+
+def test_a_second_librdkafka_producer_fences_the_first(broker):
+    create_topic(broker.bootstrap, "fence")
+    first = rdkafka_producer(broker.bootstrap, "shared")
+    first.begin_transaction()
+    first.produce("fence", value=b"zombie", partition=0)
+    first.flush(TIMEOUT_S)
+    second = rdkafka_producer(broker.bootstrap, "shared")  # aborts the first one's transaction
+    with pytest.raises(KafkaException) as fenced:
+        first.commit_transaction(TIMEOUT_S)
+    error = fenced.value.args[0]
+    assert error.fatal() and error.code() == KafkaError._FENCED
+    second.begin_transaction()
+    second.produce("fence", value=b"live", partition=1)
+    second.commit_transaction(TIMEOUT_S)
+    assert consume_kafka_python(broker, "fence", "read_committed") == [b"live"]
+    assert consume_kafka_python(broker, "fence", "read_uncommitted") == [b"live", b"zombie"]
+
+
+def test_a_second_kafka_python_producer_fences_the_first(broker):
+    create_topic(broker.bootstrap, "kfence")
+    first = KafkaProducer(bootstrap_servers=broker.bootstrap, transactional_id="kshared")
+    first.init_transactions()
+    first.begin_transaction()
+    first.send("kfence", value=b"zombie", partition=0)
+    first.flush()
+    second = KafkaProducer(bootstrap_servers=broker.bootstrap, transactional_id="kshared")
+    second.init_transactions()
+    with pytest.raises(kafka.errors.ProducerFencedError):  # EndTxn v3 answers PRODUCER_FENCED
+        first.commit_transaction()
+    second.close()
+    first.close(timeout=1)
+    assert consume_rdkafka(broker, "kfence", "read_committed") == []
+
+
+def test_an_abandoned_transaction_times_out_and_its_producer_is_fenced(tmp_path):
+    clock = ShiftedClock()
+    with EmbeddedBroker(tmp_path / "data", clock=clock, transaction_abort_interval_ms=20) as broker:
+        create_topic(broker.bootstrap, "slow")
+        producer = rdkafka_producer(broker.bootstrap, "sleepy", **{"transaction.timeout.ms": 10_000})
+        producer.begin_transaction()
+        producer.produce("slow", value=b"late", partition=0)
+        producer.flush(TIMEOUT_S)
+        assert broker.state.transactions.get("sleepy").state is TxnState.ONGOING
+        clock.offset_ms += 10_001  # the producer "went away" for longer than its transaction timeout
+        wait_for(lambda: broker.state.transactions.get("sleepy").state is TxnState.COMPLETE_ABORT,
+                 "the coordinator to abort the timed-out transaction")
+        assert consume_kafka_python(broker, "slow", "read_committed") == []
+        with pytest.raises(KafkaException) as fenced:
+            producer.commit_transaction(TIMEOUT_S)
+        assert fenced.value.args[0].fatal()
+
+
+def test_coordinator_state_and_transactions_survive_a_restart(tmp_path):
+    data = tmp_path / "data"
+    with EmbeddedBroker(data) as broker:
+        create_topic(broker.bootstrap, "durable")
+        producer = rdkafka_producer(broker.bootstrap, "restarting")
+        producer.begin_transaction()
+        producer.produce("durable", value=b"kept", partition=0)
+        producer.commit_transaction(TIMEOUT_S)
+        producer.begin_transaction()
+        producer.produce("durable", value=b"orphan", partition=1)
+        producer.flush(TIMEOUT_S)  # the broker stops with this transaction open
+        state = broker.state.transactions.get("restarting")
+    with EmbeddedBroker(data) as broker:
+        assert broker.state.transactions.get("restarting") == state  # Ongoing, same epoch and partitions
+        assert broker.state.topics.partition("durable", 1).last_stable_offset == 0
+        assert consume_kafka_python(broker, "durable", "read_committed") == [b"kept"]
+        successor = rdkafka_producer(broker.bootstrap, "restarting")  # aborts the orphan
+        assert broker.state.transactions.get("restarting").producer_epoch == state.producer_epoch + 2
+        assert consume_kafka_python(broker, "durable", "read_committed") == [b"kept"]
+        assert consume_rdkafka(broker, "durable", "read_uncommitted") == [b"kept", b"orphan"]
+        successor.begin_transaction()
+        successor.produce("durable", value=b"next", partition=1)
+        successor.commit_transaction(TIMEOUT_S)
+        assert consume_kafka_python(broker, "durable", "read_committed") == [b"kept", b"next"]
+
+
+def test_an_abort_by_librdkafka_lands_in_kafkas_txnindex_layout(broker, tmp_path):
+    create_topic(broker.bootstrap, "indexed", partitions=1)
+    producer = rdkafka_producer(broker.bootstrap, "indexer")
+    producer.begin_transaction()
+    for i in range(3):
+        producer.produce("indexed", value=b"x%d" % i, partition=0)
+    producer.flush(TIMEOUT_S)
+    producer.abort_transaction(TIMEOUT_S)
+    marker = broker.state.topics.partition("indexed", 0).log.log_end_offset - 1
+    raw = (tmp_path / "data" / "indexed-0" / "00000000000000000000.txnindex").read_bytes()
+    # Kafka's AbortedTxn: version int16 @0, producerId @2, firstOffset @10, lastOffset @18, lastStableOffset @26
+    assert len(raw) == 34
+    fields = [int.from_bytes(raw[at:at + size], "big", signed=True) for at, size in ((0, 2), (2, 8), (10, 8), (18, 8), (26, 8))]
+    assert fields == [0, broker.state.transactions.get("indexer").producer_id, 0, marker, marker + 1]
+
+
+# -- the wire, request by request ----------------------------------------------------------------
+
+UNKNOWN_TOPIC, INVALID_REQUEST, INVALID_PRODUCER_EPOCH = 3, 42, 47
+INVALID_TXN_STATE, INVALID_PRODUCER_ID_MAPPING, INVALID_TRANSACTION_TIMEOUT = 48, 49, 50
+TRANSACTIONAL_ID_AUTHORIZATION_FAILED, OPERATION_NOT_ATTEMPTED, PRODUCER_FENCED, TRANSACTION_ABORTABLE = 53, 55, 90, 120
+COORDINATOR_NOT_AVAILABLE = 15
+
+
+@pytest.fixture
+def wire(broker):
+    create_topic(broker.bootstrap, "w", partitions=1)
+    with KafkaConnection(broker.bootstrap) as connection:
+        yield connection
+        # Every refusal below is an answer: the same connection still serves requests.
+        assert [t.name for t in connection.call(MetadataRequest(topics=None), version=9).topics] == ["w"]
+
+
+def init(wire: KafkaConnection, transactional_id: str, timeout_ms: int = 60_000, version: int = 4):
+    return wire.call(InitProducerIdRequest(transactional_id=transactional_id, transaction_timeout_ms=timeout_ms,
+                                           producer_id=-1, producer_epoch=-1), version=version)
+
+
+def add_partitions(wire: KafkaConnection, transactional_id: str, producer_id: int, epoch: int,
+                   partitions: list[tuple[str, int]], version: int = 3) -> dict[tuple[str, int], int]:
+    topics: dict[str, list[int]] = {}
+    for topic, index in partitions:
+        topics.setdefault(topic, []).append(index)
+    topic = AddPartitionsToTxnRequest.AddPartitionsToTxnTopic
+    response = wire.call(AddPartitionsToTxnRequest(
+        v3_and_below_transactional_id=transactional_id, v3_and_below_producer_id=producer_id,
+        v3_and_below_producer_epoch=epoch,
+        v3_and_below_topics=[topic(name=name, partitions=indexes) for name, indexes in topics.items()],
+    ), version=version)
+    return {(t.name, p.partition_index): p.partition_error_code
+            for t in response.results_by_topic_v3_and_below for p in t.results_by_partition}
+
+
+def end_txn(wire: KafkaConnection, transactional_id: str, producer_id: int, epoch: int, commit: bool,
+            version: int = 3) -> int:
+    return wire.call(EndTxnRequest(transactional_id=transactional_id, producer_id=producer_id, producer_epoch=epoch,
+                                   committed=commit), version=version).error_code
+
+
+def produce(wire: KafkaConnection, transactional_id: str | None, producer_id: int, epoch: int,
+            version: int = 9) -> int:
+    builder = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=True, producer_id=producer_id,
+                                        producer_epoch=epoch, base_sequence=0, batch_size=1 << 20)
+    builder.append(0, timestamp=1_700_000_000_000, key=None, value=b"v", headers=[])
+    data = ProduceRequest.TopicProduceData
+    request = ProduceRequest(transactional_id=transactional_id, acks=-1, timeout_ms=1000, topic_data=[
+        data(name="w", partition_data=[data.PartitionProduceData(index=0, records=bytes(builder.build()))])])
+    (topic,) = wire.call(request, version=version).responses
+    (partition,) = topic.partition_responses
+    return partition.error_code
+
+
+def test_api_versions_lists_the_transaction_apis(wire):
+    response = wire.call(ApiVersionsRequest(client_software_name="t", client_software_version="1"), version=3)
+    ranges = {k.api_key: (k.min_version, k.max_version) for k in response.api_keys}
+    assert {key: ranges[key] for key in (10, 22, 24, 25, 26)} == {10: (0, 6), 22: (0, 4), 24: (0, 3), 25: (0, 3), 26: (0, 3)}
+
+
+def test_find_coordinator_names_this_broker_for_transactions(broker, wire):
+    host, port = broker.bootstrap.split(":")
+    old = wire.call(FindCoordinatorRequest(key="any-id", key_type=1), version=3)
+    assert (old.error_code, old.node_id, old.host, old.port) == (0, 0, host, int(port))
+    new = wire.call(FindCoordinatorRequest(key_type=1, coordinator_keys=["a", "b"]), version=4)
+    assert [(c.key, c.error_code, c.node_id, c.port) for c in new.coordinators] == [("a", 0, 0, int(port)), ("b", 0, 0, int(port))]
+    groups = wire.call(FindCoordinatorRequest(key="g", key_type=0), version=3)
+    assert groups.error_code == COORDINATOR_NOT_AVAILABLE
+    share = wire.call(FindCoordinatorRequest(key_type=2, coordinator_keys=["s"]), version=6)
+    assert share.coordinators[0].error_code == INVALID_REQUEST
+
+
+def test_init_producer_id_refusals(wire):
+    assert init(wire, "").error_code == INVALID_REQUEST
+    assert init(wire, "x", timeout_ms=0).error_code == INVALID_TRANSACTION_TIMEOUT
+    assert init(wire, "x", timeout_ms=15 * 60 * 1000 + 1).error_code == INVALID_TRANSACTION_TIMEOUT
+    first = init(wire, "x")
+    assert (first.error_code, first.producer_epoch) == (0, 0)
+    stale = wire.call(InitProducerIdRequest(transactional_id="x", transaction_timeout_ms=60_000,
+                                            producer_id=first.producer_id + 1, producer_epoch=0), version=4)
+    assert stale.error_code == PRODUCER_FENCED
+    half = wire.call(InitProducerIdRequest(transactional_id="x", transaction_timeout_ms=60_000,
+                                           producer_id=first.producer_id, producer_epoch=-1), version=3)
+    assert half.error_code == INVALID_REQUEST
+
+
+def test_unknown_ids_and_wrong_epochs_get_kafkas_codes(wire):
+    assert end_txn(wire, "nobody", 1, 0, True) == INVALID_PRODUCER_ID_MAPPING
+    assert add_partitions(wire, "nobody", 1, 0, [("w", 0)]) == {("w", 0): INVALID_PRODUCER_ID_MAPPING}
+    pid = init(wire, "y").producer_id
+    init(wire, "y")  # epoch 1: epoch 0 is fenced
+    assert add_partitions(wire, "y", pid, 0, [("w", 0)], version=1) == {("w", 0): INVALID_PRODUCER_EPOCH}
+    assert add_partitions(wire, "y", pid, 0, [("w", 0)], version=2) == {("w", 0): PRODUCER_FENCED}
+    assert end_txn(wire, "y", pid, 0, True, version=1) == INVALID_PRODUCER_EPOCH
+    assert end_txn(wire, "y", pid, 0, True, version=2) == PRODUCER_FENCED
+    assert end_txn(wire, "y", pid, 1, True) == INVALID_TXN_STATE  # nothing to commit
+    assert add_partitions(wire, "y", pid, 1, [("w", 0), ("w", 5), ("nope", 0)]) == {
+        ("w", 0): OPERATION_NOT_ATTEMPTED, ("w", 5): UNKNOWN_TOPIC, ("nope", 0): UNKNOWN_TOPIC}
+    assert wire.call(AddOffsetsToTxnRequest(transactional_id="y", producer_id=pid, producer_epoch=1, group_id="g"),
+                     version=3).error_code == COORDINATOR_NOT_AVAILABLE
+
+
+def test_transactional_produce_is_verified_with_the_coordinator(broker, wire):
+    pid = init(wire, "z").producer_id
+    assert produce(wire, None, pid, 0) == TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    assert produce(wire, "z", pid, 0) == INVALID_TXN_STATE  # AddPartitionsToTxn not done
+    assert produce(wire, "z", pid, 0, version=11) == TRANSACTION_ABORTABLE
+    assert produce(wire, "z", pid + 7, 0) == INVALID_PRODUCER_ID_MAPPING
+    assert produce(wire, "z", pid, 3) == INVALID_PRODUCER_EPOCH
+    assert add_partitions(wire, "z", pid, 0, [("w", 0)]) == {("w", 0): 0}
+    assert produce(wire, "z", pid, 0) == 0
+    assert broker.state.topics.partition("w", 0).last_stable_offset == 0
+    assert end_txn(wire, "z", pid, 0, False) == 0
+    assert end_txn(wire, "z", pid, 0, False) == 0  # a retry after success
+    assert end_txn(wire, "z", pid, 0, True) == INVALID_TXN_STATE
+    assert broker.state.topics.partition("w", 0).last_stable_offset == 2
+    assert produce(wire, "z", pid, 0) == INVALID_TXN_STATE  # the transaction is over
+    latest = wire.call(ListOffsetsRequest(replica_id=-1, isolation_level=1, topics=[
+        ListOffsetsRequest.ListOffsetsTopic(name="w", partitions=[
+            ListOffsetsRequest.ListOffsetsTopic.ListOffsetsPartition(partition_index=0, timestamp=-1,
+                                                                     current_leader_epoch=-1)])]), version=5)
+    assert latest.topics[0].partitions[0].offset == 2

@@ -1,7 +1,8 @@
 """The embedded Kafka-compatible broker: the default source and destination cluster.
 
-Kafka's on-disk layout (segments, sparse offset index, time index), offsets assigned
-without recompression (KIP-31), LogAppendTime (KIP-32), idempotent produce (KIP-98).
+Kafka's on-disk layout (segments, sparse offset index, time index, aborted-transaction
+index), offsets assigned without recompression (KIP-31), LogAppendTime (KIP-32), idempotent
+and transactional produce with read_committed reads (KIP-98, KIP-890 part 1).
 See ``docs/broker.md`` for its scope.
 """
 

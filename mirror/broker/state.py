@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Literal
 
+from .log.files import fsync_dir
 from .topics import TopicStore
 from .transactions import DEFAULT_MAX_TIMEOUT_MS, PartitionMarkers, TransactionCoordinator, TransactionStateLog
 
@@ -89,7 +90,9 @@ class BrokerState:
 
 
 class ProducerIdAllocator:
-    """Hands out producer ids that are never reused, even across restarts (persisted in blocks)."""
+    """Hands out producer ids that are never reused, even across restarts and power loss
+    (persisted and fsynced a block at a time, like Kafka's ``ProducerIdManager``): the
+    transaction state log refers to them, so a reused id would merge two producers."""
 
     BLOCK = 1000
 
@@ -103,8 +106,12 @@ class ProducerIdAllocator:
         if self._next >= self._limit:
             self._limit = self._next + self.BLOCK
             tmp = self._path.with_suffix(".tmp")
-            tmp.write_text(json.dumps({"next_block_start": self._limit}))
+            with open(tmp, "w") as out:
+                out.write(json.dumps({"next_block_start": self._limit}))
+                out.flush()
+                os.fsync(out.fileno())
             os.replace(tmp, self._path)
+            fsync_dir(self._path.parent)
         pid = self._next
         self._next += 1
         return pid

@@ -84,10 +84,6 @@ class ProducerStateTable:
         """The first offset of the oldest open transaction; None when none is open."""
         return next(iter(self._ongoing), None)
 
-    def has_ongoing_txn(self, producer_id: int) -> bool:
-        entry = self._producers.get(producer_id)
-        return entry is not None and entry.txn_first_offset is not None
-
     # -- data batches -------------------------------------------------------------------------
 
     def check(self, producer_id: int, epoch: int, first_sequence: int, last_sequence: int, *,

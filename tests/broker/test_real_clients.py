@@ -175,7 +175,7 @@ def test_librdkafka_really_compresses_with_every_codec(broker, codec):
     assert codecs == {codec}
 
 
-def test_find_coordinator_says_there_is_none(broker):
+def test_find_coordinator_has_no_group_coordinator(broker):
     from kafka.protocol.metadata import FindCoordinatorRequest
 
     from mirror.kafka import KafkaConnection

@@ -121,7 +121,9 @@ class Partition:
         )
         # Retention runs on the append path: cheap (it looks at the oldest segment only) and
         # it needs no background task. A partition that stops receiving data keeps its segments.
-        self.log.delete_old_segments(now_ms)
+        # A compact-only topic has no retention, as in Kafka (UnifiedLog.deleteOldSegments).
+        if "delete" in self.topic.config.cleanup_policy:
+            self.log.delete_old_segments(now_ms)
 
 
 class Topic:

@@ -28,7 +28,7 @@ from typing import Mapping
 import kcodecs
 from kcodecs import KMirrorError, Record, iter_batches
 
-from ..kafka import KafkaClient, NewTopic, TopicPartition
+from ..kafka import KafkaClient, NewTopic, OffsetOutOfRangeError, TopicPartition
 from ..kafka.client import READ_COMMITTED
 from ..routing.transactions import ReadCommitted
 
@@ -96,7 +96,15 @@ class CommittedOffsets:
         deadline = time.monotonic() + self._max_wait_s
         pause = 0.01
         while self._position < end:
-            fetched = self._client.fetch(tp, self._position, max_bytes=_FETCH_BYTES, isolation_level=READ_COMMITTED)
+            try:
+                fetched = self._client.fetch(tp, self._position, max_bytes=_FETCH_BYTES,
+                                             isolation_level=READ_COMMITTED)
+            except OffsetOutOfRangeError as exc:
+                if exc.log_start_offset <= self._position:
+                    raise
+                # Cleaned away below the log start: compaction keeps every key's last value after it.
+                self._position = exc.log_start_offset
+                continue
             moved = self._apply(fetched)
             if moved:
                 continue

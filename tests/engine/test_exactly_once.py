@@ -30,6 +30,9 @@ from mirror.kafka.client import READ_COMMITTED
 from mirror.kafka.transactions import ProducerFencedError, TransactionError, TransactionManager
 
 FETCH = 1024 * 1024
+NOW_MS = int(time.time() * 1000)
+"""Record timestamps: recent, or the destination's 7-day retention deletes their segment once a
+transaction marker, stamped now, rolls it."""
 JOB = "job1"
 
 
@@ -74,7 +77,7 @@ def mirror_setup(clusters):
     source.create_topics([NewTopic("t", 2)])
     for partition in (0, 1):
         for b in range(6):
-            records = [Record(key=None, value=b"p%d-b%d-r%d" % (partition, b, i), timestamp=1_700_000_000_000 + i)
+            records = [Record(key=None, value=b"p%d-b%d-r%d" % (partition, b, i), timestamp=NOW_MS + i)
                        for i in range(10)]
             source.produce([(TopicPartition("t", partition), kcodecs.build_batch(records, compression="lz4"))])
     config = load_config(None, {"source.bootstrap": src.bootstrap, "destination.bootstrap": dst.bootstrap,
@@ -156,9 +159,9 @@ def test_offsets_committed_behind_an_open_transaction_are_waited_for(mirror_setu
     offsets = TopicPartition(offsets_topic(JOB), 0)
     # Task 1 opens a transaction on the offsets topic and is slow to commit it; task 0 commits after it.
     slow, fast = _producer(destination, task=1), _producer(destination, task=0)
-    slow.enqueue(offsets, encode_offsets({TopicPartition("t", 1): 5}, 0), 1)
+    slow.enqueue(offsets, encode_offsets({TopicPartition("t", 1): 5}, NOW_MS), 1)
     slow.flush()
-    fast.enqueue(offsets, encode_offsets({TopicPartition("t", 0): 60}, 0), 1)
+    fast.enqueue(offsets, encode_offsets({TopicPartition("t", 0): 60}, NOW_MS), 1)
     fast.commit()
     # A reader must neither stop at task 1's open transaction (missing task 0's offsets) nor skip it.
     view = CommittedOffsets(destination, offsets_topic(JOB), max_wait_s=0.3)
@@ -171,7 +174,7 @@ def test_offsets_committed_behind_an_open_transaction_are_waited_for(mirror_setu
 def test_a_transaction_the_destination_timed_out_cannot_commit(mirror_setup):
     (src, dst, source, destination), routes = mirror_setup
     producer = TransactionalProducer(destination, f"{JOB}-slow", transaction_timeout_ms=300)
-    producer.enqueue(TopicPartition("t", 0), encode_offsets({TopicPartition("x", 0): 1}, 0), 1)
+    producer.enqueue(TopicPartition("t", 0), encode_offsets({TopicPartition("x", 0): 1}, NOW_MS), 1)
     producer.flush()
     # The destination aborts it once its timeout has passed, and bumps the epoch: the commit is refused.
     deadline = time.monotonic() + 30

@@ -30,6 +30,9 @@ KILLS = int(os.environ.get("KMIRROR_CRASH_KILLS", "3"))
 RECORDS = int(os.environ.get("KMIRROR_CRASH_RECORDS", "200000"))
 PARTITIONS = 4
 PER_BATCH = 500
+NOW_MS = int(time.time() * 1000)
+"""Record timestamps: recent, or the destination's 7-day retention deletes their segment once a
+transaction marker, stamped now, rolls it."""
 
 
 def _fill(client: KafkaClient) -> dict[int, list[bytes]]:
@@ -38,7 +41,7 @@ def _fill(client: KafkaClient) -> dict[int, list[bytes]]:
     per_partition = RECORDS // PARTITIONS
     for p in range(PARTITIONS):
         for start in range(0, per_partition, PER_BATCH):
-            records = [Record(key=None, value=b"p%d-%08d" % (p, i), timestamp=1_700_000_000_000 + i)
+            records = [Record(key=None, value=b"p%d-%08d" % (p, i), timestamp=NOW_MS + i)
                        for i in range(start, min(start + PER_BATCH, per_partition))]
             client.produce([(TopicPartition("events", p), kcodecs.build_batch(records, compression="lz4"))])
             produced[p] += [r.value for r in records]

@@ -18,7 +18,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, Topi
 from kafka import KafkaConsumer, KafkaProducer
 from kafka import TopicPartition as KTopicPartition
 from kafka.admin import KafkaAdminClient, NewTopic
-from kafka.protocol.consumer import ListOffsetsRequest
+from kafka.protocol.consumer import FetchRequest, ListOffsetsRequest
 from kafka.protocol.metadata import ApiVersionsRequest, FindCoordinatorRequest, MetadataRequest
 from kafka.protocol.producer import (
     AddOffsetsToTxnRequest,
@@ -28,6 +28,8 @@ from kafka.protocol.producer import (
     ProduceRequest,
 )
 from kafka.record.default_records import DefaultRecordBatchBuilder
+
+import kcodecs
 
 from mirror.broker import EmbeddedBroker
 from mirror.broker.transactions import TxnState
@@ -331,10 +333,10 @@ def end_txn(wire: KafkaConnection, transactional_id: str, producer_id: int, epoc
 
 
 def produce(wire: KafkaConnection, transactional_id: str | None, producer_id: int, epoch: int,
-            version: int = 9) -> int:
+            version: int = 9, sequence: int = 0) -> int:
     builder = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=True, producer_id=producer_id,
-                                        producer_epoch=epoch, base_sequence=0, batch_size=1 << 20)
-    builder.append(0, timestamp=1_700_000_000_000, key=None, value=b"v", headers=[])
+                                        producer_epoch=epoch, base_sequence=sequence, batch_size=1 << 20)
+    builder.append(0, timestamp=time.time_ns() // 1_000_000, key=None, value=b"v", headers=[])  # not retention's prey
     data = ProduceRequest.TopicProduceData
     request = ProduceRequest(transactional_id=transactional_id, acks=-1, timeout_ms=1000, topic_data=[
         data(name="w", partition_data=[data.PartitionProduceData(index=0, records=bytes(builder.build()))])])
@@ -411,3 +413,33 @@ def test_transactional_produce_is_verified_with_the_coordinator(broker, wire):
             ListOffsetsRequest.ListOffsetsTopic.ListOffsetsPartition(partition_index=0, timestamp=-1,
                                                                      current_leader_epoch=-1)])]), version=5)
     assert latest.topics[0].partitions[0].offset == 2
+
+
+def fetch(wire: KafkaConnection, isolation: int, offset: int = 0):
+    partition = FetchRequest.FetchTopic.FetchPartition(partition=0, fetch_offset=offset, log_start_offset=-1,
+                                                       partition_max_bytes=1 << 20, current_leader_epoch=-1)
+    request = FetchRequest(replica_id=-1, max_wait_ms=0, min_bytes=0, max_bytes=1 << 20, isolation_level=isolation,
+                           session_id=0, session_epoch=-1, rack_id="", forgotten_topics_data=[],
+                           topics=[FetchRequest.FetchTopic(topic="w", partitions=[partition])])
+    (topic,) = wire.call(request, version=11).responses
+    (part,) = topic.partitions
+    assert part.error_code == 0
+    aborted = None if part.aborted_transactions is None else [(a.producer_id, a.first_offset)
+                                                               for a in part.aborted_transactions]
+    offsets = [batch.base_offset for batch in kcodecs.iter_batches(part.records or b"")]
+    return part.high_watermark, part.last_stable_offset, aborted, offsets
+
+
+def test_fetch_reports_the_lso_and_read_committed_lists_aborts_and_stops_at_it(wire):
+    pid = init(wire, "f").producer_id
+    add_partitions(wire, "f", pid, 0, [("w", 0)])
+    assert produce(wire, "f", pid, 0) == 0  # offset 0
+    assert end_txn(wire, "f", pid, 0, False) == 0  # ABORT marker at 1
+    assert fetch(wire, 1) == (2, 2, [(pid, 0)], [0, 1])
+    assert fetch(wire, 1, offset=1) == (2, 2, [(pid, 0)], [1])  # the marker still closes that abort
+    assert fetch(wire, 1, offset=2) == (2, 2, [], [])
+    assert fetch(wire, 0) == (2, 2, None, [0, 1])
+    add_partitions(wire, "f", pid, 0, [("w", 0)])
+    assert produce(wire, "f", pid, 0, sequence=1) == 0  # offset 2, left open
+    assert fetch(wire, 1) == (3, 2, [(pid, 0)], [0, 1])  # nothing from the LSO on
+    assert fetch(wire, 0) == (3, 2, None, [0, 1, 2])  # everything, and still the real LSO

@@ -14,7 +14,7 @@
 from __future__ import annotations
 
 import dataclasses
-import logging
+import threading
 import time
 
 import pytest
@@ -182,6 +182,37 @@ def test_the_copy_waits_at_an_open_transaction_then_finishes(clusters, monkeypat
     with KafkaClient(dst.bootstrap) as reader:
         copied = reader.fetch(TopicPartition("t", 0), 0, max_bytes=1 << 20).records
     assert [r.value for b in kcodecs.iter_batches(copied) for r in b.records()] == values
+
+
+def test_a_range_past_a_real_open_transaction_is_copied_once_it_commits(clusters, caplog):
+    from confluent_kafka import Producer
+
+    src, dst, source, destination = clusters
+    source.create_topics([NewTopic("t", 1)])
+    producer = Producer({"bootstrap.servers": src.bootstrap, "transactional.id": "slow-app", "linger.ms": 1})
+    producer.init_transactions(30)
+    producer.begin_transaction()
+    for i in range(10):
+        producer.produce("t", value=b"v%d" % i, partition=0)
+    producer.flush(30)
+    high_watermark = source.list_offsets([TP], "latest")[TP]
+    assert (high_watermark, source.list_offsets([TP], "latest", isolation_level=READ_COMMITTED)[TP]) == (10, 0)
+    config = load_config(None, {"source.bootstrap": src.bootstrap, "destination.bootstrap": dst.bootstrap,
+                                "topics": "t"})
+    routes = sync_destination_topics(config, source, destination)
+    committer = threading.Timer(1.0, producer.commit_transaction, (30,))
+    committer.start()
+    mirror = IdempotentProducer(destination)
+    try:  # planned past the last stable offset: the copy waits for the commit, then copies
+        (stats,) = copy_ranges([CopyRequest(TP, 0, 10)], routes, source, mirror, fetch_max_bytes=1 << 20).ranges
+    finally:
+        mirror.close()
+        committer.join()
+    assert "waiting at offset 0 for the source transaction open at offset 0" in caplog.text
+    assert stats.counters.by_class[RouteClass.PASSED_THROUGH].records == stats.counters.total_records == 10
+    with KafkaClient(dst.bootstrap) as reader:
+        copied = reader.fetch(TopicPartition("t", 0), 0, max_bytes=1 << 20).records
+    assert [r.value for b in kcodecs.iter_batches(copied) for r in b.records()] == [b"v%d" % i for i in range(10)]
 
 
 def test_a_transaction_open_too_long_stops_the_fetch(clusters, monkeypatch):

@@ -3,10 +3,10 @@
 - ``route_fetched`` on hand-built fetches: aborted transactions left out and counted, commits
   forwarded as plain data, markers dropped, across fetch boundaries and from a fetch offset
   inside a transaction.
-- ``copy_ranges`` between embedded brokers, the source's fetch handler made to answer as a
-  broker with a transaction open: the copy waits at the last stable offset (no false
-  truncation or corruption error) and finishes once the transaction ends; the fetcher gives
-  up on a transaction open too long.
+- ``copy_ranges`` between embedded brokers, over a range planned past the last stable offset
+  (the source's fetch handler made to answer as if a transaction were open, then a real one
+  of librdkafka's): the copy waits there (no false truncation or corruption error) and
+  finishes once the transaction ends; the fetcher gives up on a transaction open too long.
 - End to end: librdkafka's transactional producer commits and aborts at the source, and the
   destination holds exactly what librdkafka's read_committed consumer reads there.
 """

@@ -372,6 +372,11 @@ def test_init_producer_id_refusals(wire):
     stale = wire.call(InitProducerIdRequest(transactional_id="x", transaction_timeout_ms=60_000,
                                             producer_id=first.producer_id + 1, producer_epoch=0), version=4)
     assert stale.error_code == PRODUCER_FENCED
+    stale_v3 = wire.call(InitProducerIdRequest(transactional_id="x", transaction_timeout_ms=60_000,
+                                               producer_id=first.producer_id + 1, producer_epoch=0), version=3)
+    assert stale_v3.error_code == INVALID_PRODUCER_EPOCH  # PRODUCER_FENCED is v4+
+    bumped = init(wire, "x", version=0)
+    assert (bumped.error_code, bumped.producer_id, bumped.producer_epoch) == (0, first.producer_id, 1)
     half = wire.call(InitProducerIdRequest(transactional_id="x", transaction_timeout_ms=60_000,
                                            producer_id=first.producer_id, producer_epoch=-1), version=3)
     assert half.error_code == INVALID_REQUEST

@@ -87,13 +87,18 @@ def test_read_stops_at_the_lso_batch(tmp_path):
     store.close()
 
 
-def test_markers_are_control_batches_in_kafkas_layout(tmp_path):
-    store, part = open_partition(tmp_path)
+@pytest.mark.parametrize("configs, timestamp_type", [
+    ({}, 0),
+    ({"message.timestamp.type": "LogAppendTime", "compression.type": "gzip"}, 1),
+])
+def test_markers_are_control_batches_in_kafkas_layout(tmp_path, configs, timestamp_type):
+    store, part = open_partition(tmp_path, **configs)
     part.append(data_batch(7, 3, 0), T0)
     part.write_marker(7, 3, commit=False, coordinator_epoch=5, now_ms=T0 + 9)
     _, marker = stored_batches(part)
     assert marker.validate_crc() and marker.is_control_batch and marker.is_transactional
     assert (marker.base_offset, marker.producer_id, marker.producer_epoch, marker.base_sequence) == (2, 7, 3, -1)
+    assert (marker.compression_type, marker.timestamp_type, marker.max_timestamp) == (0, timestamp_type, T0 + 9)
     (record,) = list(marker)
     assert bytes(record.key) == struct.pack(">hh", 0, 0)  # ControlRecordType ABORT = 0
     assert bytes(record.value) == struct.pack(">hi", 0, 5)  # EndTransactionMarker: version, coordinator epoch

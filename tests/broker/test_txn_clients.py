@@ -448,3 +448,19 @@ def test_fetch_reports_the_lso_and_read_committed_lists_aborts_and_stops_at_it(w
     assert produce(wire, "f", pid, 0, sequence=1) == 0  # offset 2, left open
     assert fetch(wire, 1) == (3, 2, [(pid, 0)], [0, 1])  # nothing from the LSO on
     assert fetch(wire, 0) == (3, 2, None, [0, 1, 2])  # everything, and still the real LSO
+
+
+@pytest.mark.parametrize("coordinator_error, version, produce_error", [
+    (kafka.errors.ProducerFencedError, 9, INVALID_PRODUCER_EPOCH),   # what librdkafka takes as "fenced"
+    (kafka.errors.ProducerFencedError, 11, INVALID_PRODUCER_EPOCH),
+    (kafka.errors.ConcurrentTransactionsError, 9, 19),               # NOT_ENOUGH_REPLICAS: retriable for old clients
+    (kafka.errors.CoordinatorNotAvailableError, 11, 19),
+    (kafka.errors.InvalidTxnStateError, 10, INVALID_TXN_STATE),
+    (kafka.errors.InvalidTxnStateError, 11, TRANSACTION_ABORTABLE),
+    (kafka.errors.InvalidProducerIdMappingError, 11, INVALID_PRODUCER_ID_MAPPING),
+])
+def test_verification_errors_as_kafkas_produce_path_reports_them(coordinator_error, version, produce_error):
+    from mirror.broker.errors import ApiError
+    from mirror.broker.handlers.produce import _as_produce_error
+
+    assert _as_produce_error(ApiError(coordinator_error, "x"), version).code == produce_error

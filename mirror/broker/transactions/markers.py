@@ -8,9 +8,12 @@ it, :class:`PartitionMarkers` is the broker's, tests pass their own to fail on p
 from __future__ import annotations
 
 import logging
-from typing import Callable, Iterable, Protocol
+from typing import TYPE_CHECKING, Callable, Iterable, Protocol
 
 from ..errors import ApiError, kerr
+
+if TYPE_CHECKING:
+    from ..topics import Partition
 
 __all__ = ["MarkerWriter", "PartitionMarkers"]
 
@@ -30,8 +33,9 @@ class MarkerWriter(Protocol):
 class PartitionMarkers:
     """Markers through the broker's own partitions (``Partition.write_marker``)."""
 
-    def __init__(self, partition: Callable, clock: Callable[[], int], on_written: Callable[[], None]):
-        self._partition = partition  # TopicStore.partition: (topic, index) -> Partition, or ApiError
+    def __init__(self, partition: Callable[[str, int], "Partition"], clock: Callable[[], int],
+                 on_written: Callable[[], None]):
+        self._partition = partition  # TopicStore.partition: raises UNKNOWN_TOPIC_OR_PARTITION
         self._clock = clock
         self._on_written = on_written
 

@@ -87,7 +87,7 @@ class MirrorConfig(_Strict):
     starting_offsets: Literal["earliest", "latest"] = Field(
         "earliest", description="where a new job (no checkpoint) starts in each source partition")
     delivery: Literal["exactly-once", "at-least-once"] = Field(
-        "at-least-once", description="exactly-once: each copy task writes its records and the source offsets they "
+        "exactly-once", description="exactly-once: each copy task writes its records and the source offsets they "
         "reach in one destination transaction, so read_committed consumers see every record once, even after "
         "crashes and restarts; at-least-once: no transactions, a micro-batch interrupted by a crash is copied again")
     name: str | None = Field(

@@ -86,10 +86,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                      help="if retention deleted source data before it was copied: fail (default), or warn loudly, "
                           "count the lost records and go on from the earliest offset")
     run.add_argument("--delivery", choices=("exactly-once", "at-least-once"),
-                     help="exactly-once: each copy task commits its records and the source offsets they "
+                     help="exactly-once (default): each copy task commits its records and the source offsets they "
                           "reach in one destination transaction, so read_committed consumers see every record once "
-                          "through crashes and restarts; at-least-once (default): no transactions, a crashed "
-                          "micro-batch is copied again")
+                          "through crashes and restarts; at-least-once: no transactions, a crashed micro-batch "
+                          "is copied again")
     run.add_argument("--name", metavar="NAME",
                      help="the job's name at the destination (offsets topic kmirror-offsets.NAME, transactional ids "
                           "NAME-<task>); unique per destination cluster (default: derived from --checkpoint)")

@@ -23,6 +23,7 @@ __all__ = ["client_for", "producer_for", "transactional_producer_for", "committe
 
 _clients: dict[tuple[ClusterConfig, RetryConfig], KafkaClient] = {}
 _producers: dict[tuple, IdempotentProducer] = {}
+_transactional: dict[tuple, tuple[str, TransactionalProducer]] = {}
 _offsets: dict[tuple[ClusterConfig, RetryConfig, str], CommittedOffsets] = {}
 _lock = threading.Lock()
 
@@ -52,15 +53,21 @@ def producer_for(cluster: ClusterConfig, retry: RetryConfig, max_in_flight: int)
 
 
 def transactional_producer_for(cluster: ClusterConfig, retry: RetryConfig, max_in_flight: int, transactional_id: str,
-                               transaction_timeout_ms: int) -> TransactionalProducer:
+                               transaction_timeout_ms: int, run_id: str) -> TransactionalProducer:
+    """The worker's producer for ``transactional_id`` in this run of the job (``run_id``): one
+    kept from an earlier run was fenced when this run started, so it is replaced."""
     client = client_for(cluster, retry)
     key = (cluster, retry, max_in_flight, transactional_id)
     with _lock:
-        producer = _producers.get(key)
-        if producer is None or producer.failed is not None:
-            producer = _producers[key] = TransactionalProducer(
+        kept_run, producer = _transactional.get(key, ("", None))
+        if producer is not None and (kept_run != run_id or producer.failed is not None):
+            producer.close()
+            producer = None
+        if producer is None:
+            producer = TransactionalProducer(
                 client, transactional_id, transaction_timeout_ms=transaction_timeout_ms, max_in_flight=max_in_flight,
                 timeout_ms=int(cluster.request_timeout_s * 1000))
+            _transactional[key] = (run_id, producer)
         return producer
 
 
@@ -79,6 +86,9 @@ def close_all() -> None:
         for producer in _producers.values():
             producer.close()
         _producers.clear()
+        for _, producer in _transactional.values():
+            producer.close()
+        _transactional.clear()
         _offsets.clear()
         for client in _clients.values():
             client.close()

@@ -61,6 +61,9 @@ def copy_exactly_once(requests: Sequence[CopyRequest], routes, source: KafkaClie
                       offsets: CommittedOffsets, **copy_options) -> TaskStats:
     """Copy ``requests`` in one destination transaction together with their end offsets."""
     began = time.perf_counter()
+    # This attempt's epoch first, then the offsets: a commit anyone made before is read, and
+    # no earlier producer of the task can commit after (Kafka's read-process-write order).
+    producer.renew()
     todo, done = resume_requests(requests, offsets.refresh())
     starts = {request.tp: request.start for request in requests}
     resumed = sum(1 for request in todo if request.start != starts[request.tp])
@@ -73,6 +76,7 @@ def copy_exactly_once(requests: Sequence[CopyRequest], routes, source: KafkaClie
         stats = copy_ranges(todo, routes, source, producer, **copy_options) if todo else TaskStats([])
         producer.enqueue(offsets.partition, encode_offsets(ends, _now_ms()), len(ends))
         producer.commit()
+        producer.take_acks()  # the offsets record's: the next task's copy must not see it
     except BaseException as exc:
         producer.abort(exc)
         raise

@@ -34,6 +34,9 @@ class CopyJob:
     job: str = "kmirror"
     """Names the offsets topic and the transactional ids (exactly-once)."""
     transaction_timeout_ms: int = 60_000
+    run_id: str = ""
+    """One per start of the job: the driver fenced every task's transactional id when it
+    started, so producers a reused Python worker kept from an earlier run are stale."""
 
     def copy_rows(self, rows: Iterable) -> Iterator[TaskStats]:
         """``mapPartitions`` body: one task's rows ``(topic, partition, start_offset, end_offset,
@@ -53,7 +56,8 @@ class CopyJob:
             producer = producer_for(self.destination, self.retry, self.max_in_flight)
             return copy_ranges(requests, self.routes, source, producer, **options)
         producer = transactional_producer_for(self.destination, self.retry, self.max_in_flight,
-                                              transactional_id(self.job, task), self.transaction_timeout_ms)
+                                              transactional_id(self.job, task), self.transaction_timeout_ms,
+                                              self.run_id)
         # Long enough for a transaction left open by a dead attempt to time out.
         offsets = committed_offsets_for(self.destination, self.retry, offsets_topic(self.job),
                                         max_wait_s=2 * self.transaction_timeout_ms / 1000)

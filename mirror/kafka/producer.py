@@ -172,6 +172,11 @@ class IdempotentProducer:
         part.next_sequence = (part.next_sequence + records) % _SEQUENCE_SPAN
         self._buffered += len(data)
 
+    def _restart_sequences(self) -> None:
+        """Every partition's next batch starts at sequence 0 (a new epoch, KIP-98); only when idle."""
+        for part in self._partitions.values():
+            part.next_sequence = 0
+
     def take_acks(self) -> list[Ack]:
         """Acknowledgements since the last call, in the order they came."""
         acks, self._acks = self._acks, []

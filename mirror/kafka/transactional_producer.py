@@ -6,7 +6,8 @@ Everything about batches, sequences, pipelining and retries is
 
 - the producer id and epoch come from ``InitProducerId(transactional_id)``, which fences every
   earlier producer of the id (a previous attempt of the same task) and aborts its open
-  transaction;
+  transaction; :meth:`renew` does it again for each new task attempt, so a producer kept in
+  a reused worker still fences whatever ran the task since;
 - a partition is registered with the coordinator (AddPartitionsToTxn) before its first batch
   of each transaction goes out, all known ones in one request (:meth:`add_partitions`);
 - :meth:`commit` waits until every batch is acknowledged, then commits. A transaction begins
@@ -45,6 +46,19 @@ class TransactionalProducer(IdempotentProducer):
     def in_transaction(self) -> bool:
         """Whether a transaction is open (a partition was registered since the last commit)."""
         return bool(self._registered)
+
+    def renew(self) -> None:
+        """Take the transactional id over again (a new epoch, sequences from 0), as a new task
+        attempt must: whatever producer of the id ran before, in this process or another, is
+        fenced from here on and its open transaction aborted. Only between transactions."""
+        self._check_usable()
+        if not self.idle or self._registered:
+            raise KMirrorError("renew() in the middle of a transaction")
+        self._guarded(self._reinit)
+
+    def _reinit(self) -> None:
+        self.producer_id, self.epoch = self.transaction.init_producer()
+        self._restart_sequences()
 
     def add_partitions(self, partitions: Iterable[TopicPartition]) -> None:
         """Register the partitions this transaction will write, those not yet registered, in one request."""

@@ -20,6 +20,7 @@ import sys
 import tempfile
 import threading
 import time
+import uuid
 from pathlib import Path
 from typing import Callable
 
@@ -151,6 +152,7 @@ class _MicroBatchRunner:
         self.on_report = on_report
         self.totals = RunTotals()
         self.failure: KMirrorError | None = None
+        self.run_id = uuid.uuid4().hex
 
     def __call__(self, rows, batch_id: int) -> None:
         config = self.config
@@ -163,7 +165,7 @@ class _MicroBatchRunner:
             raise
         job = CopyJob(config.source, config.destination, config.retry, self.routes, config.fetch_max_bytes,
                       config.max_buffer_bytes, config.max_in_flight, config.on_data_loss, config.delivery,
-                      config.job_name, int(config.transaction_timeout_s * 1000))
+                      config.job_name, int(config.transaction_timeout_s * 1000), self.run_id)
         began = time.perf_counter()
         try:
             # One task per Spark partition of the micro-batch: a group of ranges (see .grouping).

@@ -194,3 +194,13 @@ def test_an_unknown_producer_id_is_a_named_transaction_error(mirror_setup):
     with pytest.raises(TransactionError) as caught:
         manager.add_partitions([TopicPartition("t", 0)])
     assert caught.value.error_name and "never-initialised" in str(caught.value)
+
+
+def test_one_producer_copies_micro_batch_after_micro_batch(mirror_setup):
+    (src, dst, source, destination), routes = mirror_setup
+    producer, offsets = _producer(destination), _offsets(destination)  # as a Python worker keeps them
+    for start in (0, 20, 40):
+        requests = [CopyRequest(TopicPartition("t", p), start, start + 20) for p in (0, 1)]
+        copy_exactly_once(requests, routes, source, producer, offsets, fetch_max_bytes=FETCH)
+    assert _read_committed(dst.bootstrap, "t", 2) == {0: _expected(0), 1: _expected(1)}
+    assert offsets.refresh() == {TopicPartition("t", 0): 60, TopicPartition("t", 1): 60}

@@ -61,9 +61,11 @@ class MicroBatchReport:
         shown = " ".join(f"{tp}={n}" for tp, n in lag[:LAG_SHOWN])
         more = f" (+{len(lag) - LAG_SHOWN} partitions, {sum(n for _, n in lag[LAG_SHOWN:])} more)" if len(lag) > LAG_SHOWN else ""
         lost = sum(stats.lost_records for stats in self.ranges)
+        committed = sum(1 for stats in self.ranges if stats.already_committed)
         return (f"batch {self.batch_id}: {records} records, {_mib(size)} from {len(self.ranges)} partitions "
                 f"in {self.seconds:.2f} s ({rate:.1f} MB/s); {_classes(counters)}"
                 + (f"; LOST {lost} records" if lost else "")
+                + (f"; {committed} ranges already at the destination (replayed micro-batch)" if committed else "")
                 + f"; lag {sum(n for _, n in lag)}" + (f" [{shown}{more}]" if lag else ""))
 
 

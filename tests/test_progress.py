@@ -60,3 +60,11 @@ def test_lost_records_are_loud_in_the_line_and_the_summary():
     assert "0.5 s of it in copy tasks" in summary
     assert "LOST 5 records" in summary and "produced 3 batches" in summary
     assert totals.counters.by_class[RouteClass.PASSED_THROUGH].batches == 3
+
+
+def test_a_replayed_micro_batch_says_which_ranges_the_destination_already_had():
+    fresh = _stats("t", 0, end=40, hw=40, passed=(2, 20, 2000))
+    skipped = RangeStats(TopicPartition("t", 1), 0, 40, already_committed=True)
+    line = MicroBatchReport(9, 1.0, [fresh, skipped]).line()
+    assert "; 1 ranges already at the destination (replayed micro-batch)" in line
+    assert "already" not in MicroBatchReport(9, 1.0, [fresh]).line()

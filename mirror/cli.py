@@ -65,9 +65,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         stream=sys.stderr,
     )
-    if not args.verbose:  # Spark's Python bridge and kafka-python log every connection at INFO
-        for noisy in ("py4j", "kafka"):
-            logging.getLogger(noisy).setLevel(logging.WARNING)
+    if not args.verbose:
+        # kafka-python logs every connection at INFO. Spark's Python bridge logs at ERROR, with
+        # its stack trace, every error that foreachBatch raised; kmirror reports it in one line.
+        logging.getLogger("kafka").setLevel(logging.WARNING)
+        logging.getLogger("py4j").setLevel(logging.CRITICAL)
     return args.run(args)
 
 

@@ -8,6 +8,7 @@ See ``docs/configuration.md`` for the reference; the field docs here are its sou
 from __future__ import annotations
 
 import hashlib
+import math
 import re
 import string
 import sys
@@ -23,7 +24,10 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - exercised on 3.10 only
     import tomli as tomllib
 
-__all__ = ["ClusterConfig", "RetryConfig", "MirrorConfig", "ConfigError", "load_config"]
+__all__ = ["ClusterConfig", "RetryConfig", "MirrorConfig", "ConfigError", "load_config", "ONCE_MAX_OUTAGE_S"]
+
+ONCE_MAX_OUTAGE_S = 300.0
+"""``max_outage_s`` under ``once``: a one-shot copy (a cron job, a backfill) should end, not hang."""
 
 _TOPIC_CHARS = re.compile(r"[a-zA-Z0-9._-]{1,249}")
 """Kafka's legal topic names (``Topic.validate``)."""
@@ -102,6 +106,10 @@ class MirrorConfig(_Strict):
     checkpoint: Path = Field(Path("kmirror-checkpoint"), description="Spark checkpoint directory (the mirror's offsets)")
     once: bool = Field(False, description="copy what is there now, then exit (Trigger.AvailableNow)")
     trigger_interval_s: float = Field(1.0, ge=0, description="processing-time trigger interval of the long-running job")
+    max_outage_s: float | None = Field(
+        None, ge=0, description="how long the job waits out an unreachable or leaderless cluster, retrying with "
+        "capped exponential backoff, before it fails (default: no limit for the long-running job, "
+        f"{ONCE_MAX_OUTAGE_S:g} s with once; inf: no limit)")
     max_bytes_per_trigger: int | None = Field(None, ge=1, description="approximate cap on source bytes per micro-batch")
     max_records_per_trigger: int | None = Field(None, ge=1, description="cap on source offsets per micro-batch")
     fetch_max_bytes: int = Field(8 * 1024 * 1024, ge=1024, description="bytes asked for per fetch request")
@@ -166,6 +174,14 @@ class MirrorConfig(_Strict):
         if self.name is not None:
             return self.name
         return "kmirror-" + hashlib.sha1(str(self.checkpoint.absolute()).encode()).hexdigest()[:10]
+
+    @property
+    def outage_limit_s(self) -> float:
+        """``max_outage_s``, or its default for the run mode: a long-running mirror waits as long
+        as an outage lasts (as MirrorMaker 2's tasks do), a ``once`` run gives up."""
+        if self.max_outage_s is not None:
+            return self.max_outage_s
+        return ONCE_MAX_OUTAGE_S if self.once else math.inf
 
     def destination_topic(self, source_topic: str) -> str:
         return self.rename.format(topic=source_topic)

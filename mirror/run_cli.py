@@ -3,7 +3,8 @@
 Every setting can come from a TOML file (``--config``, keys as in docs/configuration.md);
 flags given on the command line override it. Exit codes: 0 done (``--once`` caught up, or
 stopped by SIGTERM/SIGINT after the current micro-batch), 1 the copy failed (corrupt source
-batch, data loss, a broker error), 2 invalid configuration or an unreachable cluster.
+batch, data loss, a broker error), 2 invalid configuration, a cluster unreachable at start, or
+an outage longer than --max-outage.
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ _FLAGS = {
     "checkpoint": "checkpoint",
     "once": "once",
     "trigger_interval": "trigger_interval_s",
+    "max_outage": "max_outage_s",
     "max_bytes_per_trigger": "max_bytes_per_trigger",
     "max_records_per_trigger": "max_records_per_trigger",
     "fetch_max_bytes": "fetch_max_bytes",
@@ -95,6 +97,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                           "NAME-<task>); unique per destination cluster (default: derived from --checkpoint)")
     run.add_argument("--transaction-timeout", type=float, metavar="SECONDS",
                      help="exactly-once: the destination aborts a copy task's transaction left open longer (default 60)")
+    run.add_argument("--max-outage", type=float, metavar="SECONDS",
+                     help="how long an unreachable or leaderless cluster is waited out, retrying with backoff, "
+                          "before the job fails (default: no limit; 300 with --once; inf: no limit)")
     run.add_argument("--fetch-max-bytes", type=int, metavar="N", help="bytes per fetch request (default 8 MiB)")
     run.add_argument("--max-buffer-bytes", type=int, metavar="N",
                      help="per copy task, bytes fetched and not yet acknowledged by the destination (default 64 MiB)")

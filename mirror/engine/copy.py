@@ -44,6 +44,7 @@ from ..kafka import (
 )
 from ..routing import ReadCommitted, RouteCounters, route_batch
 from .errors import CorruptSourceError, DataLossError, SourceTruncatedError
+from .failures import TaskFailure
 from .topics import TopicRoute
 
 __all__ = ["CopyRequest", "RangeStats", "TaskStats", "copy_ranges", "route_fetched", "Router", "Outgoing",
@@ -99,6 +100,9 @@ class TaskStats:
     seconds: float = 0.0
     peak_held_bytes: int = 0
     """The most bytes fetched and not yet acknowledged at once (bounded by ``max_buffer_bytes``)."""
+    failure: TaskFailure | None = None
+    """Set when the task failed on an outage or a permanent error (:mod:`.failures`): the
+    driver decides what follows, and ``ranges`` is empty."""
 
 
 @dataclass

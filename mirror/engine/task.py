@@ -2,18 +2,24 @@
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from typing import Iterable, Iterator, Literal, Mapping
+
+from kcodecs import KMirrorError
 
 from ..config import ClusterConfig, RetryConfig
 from ..kafka import TopicPartition
 from .clients import client_for, committed_offsets_for, producer_for, transactional_producer_for
 from .copy import DEFAULT_MAX_BUFFER_BYTES, CopyRequest, TaskStats, copy_ranges
 from .exactly_once import copy_exactly_once, transactional_id
+from .failures import TaskFailure, verdict
 from .offsets_topic import offsets_topic
 from .topics import TopicRoute
 
 __all__ = ["CopyJob", "Delivery"]
+
+log = logging.getLogger(__name__)
 
 Delivery = Literal["exactly-once", "at-least-once"]
 
@@ -41,12 +47,19 @@ class CopyJob:
     def copy_rows(self, rows: Iterable) -> Iterator[TaskStats]:
         """``mapPartitions`` body: one task's rows ``(topic, partition, start_offset, end_offset,
         task)``, copied together; one :class:`TaskStats` per task index among them (one, as the
-        source plans it)."""
+        source plans it). An outage or a permanent error comes back as the stats'
+        :attr:`~TaskStats.failure` for the driver to act on (:mod:`.failures`)."""
         groups: dict[int, list[CopyRequest]] = {}
         for topic, partition, start, end, task in rows:
             groups.setdefault(task, []).append(CopyRequest(TopicPartition(topic, partition), start, end))
         for task, requests in sorted(groups.items()):
-            yield self.copy(task, requests)
+            try:
+                yield self.copy(task, requests)
+            except KMirrorError as exc:
+                if verdict(exc) == "other":
+                    raise  # Spark runs the task again (spark.task.maxFailures)
+                log.debug("copy task %d failed", task, exc_info=True)
+                yield TaskStats([], failure=TaskFailure.of(task, exc))
 
     def copy(self, task: int, requests: list[CopyRequest]) -> TaskStats:
         source = client_for(self.source, self.retry)

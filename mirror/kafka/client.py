@@ -324,15 +324,17 @@ class KafkaClient:
         :class:`ClusterUnreachableError`."""
         policy = self._retry
 
-        def warn(state: tenacity.RetryCallState) -> None:
-            log.warning("%s: attempt %d of %d failed, retrying in %.2f s: %s", operation, state.attempt_number,
-                        policy.attempts, state.upcoming_sleep, state.outcome and state.outcome.exception())
+        def note(state: tenacity.RetryCallState) -> None:
+            # DEBUG: a retry that works is routine, and one that runs out raises; the job logs
+            # an outage it waits out itself, one line per step (mirror.spark.outage).
+            log.debug("%s: attempt %d of %d failed, retrying in %.2f s: %s", operation, state.attempt_number,
+                      policy.attempts, state.upcoming_sleep, state.outcome and state.outcome.exception())
 
         retrying = tenacity.Retrying(
             stop=tenacity.stop_after_attempt(policy.attempts),
             wait=tenacity.wait_exponential(multiplier=policy.initial_backoff_s, max=policy.max_backoff_s),
             retry=tenacity.retry_if_exception(is_retriable),
-            before_sleep=warn,
+            before_sleep=note,
             reraise=True,
         )
         try:

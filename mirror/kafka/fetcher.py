@@ -225,4 +225,4 @@ class Fetcher:
         for tp in tps:
             backoff = self._backoff.setdefault(tp, Backoff())
             backoff.failed(error, self._client.retry, now, bootstrap=self._client.bootstrap, what=f"fetch {tp}")
-        log.warning("fetch of %s failed (%s); retrying", ", ".join(map(str, tps)), error)
+        log.debug("fetch of %s failed (%s); retrying", ", ".join(map(str, tps)), error)

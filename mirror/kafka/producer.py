@@ -354,8 +354,8 @@ class IdempotentProducer:
         part.pending.extendleft(reversed(part.failed))
         part.failed.clear()
         self._retry_later(part.backoff, error, now, f"produce to {part.tp}")
-        log.warning("produce to %s failed (%s); resending %d batch(es) from sequence %d in %.2f s", part.tp, error,
-                    resent, first, max(0.0, part.backoff.retry_at - now))
+        log.debug("produce to %s failed (%s); resending %d batch(es) from sequence %d in %.2f s", part.tp, error,
+                  resent, first, max(0.0, part.backoff.retry_at - now))
 
     def _connection_lost(self, conn: PipelinedConnection, error: KMirrorError, extra: Iterable[_Batch] = ()) -> None:
         """Every request in flight on ``conn`` is in doubt: retry all of their batches."""

@@ -29,9 +29,12 @@ from kcodecs import KMirrorError
 from ..config import MirrorConfig
 from ..engine import (CopyJob, client_for, fence_tasks, offsets_topic, offsets_topic_spec, sync_destination_topics,
                       transactional_id)
+from ..engine.copy import TaskStats
+from ..engine.failures import OUTAGE_KINDS, TaskFailure
 from ..progress import MicroBatchReport, RunTotals
+from .outage import Outage, OutageInterrupted, is_outage, ride_out
 
-__all__ = ["run_mirror", "spark_session", "MirrorJobError", "QUERY_NAME"]
+__all__ = ["run_mirror", "spark_session", "with_task_retries", "MirrorJobError", "QUERY_NAME", "LOCAL_TASK_ATTEMPTS"]
 
 log = logging.getLogger(__name__)
 
@@ -53,8 +56,9 @@ def run_mirror(config: MirrorConfig, *, stop: threading.Event | None = None,
                on_report: Callable[[MicroBatchReport], None] | None = None) -> RunTotals:
     """Run the mirror until caught up (``config.once``) or until ``stop`` is set; return the totals.
 
-    Clusters are contacted before Spark starts, so an unreachable one fails in seconds with
-    :class:`~mirror.kafka.ClusterUnreachableError`.
+    Clusters are contacted before Spark starts, so an unreachable one (a wrong address, most
+    likely) fails in seconds with :class:`~mirror.kafka.ClusterUnreachableError`. Once the
+    job runs, outages are waited out for up to ``max_outage_s`` (:mod:`.outage`).
     """
     source = client_for(config.source, config.retry)
     destination = client_for(config.destination, config.retry)
@@ -72,7 +76,8 @@ def run_mirror(config: MirrorConfig, *, stop: threading.Event | None = None,
     if config.delivery == "exactly-once":
         _prepare_exactly_once(config, source, destination)
     _warm_up_executors(spark, config.copy_tasks)
-    runner = _MicroBatchRunner(config, routes, on_report)
+    stop = stop or threading.Event()
+    runner = _MicroBatchRunner(config, routes, on_report, stop)
     # The reader plans on the driver's machine, so a local file can tell it to plan no more.
     stop_file = Path(tempfile.mkdtemp(prefix="kmirror-")) / "stop"
     writer = (spark.readStream.format(KafkaRangeSource.name()).option("config", config.model_dump_json())
@@ -85,15 +90,21 @@ def run_mirror(config: MirrorConfig, *, stop: threading.Event | None = None,
         writer = writer.trigger(processingTime=f"{config.trigger_interval_s} seconds")
     query = writer.start()
     try:
-        _await(query, stop or threading.Event(), stop_file)
+        _await(query, stop, stop_file)
     except Exception as exc:
         if runner.failure is not None:
             raise runner.failure from None
-        raise _job_failure(exc) from exc
+        if stop.is_set():  # the planner was waiting out an outage when the stop came
+            runner.interrupted = True
+        else:
+            log.debug("the query failed in Spark: %s", exc)
+            raise _job_failure(exc) from None
     finally:
         shutil.rmtree(stop_file.parent, ignore_errors=True)
     if runner.failure is not None:
         raise runner.failure
+    if runner.interrupted:
+        log.info("stopped while waiting out an outage: the unfinished micro-batch is copied on restart")
     log.info("%s", runner.totals.summary())
     return runner.totals
 
@@ -128,50 +139,62 @@ def _import_copy_engine(_: int) -> None:
 def spark_session(config: MirrorConfig):
     """The session the mirror runs in (``getOrCreate``: an existing one is reused).
 
-    The executors' Python must be the one kmirror is installed in."""
+    The executors' Python must be the one kmirror is installed in. A local master gets task
+    retries (:func:`with_task_retries`). The JVM's own log, whose errors are stack traces of
+    what the driver reports in one line, shows only with debug logging (``kmirror -v``)."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
 
-    builder = (SparkSession.builder.master(config.master).appName("kmirror")
+    builder = (SparkSession.builder.master(with_task_retries(config.master)).appName("kmirror")
                .config("spark.ui.enabled", "false")
                .config("spark.ui.showConsoleProgress", "false")  # its bar garbles the progress lines
                .config("spark.sql.streaming.stopGracefullyOnShutdown", "true"))
     for key, value in config.spark_conf.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
-    spark.sparkContext.setLogLevel("ERROR")
+    spark.sparkContext.setLogLevel("WARN" if log.isEnabledFor(logging.DEBUG) else "FATAL")
     return spark
 
 
-class _MicroBatchRunner:
-    """The ``foreachBatch`` function: plan on the driver, copy on executors, report."""
+LOCAL_TASK_ATTEMPTS = 4
+"""Tries per task under a local master: Spark's ``spark.task.maxFailures`` default, which
+local masters do not apply (they fail the job on a task's first failure)."""
+_LOCAL = re.compile(r"local(?:\[(\*|\d+)\])?")
 
-    def __init__(self, config: MirrorConfig, routes, on_report):
+
+def with_task_retries(master: str) -> str:
+    """``local[N]`` as ``local[N,4]`` (and ``local`` as ``local[1,4]``), so a failed copy task is
+    run again before its micro-batch fails, as on a cluster; other masters are left alone."""
+    match = _LOCAL.fullmatch(master)
+    if match is None:
+        return master
+    return f"local[{match.group(1) or 1},{LOCAL_TASK_ATTEMPTS}]"
+
+
+class _MicroBatchRunner:
+    """The ``foreachBatch`` function: plan on the driver, copy on executors, report; through an
+    outage, wait and run the failed tasks again (:mod:`.outage`)."""
+
+    def __init__(self, config: MirrorConfig, routes, on_report, stop: threading.Event):
         self.config = config
         self.routes = routes
         self.on_report = on_report
+        self.stop = stop
         self.totals = RunTotals()
         self.failure: KMirrorError | None = None
+        self.interrupted = False
+        """A stop came while an outage was being waited out: the micro-batch did not finish."""
         self.run_id = uuid.uuid4().hex
 
     def __call__(self, rows, batch_id: int) -> None:
-        config = self.config
-        source = client_for(config.source, config.retry)
-        destination = client_for(config.destination, config.retry)
-        try:
-            self.routes = sync_destination_topics(config, source, destination, self.routes)
-        except KMirrorError as exc:
-            self.failure = exc
-            raise
-        job = CopyJob(config.source, config.destination, config.retry, self.routes, config.fetch_max_bytes,
-                      config.max_buffer_bytes, config.max_in_flight, config.on_data_loss, config.delivery,
-                      config.job_name, int(config.transaction_timeout_s * 1000), self.run_id)
         began = time.perf_counter()
         try:
-            # One task per Spark partition of the micro-batch: a group of ranges (see .grouping).
-            tasks = rows.rdd.mapPartitions(job.copy_rows).collect()
-        except Exception as exc:
-            self.failure = _job_failure(exc)
+            tasks = self._copy_through_outages(rows)
+        except OutageInterrupted:
+            self.interrupted = True
+            raise
+        except KMirrorError as exc:
+            self.failure = exc
             raise
         ranges = [stats for task in tasks for stats in task.ranges]
         report = MicroBatchReport(batch_id, time.perf_counter() - began, ranges, sum(task.seconds for task in tasks))
@@ -180,6 +203,77 @@ class _MicroBatchRunner:
         self.totals.add(report)
         if self.on_report is not None:
             self.on_report(report)
+
+    def _copy_through_outages(self, rows) -> list[TaskStats]:
+        """Every task's stats; tasks that failed on an outage run again, after a wait, until
+        they succeed or the outage outlasts ``max_outage_s``."""
+        outage = Outage(self.config.outage_limit_s)
+        done: list[TaskStats] = []
+        todo: frozenset[int] | None = None  # None: every task of the micro-batch
+
+        def attempt() -> None:
+            nonlocal todo
+            results = self._copy(rows, todo)
+            done.extend(task for task in results if task.failure is None)
+            failures = [task.failure for task in results if task.failure is not None]
+            permanent = [f for f in failures if not f.outage]
+            if permanent:
+                raise MirrorJobError(permanent[0].kind, permanent[0].message)
+            if failures:
+                todo = frozenset(f.task for f in failures)
+                raise _TasksInOutage(failures)
+
+        try:
+            ride_out(attempt, outage, lambda seconds: not self.stop.wait(seconds), describe=self._describe,
+                     outage_error=_is_outage)
+        except _TasksInOutage as exc:  # for longer than max_outage_s
+            raise MirrorJobError(exc.failures[0].kind, exc.failures[0].message) from None
+        return done
+
+    def _copy(self, rows, tasks: frozenset[int] | None) -> list[TaskStats]:
+        """The destination topics checked, then one Spark job copying ``tasks`` (None: all)."""
+        config = self.config
+        source = client_for(config.source, config.retry)
+        destination = client_for(config.destination, config.retry)
+        self.routes = sync_destination_topics(config, source, destination, self.routes)
+        job = CopyJob(config.source, config.destination, config.retry, self.routes, config.fetch_max_bytes,
+                      config.max_buffer_bytes, config.max_in_flight, config.on_data_loss, config.delivery,
+                      config.job_name, int(config.transaction_timeout_s * 1000), self.run_id)
+        selected = rows.rdd if tasks is None else rows.rdd.filter(lambda row: row.task in tasks)
+        try:
+            # One task per Spark partition of the micro-batch: a group of ranges (see .grouping).
+            return selected.mapPartitions(job.copy_rows).collect()
+        except Exception as exc:  # Spark's report of a task that failed every attempt
+            log.debug("the copy failed in Spark: %s", exc)
+            raise _job_failure(exc) from None
+
+    def _describe(self, error: KMirrorError) -> str:
+        """The outage line's subject: which cluster, and what failed."""
+        failures = error.failures if isinstance(error, _TasksInOutage) else []
+        cluster = failures[0].cluster if failures else getattr(error, "bootstrap", None)
+        role = {",".join(self.config.source.bootstrap): "source", ",".join(self.config.destination.bootstrap):
+                "destination"}.get(cluster or "", "")
+        what = failures[0].message if failures else str(error)
+        tasks = f" ({len(failures)} copy task{'s' if len(failures) > 1 else ''} waiting)" if failures else ""
+        return f"outage: {role + ' ' if role else ''}{what}{tasks}"
+
+
+def _is_outage(error: KMirrorError) -> bool:
+    """Tasks that reported an outage, a task Spark gave up on for one, or the driver's own
+    Kafka calls failing on one."""
+    if isinstance(error, _TasksInOutage):
+        return True
+    if isinstance(error, MirrorJobError):
+        return error.kind in OUTAGE_KINDS
+    return is_outage(error)
+
+
+class _TasksInOutage(KMirrorError):
+    """Copy tasks that failed on an outage (with their :class:`TaskFailure` each), to be run again."""
+
+    def __init__(self, failures: list[TaskFailure]):
+        super().__init__(failures[0].line())
+        self.failures = failures
 
 
 def _job_failure(exc: Exception) -> MirrorJobError:

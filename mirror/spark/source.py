@@ -34,8 +34,9 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 from dataclasses import dataclass
-from typing import Iterator
+from typing import Callable, Iterator, TypeVar
 
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import (
@@ -46,11 +47,14 @@ from pyspark.sql.streaming.datasource import (
     SupportsTriggerAvailableNow,
 )
 
+from kcodecs import KMirrorError
+
 from ..config import MirrorConfig
 from ..kafka.client import READ_COMMITTED
 from ..kafka.types import TopicPartition
 from .grouping import group_ranges
 from .offsets import Offsets, cap_end_offsets, format_offsets, parse_offsets
+from .outage import Outage, OutageInterrupted, is_outage, ride_out
 
 __all__ = ["KafkaRangeSource", "KafkaRangeReader", "CopyRange", "CopyGroup", "SCHEMA", "STOP_FILE_OPTION"]
 
@@ -58,6 +62,8 @@ log = logging.getLogger(__name__)
 
 SCHEMA = "topic string, partition int, start_offset long, end_offset long, task int"
 STOP_FILE_OPTION = "stopFile"
+T = TypeVar("T")
+_STOP_POLL_S = 0.2
 PROBE_BYTES = 64 * 1024
 """Bytes fetched to estimate a partition's bytes per offset when a byte limit is set."""
 
@@ -125,16 +131,22 @@ class KafkaRangeReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return self.client.list_offsets(tps, which, isolation_level=READ_COMMITTED) if tps else {}
 
     def initialOffset(self) -> dict:
-        return format_offsets(self._offsets(self._partitions(), self.config.starting_offsets))
+        return self._waiting(lambda: format_offsets(self._offsets(self._partitions(), self.config.starting_offsets)))
 
     def prepareForTriggerAvailableNow(self) -> None:
-        tps = self._partitions()
-        self._target = self._offsets(tps, "latest")
+        tps = self._waiting(self._partitions)
+        self._target = self._waiting(lambda: self._offsets(tps, "latest"))
         log.info("copying up to the current end of %d source partitions, then stopping", len(tps))
 
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
-        if self.stop_file and os.path.exists(self.stop_file):
+        if self._stopping():
             return start  # stopping: no new micro-batch
+        try:
+            return self._waiting(lambda: self._latest(start, limit))
+        except OutageInterrupted:
+            return start
+
+    def _latest(self, start: dict, limit: ReadLimit) -> dict:
         begun = parse_offsets(start)
         tps = self._partitions() if self._target is None else list(self._target)
         known = [tp for tp in tps if tp in begun]
@@ -148,6 +160,21 @@ class KafkaRangeReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             ends.update(self._offsets(fresh, "earliest"))
             log.info("new source partitions, starting at their earliest offsets: %s", ", ".join(map(str, fresh)))
         return format_offsets(ends)
+
+    def _waiting(self, call: Callable[[], T]) -> T:
+        """``call()``, through outages of the source (:mod:`.outage`); a stop ends the wait."""
+        return ride_out(call, Outage(self.config.outage_limit_s), self._sleep,
+                        describe=lambda error: f"outage: source {error}")
+
+    def _sleep(self, seconds: float) -> bool:
+        """Wait ``seconds``, or less if a stop is requested (then False)."""
+        deadline = time.monotonic() + seconds
+        while not self._stopping() and time.monotonic() < deadline:
+            time.sleep(min(_STOP_POLL_S, max(0.0, deadline - time.monotonic())))
+        return not self._stopping()
+
+    def _stopping(self) -> bool:
+        return bool(self.stop_file) and os.path.exists(self.stop_file)
 
     def _limit(self, start: Offsets, latest: Offsets, limit: ReadLimit) -> Offsets:
         if isinstance(limit, ReadAllAvailable):
@@ -187,9 +214,22 @@ class KafkaRangeReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                   for tp, stop in sorted(parse_offsets(end).items()) if tp in begun and stop > begun[tp]]
         if not ranges:
             return []
-        leader = {tp: address for address, tps in self.client.leaders(r.tp for r in ranges).items() for tp in tps}
-        groups = group_ranges(ranges, lambda r: leader[r.tp], lambda r: r.end - r.start, self.config.copy_tasks or 1)
+        groups = group_ranges(ranges, self._leaders(ranges).get, lambda r: r.end - r.start, self.config.copy_tasks or 1)
         return [CopyGroup(index, tuple(group)) for index, group in enumerate(groups)]
+
+    def _leaders(self, ranges: list[CopyRange]) -> dict[CopyRange, str | None]:
+        """Each range's source leader, to group by. Grouping only saves requests, so during an
+        outage every range goes to one unknown leader rather than the plan waiting: the copy
+        tasks find the leaders themselves, and the driver waits out what they cannot reach."""
+        try:
+            routes = self.client.leaders(r.tp for r in ranges)
+        except KMirrorError as exc:
+            if not is_outage(exc):
+                raise
+            log.warning("source leaders unknown (%s); grouping the micro-batch's ranges without them", exc)
+            return {r: None for r in ranges}
+        leader = {tp: address for address, tps in routes.items() for tp in tps}
+        return {r: leader[r.tp] for r in ranges}
 
     def read(self, partition: CopyGroup) -> Iterator[tuple]:
         for r in partition.ranges:

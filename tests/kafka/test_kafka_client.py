@@ -60,8 +60,14 @@ def records(prefix: str, n: int, *, keyed: bool = True) -> list[Record]:
                    timestamp=BASE_TS + i, headers=[("i", str(i).encode())]) for i in range(n)]
 
 
-def retry_warnings(caplog) -> list[str]:
-    return [r.getMessage() for r in caplog.records if r.name == "mirror.kafka.client" and r.levelno == logging.WARNING]
+@pytest.fixture(autouse=True)
+def _retry_lines_captured(caplog):
+    caplog.set_level(logging.DEBUG, logger="mirror.kafka.client")
+
+
+def retry_lines(caplog) -> list[str]:
+    """The client's line per retried attempt (DEBUG: the job reports outages itself)."""
+    return [r.getMessage() for r in caplog.records if r.name == "mirror.kafka.client" and "attempt" in r.getMessage()]
 
 
 def free_port() -> int:
@@ -125,7 +131,7 @@ def test_create_topics_rejects_a_bad_config_at_once(client, caplog):
     with pytest.raises(BrokerApiError) as info:
         client.create_topics([NewTopic("bad", 1, {"no.such.config": "1"})])
     assert (info.value.api, info.value.error_name, info.value.topic) == ("CreateTopics", "INVALID_CONFIG", "bad")
-    assert "no.such.config" in str(info.value) and retry_warnings(caplog) == []
+    assert "no.such.config" in str(info.value) and retry_lines(caplog) == []
 
 
 @pytest.mark.interop
@@ -178,7 +184,7 @@ def test_fetch_at_the_end_is_empty_and_past_it_out_of_range(client, caplog):
     with pytest.raises(OffsetOutOfRangeError) as info:
         client.fetch(tp, 3, max_bytes=1 << 20)
     assert (info.value.tp, info.value.offset, info.value.log_start_offset, info.value.high_watermark) == (tp, 3, 0, 2)
-    assert retry_warnings(caplog) == []
+    assert retry_lines(caplog) == []
 
 
 @pytest.mark.interop
@@ -217,7 +223,7 @@ def test_corrupt_batch_fails_at_once_naming_the_partition(client, caplog):
     error = info.value
     assert (error.api, error.error_name, error.tp, error.retriable) == ("Produce", "CORRUPT_MESSAGE", bad, False)
     assert "c/1" in str(error)
-    assert retry_warnings(caplog) == []
+    assert retry_lines(caplog) == []
     assert client.list_offsets([good, bad], "latest") == {good: 2, bad: 0}
 
 
@@ -253,7 +259,7 @@ def test_retriable_produce_errors_are_retried_without_reordering(client, monkeyp
     assert client.produce([(p1, a), (p0, b), (p1, c), (p0, d)]) == [0, 0, 2, 2]
     fetched = client.fetch(p1, 0, max_bytes=1 << 20)
     assert [value for _, _, value in decode(fetched.records)] == [b"a-v0", b"a-v1", b"c-v0", b"c-v1"]
-    warnings = retry_warnings(caplog)
+    warnings = retry_lines(caplog)
     assert len(warnings) == 2 and "NOT_LEADER" in warnings[0] and "REQUEST_TIMED_OUT" in warnings[1]
 
 
@@ -264,7 +270,7 @@ def test_non_retriable_produce_error_is_not_retried(client, monkeypatch, caplog)
     with pytest.raises(BrokerApiError) as info:
         client.produce([(tp, kcodecs.build_batch(records("x", 1)))])
     assert (info.value.error_name, info.value.tp, info.value.detail) == ("MESSAGE_SIZE_TOO_LARGE", tp, "injected")
-    assert retry_warnings(caplog) == []
+    assert retry_lines(caplog) == []
 
 
 def test_a_leader_error_on_fetch_is_retried(client, monkeypatch, caplog):
@@ -282,7 +288,7 @@ def test_a_leader_error_on_fetch_is_retried(client, monkeypatch, caplog):
 
     monkeypatch.setattr(fetch_handler, "handle", handle)
     assert len(decode(client.fetch(tp, 0, max_bytes=1 << 20).records)) == 3
-    assert len(calls) == 2 and len(retry_warnings(caplog)) == 1
+    assert len(calls) == 2 and len(retry_lines(caplog)) == 1
 
 
 def test_produce_with_acks_one_and_zero(client):
@@ -297,8 +303,8 @@ def test_unknown_topic_and_partition_are_retried_then_reported(client, caplog):
     with pytest.raises(UnknownTopicError) as info:
         client.fetch(TopicPartition("missing", 0), 0, max_bytes=1024)
     assert info.value.topic == "missing"
-    assert len(retry_warnings(caplog)) == FAST.attempts - 1
-    assert "fetch missing/0" in retry_warnings(caplog)[0]
+    assert len(retry_lines(caplog)) == FAST.attempts - 1
+    assert "fetch missing/0" in retry_lines(caplog)[0]
 
     client.create_topics([NewTopic("one", 1)])
     with pytest.raises(BrokerApiError) as info:
@@ -314,7 +320,7 @@ def test_unreachable_cluster_raises_after_the_retries(caplog):
         client.topics()
     assert info.value.bootstrap == f"{address},{address}"
     assert address in info.value.reason and "refused" in info.value.reason
-    assert len(retry_warnings(caplog)) == FAST.attempts - 1
+    assert len(retry_lines(caplog)) == FAST.attempts - 1
 
 
 def test_a_broker_that_starts_late_is_reached_by_the_retries(tmp_path, caplog):
@@ -327,7 +333,7 @@ def test_a_broker_that_starts_late_is_reached_by_the_retries(tmp_path, caplog):
         with KafkaClient(f"127.0.0.1:{port}", retry=patient) as client:
             client.create_topics([NewTopic("late", 2)])
             assert client.topics() == {"late": 2}
-        assert retry_warnings(caplog)  # it did have to wait
+        assert retry_lines(caplog)  # it did have to wait
     finally:
         starter.join()
         broker.stop()
@@ -343,7 +349,7 @@ def test_the_client_reconnects_after_a_broker_restart(tmp_path, caplog):
         with EmbeddedBroker(tmp_path / "data", port=port):
             assert client.produce([(tp, kcodecs.build_batch(records("y", 2)))]) == [2]
             assert len(decode(client.fetch(tp, 0, max_bytes=1 << 20).records)) == 4
-    assert any("produce" in message for message in retry_warnings(caplog))
+    assert any("produce" in message for message in retry_lines(caplog))
 
 
 class OldBrokerProxy:

@@ -1,0 +1,72 @@
+"""Which copy failures are waited out, which fail the job at once, which Spark retries; and
+how a task reports the first two to the driver instead of raising them."""
+
+from __future__ import annotations
+
+import pytest
+
+from mirror.config import ClusterConfig, ConfigError, RetryConfig
+from mirror.engine import CopyJob, CorruptSourceError, DataLossError, SourceTruncatedError, TopicMismatchError
+from mirror.engine.failures import PERMANENT_KINDS, verdict
+from mirror.kafka import (BrokerApiError, ClusterUnreachableError, ConnectionFailedError, HangingTransactionError,
+                          ProducerSequenceError, ProtocolError, TopicPartition, UnknownTopicError)
+from mirror.kafka.transactions import ProducerFencedError
+
+TP = TopicPartition("t", 3)
+
+
+@pytest.mark.parametrize("error, expected", [
+    (ClusterUnreachableError("h:1", "cannot connect"), "outage"),
+    (ConnectionFailedError("h:1", "connection closed by the broker"), "outage"),
+    (BrokerApiError.from_code("Fetch", 6, TP), "outage"),  # NOT_LEADER_OR_FOLLOWER, retries used up
+    (BrokerApiError.from_code("Metadata", 5, TP), "outage"),  # LEADER_NOT_AVAILABLE
+    (UnknownTopicError("t"), "outage"),
+    (CorruptSourceError(TP, 40, "bad CRC"), "permanent"),
+    (DataLossError(TP, 40, 90), "permanent"),
+    (SourceTruncatedError(TP, 40, 10), "permanent"),
+    (TopicMismatchError("t has 2 partitions"), "permanent"),
+    (HangingTransactionError(TP, 40, 40, 960.0), "permanent"),
+    (ConfigError("config error"), "permanent"),
+    (BrokerApiError.from_code("Produce", 10, TP), "permanent"),  # MESSAGE_TOO_LARGE
+    (ProducerFencedError("Produce", "PRODUCER_FENCED", 90, False, TP), "other"),
+    (ProducerSequenceError(TP, 5, "OUT_OF_ORDER_SEQUENCE_NUMBER"), "other"),
+    (ProtocolError("h:1: correlation id 3, expected 2"), "other"),
+    (RuntimeError("a bug"), "other"),
+])
+def test_verdicts(error, expected):
+    assert verdict(error) == expected
+
+
+def test_permanent_kinds_are_known_by_name_for_failures_spark_reports():
+    assert {"CorruptSourceError", "DataLossError", "SourceTruncatedError", "TopicMismatchError"} <= PERMANENT_KINDS
+
+
+def _job(monkeypatch, error: Exception) -> CopyJob:
+    cluster = ClusterConfig(bootstrap=("h:1",))
+    job = CopyJob(cluster, cluster, RetryConfig(), {}, 1024)
+
+    def copy(self, task, requests):
+        raise error
+
+    monkeypatch.setattr(CopyJob, "copy", copy)
+    return job
+
+
+def test_a_task_reports_an_outage_naming_the_cluster(monkeypatch):
+    job = _job(monkeypatch, ClusterUnreachableError("h:1", "produce to t/0: cannot connect"))
+    (stats,) = job.copy_rows([("t", 0, 0, 10, 2)])
+    failure = stats.failure
+    assert (failure.task, failure.kind, failure.outage, failure.cluster) == (2, "ClusterUnreachableError", True, "h:1")
+    assert stats.ranges == []
+
+
+def test_a_task_reports_a_permanent_error_naming_partition_and_offset(monkeypatch):
+    (stats,) = _job(monkeypatch, CorruptSourceError(TP, 40, "bad CRC")).copy_rows([("t", 3, 0, 100, 0)])
+    assert (stats.failure.kind, stats.failure.outage) == ("CorruptSourceError", False)
+    assert "t/3 at offset 40" in stats.failure.message
+
+
+def test_a_task_raises_what_a_new_attempt_may_fix_so_that_spark_retries_it(monkeypatch):
+    with pytest.raises(ProducerFencedError):
+        list(_job(monkeypatch, ProducerFencedError("Produce", "PRODUCER_FENCED", 90, False, TP)).copy_rows(
+            [("t", 3, 0, 100, 0)]))

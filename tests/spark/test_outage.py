@@ -1,0 +1,116 @@
+"""Waiting out outages, without Spark: the backoff and its cap, one log line per step, the
+limit, a stop request, and which errors are waited out; and task retries for local masters."""
+
+from __future__ import annotations
+
+import logging
+import math
+
+import pytest
+
+from mirror.engine import CorruptSourceError
+from mirror.kafka import BrokerApiError, ClusterUnreachableError, TopicPartition
+from mirror.spark.job import with_task_retries
+from mirror.spark.outage import MAX_BACKOFF_S, Outage, OutageInterrupted, ride_out
+
+
+class FakeTime:
+    """A clock that moves only when the code under test sleeps."""
+
+    def __init__(self):
+        self.now = 0.0
+        self.sleeps: list[float] = []
+
+    def clock(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> bool:
+        self.sleeps.append(seconds)
+        self.now += seconds
+        return True
+
+
+def failing(times: int, error: Exception):
+    """A call that raises ``error`` ``times`` times, then returns how many calls it took."""
+    calls = []
+
+    def call():
+        calls.append(None)
+        if len(calls) <= times:
+            raise error
+        return len(calls)
+
+    return call
+
+
+DOWN = ClusterUnreachableError("10.0.0.1:9092", "cannot connect: Connection refused")
+
+
+def test_an_outage_is_waited_out_with_capped_backoff_and_one_line_per_step(caplog):
+    fake = FakeTime()
+    caplog.set_level(logging.INFO, logger="mirror.spark.outage")
+    assert ride_out(failing(7, DOWN), Outage(clock=fake.clock), fake.sleep) == 8
+    assert fake.sleeps == [1, 2, 4, 8, MAX_BACKOFF_S, MAX_BACKOFF_S, MAX_BACKOFF_S]
+    steps = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(steps) == 7
+    assert "cluster 10.0.0.1:9092 unreachable" in steps[0] and "down for 0 s, retrying in 1 s" in steps[0]
+    assert "down for 30 s, retrying in 15 s" in steps[5]
+    assert caplog.records[-1].getMessage() == "back after an outage of 60 s; going on"
+
+
+def test_an_outage_longer_than_the_limit_raises_the_last_error(caplog):
+    fake = FakeTime()
+    with pytest.raises(ClusterUnreachableError):
+        ride_out(failing(100, DOWN), Outage(20.0, clock=fake.clock), fake.sleep)
+    assert fake.now == 20.0  # the last wait ends at the limit, not past it
+    assert "longer than max_outage_s (20 s): giving up" in caplog.records[-1].getMessage()
+
+
+def test_an_outage_ends_the_count_and_the_next_one_starts_from_the_first_backoff():
+    fake = FakeTime()
+    outage = Outage(clock=fake.clock)
+    ride_out(failing(3, DOWN), outage, fake.sleep)
+    fake.now += 100
+    ride_out(failing(1, DOWN), outage, fake.sleep)
+    assert fake.sleeps == [1, 2, 4, 1]
+
+
+def test_a_stop_request_ends_the_wait():
+    with pytest.raises(OutageInterrupted):
+        ride_out(failing(5, DOWN), Outage(), lambda seconds: False)
+
+
+@pytest.mark.parametrize("error", [
+    CorruptSourceError(TopicPartition("t", 0), 10, "bad CRC"),
+    BrokerApiError.from_code("Produce", 10, TopicPartition("t", 0)),  # MESSAGE_TOO_LARGE: not retriable
+    ValueError("a bug"),
+])
+def test_errors_that_are_not_outages_raise_at_once(error):
+    fake = FakeTime()
+    with pytest.raises(type(error)):
+        ride_out(failing(1, error), Outage(clock=fake.clock), fake.sleep)
+    assert fake.sleeps == []
+
+
+def test_a_leaderless_partition_is_an_outage():
+    fake = FakeTime()
+    leaderless = BrokerApiError.from_code("Metadata", 5, TopicPartition("t", 0))  # LEADER_NOT_AVAILABLE
+    assert ride_out(failing(2, leaderless), Outage(clock=fake.clock), fake.sleep) == 3
+
+
+def test_the_default_limit_is_none_for_the_long_running_job_and_bounded_for_once():
+    from mirror.config import ONCE_MAX_OUTAGE_S, load_config
+
+    base = {"source.bootstrap": "a:1", "destination.bootstrap": "b:1", "topics": "x"}
+    assert load_config(None, base).outage_limit_s == math.inf
+    assert load_config(None, {**base, "once": True}).outage_limit_s == ONCE_MAX_OUTAGE_S
+    assert load_config(None, {**base, "once": True, "max_outage_s": math.inf}).outage_limit_s == math.inf
+    assert load_config(None, {**base, "max_outage_s": 60}).outage_limit_s == 60
+
+
+@pytest.mark.parametrize("master, expected", [
+    ("local", "local[1,4]"), ("local[2]", "local[2,4]"), ("local[*]", "local[*,4]"),
+    ("local[2,8]", "local[2,8]"), ("spark://host:7077", "spark://host:7077"), ("yarn", "yarn"),
+])
+def test_local_masters_get_task_retries(master, expected):
+    assert with_task_retries(master) == expected

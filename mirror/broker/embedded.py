@@ -37,35 +37,44 @@ class _Runtime:
         topics = TopicStore(config.data_dir, flush=config.flush)
         topics.load()
         self.state = BrokerState(config=config, topics=topics, clock=clock)
+        self.state.groups.load()  # first: the transactions completed on load end pending offsets there
         self.state.transactions.load()
         self.server = BrokerServer(self.state)
-        self._coordinator_timer: asyncio.Task | None = None
+        self._timers: list[asyncio.Task] = []
 
     async def start(self) -> int:
         port = await self.server.start()
-        self._coordinator_timer = asyncio.create_task(self._tick_coordinator())
+        config = self.state.config
+        # Kafka's scheduled ``transaction-abort`` task times out abandoned transactions; the
+        # group coordinator's timer expires sessions and ends join and sync phases.
+        self._timers = [
+            asyncio.create_task(_every(config.transaction_abort_interval_ms, self.state.transactions.tick, "transaction")),
+            asyncio.create_task(_every(config.groups.tick_interval_ms, self.state.groups.tick, "group")),
+        ]
         host, advertised_port = self.state.advertised
         log.info(READY_LINE.format(node_id=self.state.config.node_id, host=self.state.config.host, port=port)
                  + (f" (advertised as {host}:{advertised_port})" if (host, advertised_port) != (self.state.config.host, port) else ""))
         return port
 
-    async def _tick_coordinator(self) -> None:
-        """Kafka's scheduled ``transaction-abort`` task: time out abandoned transactions."""
-        interval_s = self.state.config.transaction_abort_interval_ms / 1000
-        while True:
-            await asyncio.sleep(interval_s)
-            try:
-                self.state.transactions.tick()
-            except Exception:
-                log.exception("transaction coordinator tick failed; retrying at the next one")
-
     async def stop(self) -> None:
-        if self._coordinator_timer is not None:
-            self._coordinator_timer.cancel()
+        for timer in self._timers:
+            timer.cancel()
+        self.state.groups.unload()  # parked JoinGroup/SyncGroup requests answer now, not after the grace period
         await self.server.stop()
+        self.state.groups.close()
         self.state.transactions.close()
         self.state.topics.close()
         log.info("kmirror broker %d stopped; logs flushed and closed", self.state.config.node_id)
+
+
+async def _every(interval_ms: int, tick: Callable[[], None], coordinator: str) -> None:
+    """Run a coordinator's ``tick`` on the broker's event loop every ``interval_ms``."""
+    while True:
+        await asyncio.sleep(interval_ms / 1000)
+        try:
+            tick()
+        except Exception:
+            log.exception("%s coordinator tick failed; retrying at the next one", coordinator)
 
 
 def run_foreground(config: BrokerConfig) -> int:

@@ -15,7 +15,7 @@ import logging
 import struct
 
 from .handlers import HANDLERS, api_versions
-from .state import BrokerState
+from .state import BrokerState, client_host
 
 __all__ = ["BrokerServer"]
 
@@ -64,6 +64,7 @@ class BrokerServer:
         assert task is not None
         self._connections[task] = False
         peer = writer.get_extra_info("peername")
+        client_host.set(f"/{peer[0]}" if peer else "")  # this connection's task only
         try:
             while not self.state.stopping:
                 frame = await self._read_frame(reader)

@@ -1,5 +1,5 @@
-"""What every request handler may touch: config, topics, producer ids, the transaction
-coordinator, the clock, append signals."""
+"""What every request handler may touch: config, topics, producer ids, the transaction and
+group coordinators, the clock, append signals, the client being served."""
 
 from __future__ import annotations
 
@@ -7,15 +7,21 @@ import asyncio
 import json
 import os
 import time
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Literal
 
 from .log.files import fsync_dir
+from .groups import GroupConfig, GroupCoordinator, GroupStateLog, OffsetsTopicMarkers
 from .topics import TopicStore
 from .transactions import DEFAULT_MAX_TIMEOUT_MS, PartitionMarkers, TransactionCoordinator, TransactionStateLog
 
-__all__ = ["BrokerConfig", "BrokerState", "Clock", "system_clock"]
+__all__ = ["BrokerConfig", "BrokerState", "Clock", "system_clock", "client_host"]
+
+client_host: ContextVar[str] = ContextVar("client_host", default="")
+"""The address of the client whose request is being handled, as Kafka's ``RequestContext``
+prints it (``/127.0.0.1``); the server sets it for each connection, DescribeGroups reports it."""
 
 Clock = Callable[[], int]
 """Milliseconds since the epoch; a seam so tests can control LogAppendTime and segment.ms."""
@@ -44,6 +50,8 @@ class BrokerConfig:
     transaction_abort_interval_ms: int = 10_000
     """Kafka's ``transaction.abort.timed.out.transaction.cleanup.interval.ms``: how often the
     coordinator looks for timed-out transactions (and retries unwritten markers)."""
+    groups: GroupConfig = GroupConfig()
+    """The group coordinator's session timeout bounds, initial rebalance delay and the like."""
 
 
 class AppendSignal:
@@ -71,15 +79,18 @@ class BrokerState:
     appended: AppendSignal = field(default_factory=AppendSignal)
     producer_ids: "ProducerIdAllocator" = field(init=False)
     transactions: TransactionCoordinator = field(init=False)
+    groups: GroupCoordinator = field(init=False)
     bound_port: int = 0
     stopping: bool = False
 
     def __post_init__(self) -> None:
         self.producer_ids = ProducerIdAllocator(self.config.data_dir / "producer-ids.json")
+        self.groups = GroupCoordinator(GroupStateLog(self.config.data_dir / ".groups", flush=self.config.flush),
+                                       self.clock, self.config.groups)
         self.transactions = TransactionCoordinator(
             TransactionStateLog(self.config.data_dir / ".transactions", flush=self.config.flush),
             self.producer_ids.allocate,
-            PartitionMarkers(self.topics.partition, self.clock, self.appended.notify),
+            OffsetsTopicMarkers(PartitionMarkers(self.topics.partition, self.clock, self.appended.notify), self.groups),
             self.clock,
             max_timeout_ms=self.config.transaction_max_timeout_ms,
         )

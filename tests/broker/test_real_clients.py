@@ -173,15 +173,3 @@ def test_librdkafka_really_compresses_with_every_codec(broker, codec):
     stored = broker.state.topics.partition("squeezed", 0).log.read(0, 1 << 20)
     codecs = {batch.compression.name.lower() for batch in kcodecs.iter_batches(stored) if batch.record_count > 1}
     assert codecs == {codec}
-
-
-def test_find_coordinator_has_no_group_coordinator(broker):
-    from kafka.protocol.metadata import FindCoordinatorRequest
-
-    from mirror.kafka import KafkaConnection
-
-    with KafkaConnection(broker.bootstrap) as wire:
-        old = wire.call(FindCoordinatorRequest(key="group", key_type=0), version=3)
-        new = wire.call(FindCoordinatorRequest(key_type=0, coordinator_keys=["a", "b"]), version=4)
-    assert old.error_code == 15 and old.node_id == -1  # COORDINATOR_NOT_AVAILABLE
-    assert [(c.key, c.error_code) for c in new.coordinators] == [("a", 15), ("b", 15)]

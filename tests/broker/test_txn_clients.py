@@ -294,7 +294,6 @@ def test_an_abort_by_librdkafka_lands_in_kafkas_txnindex_layout(broker, tmp_path
 UNKNOWN_TOPIC, INVALID_REQUEST, INVALID_PRODUCER_EPOCH = 3, 42, 47
 INVALID_TXN_STATE, INVALID_PRODUCER_ID_MAPPING, INVALID_TRANSACTION_TIMEOUT = 48, 49, 50
 TRANSACTIONAL_ID_AUTHORIZATION_FAILED, OPERATION_NOT_ATTEMPTED, PRODUCER_FENCED, TRANSACTION_ABORTABLE = 53, 55, 90, 120
-COORDINATOR_NOT_AVAILABLE = 15
 
 
 @pytest.fixture
@@ -357,8 +356,6 @@ def test_find_coordinator_names_this_broker_for_transactions(broker, wire):
     assert (old.error_code, old.node_id, old.host, old.port) == (0, 0, host, int(port))
     new = wire.call(FindCoordinatorRequest(key_type=1, coordinator_keys=["a", "b"]), version=4)
     assert [(c.key, c.error_code, c.node_id, c.port) for c in new.coordinators] == [("a", 0, 0, int(port)), ("b", 0, 0, int(port))]
-    groups = wire.call(FindCoordinatorRequest(key="g", key_type=0), version=3)
-    assert groups.error_code == COORDINATOR_NOT_AVAILABLE
     share = wire.call(FindCoordinatorRequest(key_type=2, coordinator_keys=["s"]), version=6)
     assert share.coordinators[0].error_code == INVALID_REQUEST
 
@@ -394,8 +391,10 @@ def test_unknown_ids_and_wrong_epochs_get_kafkas_codes(wire):
     assert end_txn(wire, "y", pid, 1, True) == INVALID_TXN_STATE  # nothing to commit
     assert add_partitions(wire, "y", pid, 1, [("w", 0), ("w", 5), ("nope", 0)]) == {
         ("w", 0): OPERATION_NOT_ATTEMPTED, ("w", 5): UNKNOWN_TOPIC, ("nope", 0): UNKNOWN_TOPIC}
-    assert wire.call(AddOffsetsToTxnRequest(transactional_id="y", producer_id=pid, producer_epoch=1, group_id="g"),
-                     version=3).error_code == COORDINATOR_NOT_AVAILABLE
+    assert wire.call(AddOffsetsToTxnRequest(transactional_id="y", producer_id=pid, producer_epoch=0, group_id="g"),
+                     version=1).error_code == INVALID_PRODUCER_EPOCH
+    assert wire.call(AddOffsetsToTxnRequest(transactional_id="y", producer_id=pid, producer_epoch=0, group_id="g"),
+                     version=3).error_code == PRODUCER_FENCED
 
 
 def test_transactional_produce_is_verified_with_the_coordinator(broker, wire):

@@ -19,18 +19,30 @@ from . import (
     add_partitions_to_txn,
     api_versions,
     create_topics,
+    delete_groups,
     describe_configs,
+    describe_groups,
     end_txn,
     fetch,
     find_coordinator,
+    heartbeat,
     init_producer_id,
+    join_group,
+    leave_group,
+    list_groups,
     list_offsets,
     metadata,
+    offset_commit,
+    offset_fetch,
     produce,
+    sync_group,
+    txn_offset_commit,
 )
 
 HANDLERS: dict[int, ModuleType] = {
     module.API_KEY: module
     for module in (api_versions, metadata, create_topics, describe_configs, produce, fetch, list_offsets, init_producer_id,
-                   find_coordinator, add_partitions_to_txn, add_offsets_to_txn, end_txn)
+                   find_coordinator, add_partitions_to_txn, add_offsets_to_txn, end_txn, txn_offset_commit,
+                   join_group, sync_group, heartbeat, leave_group, offset_commit, offset_fetch, list_groups,
+                   describe_groups, delete_groups)
 }

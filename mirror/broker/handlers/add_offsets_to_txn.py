@@ -1,11 +1,15 @@
-"""AddOffsetsToTxn (key 25), v0-3: always COORDINATOR_NOT_AVAILABLE, until consumer groups exist.
+"""AddOffsetsToTxn (key 25), v0-3: add a consumer group to the producer's transaction, so that
+TxnOffsetCommit can commit its offsets atomically with the produced data
+(``send_offsets_to_transaction``).
 
-In Kafka this adds the group's ``__consumer_offsets`` partition to the transaction, so that
-TxnOffsetCommit can commit consumer offsets atomically with the produced data
-(``sendOffsetsToTransaction``). The embedded broker has no group coordinator and no offsets
-topic, so it answers as FindCoordinator does for groups: the coordinator is not available.
-Clients treat that as retriable and keep trying until their own timeout; the transaction
-itself is untouched and can still be committed or aborted.
+As in Kafka, what is added is the group's ``__consumer_offsets`` partition
+(:func:`mirror.broker.groups.offsets_partition`; the topic is only a name here), through the
+same coordinator call as AddPartitionsToTxn: that starts the transaction if needed, and the
+partition's marker at EndTxn is what commits or drops the pending offsets
+(:class:`mirror.broker.groups.OffsetsTopicMarkers`). Errors as AddPartitionsToTxn's:
+INVALID_PRODUCER_ID_MAPPING, PRODUCER_FENCED (INVALID_PRODUCER_EPOCH before v2),
+CONCURRENT_TRANSACTIONS, COORDINATOR_NOT_AVAILABLE, INVALID_REQUEST. v4 (TRANSACTION_ABORTABLE,
+KIP-890) is not served.
 """
 
 from __future__ import annotations
@@ -14,7 +18,9 @@ import logging
 
 from kafka.protocol.producer import AddOffsetsToTxnRequest, AddOffsetsToTxnResponse
 
-from ..errors import kerr
+from ..errors import ApiError
+from ..groups import offsets_partition
+from ._txn_errors import error_code
 
 API_KEY = 25
 MIN_VERSION = 0
@@ -25,7 +31,11 @@ log = logging.getLogger(__name__)
 
 
 async def handle(request, version: int, state) -> AddOffsetsToTxnResponse:
-    log.info("AddOffsetsToTxn for %r, group %r: no group coordinator (consumer groups are not supported)",
-             request.transactional_id, request.group_id)
-    return AddOffsetsToTxnResponse(version=version, throttle_time_ms=0,
-                                   error_code=kerr.CoordinatorNotAvailableError.errno)
+    code = 0
+    try:
+        state.transactions.add_partitions(request.transactional_id, request.producer_id, request.producer_epoch,
+                                          [offsets_partition(request.group_id)])
+    except ApiError as exc:
+        log.info("AddOffsetsToTxn of %r for group %r refused: %s", request.transactional_id, request.group_id, exc)
+        code = error_code(exc, producer_fenced_known=version >= 2)
+    return AddOffsetsToTxnResponse(version=version, throttle_time_ms=0, error_code=code)

@@ -1,13 +1,11 @@
-"""FindCoordinator (key 10), v0-6: this broker for transactional ids, none for groups.
+"""FindCoordinator (key 10), v0-6: this broker for groups and transactional ids.
 
-Key type 1 (transaction): this node, at its advertised address, coordinates every
-transactional id (:mod:`mirror.broker.transactions`). Key type 0 (group, and v0's only
-kind): COORDINATOR_NOT_AVAILABLE, the retriable error of a cluster whose coordinator is
-still loading; the embedded broker has no group coordinator, so consumers use manual
-assignment. The API is listed even so because librdkafka takes a listed FindCoordinator as
-the sign of a broker new enough for LZ4 (its ``RD_KAFKA_FEATURE_LZ4`` probe) and otherwise
-sends lz4 batches uncompressed. Key type 2 (share groups) and unknown types get
-INVALID_REQUEST, as from a Kafka broker without a share coordinator.
+Key types 0 (group, and v0's only kind) and 1 (transaction): this node, at its advertised
+address, coordinates every group (:mod:`mirror.broker.groups`) and every transactional id
+(:mod:`mirror.broker.transactions`). Key type 2 (share groups) and unknown types get
+INVALID_REQUEST, as from a Kafka broker without a share coordinator. (librdkafka also takes
+a listed FindCoordinator as the sign of a broker new enough for LZ4, its
+``RD_KAFKA_FEATURE_LZ4`` probe, and otherwise sends lz4 batches uncompressed.)
 
 v0-3 ask for one key; v4+ for a batch of keys of one type, answered one by one (KIP-699).
 """
@@ -24,7 +22,6 @@ MAX_VERSION = 6
 REQUEST = FindCoordinatorRequest
 
 GROUP, TRANSACTION = 0, 1
-_NO_GROUPS = "the embedded broker has no group coordinator"
 
 
 async def handle(request, version: int, state) -> FindCoordinatorResponse:
@@ -40,8 +37,6 @@ async def handle(request, version: int, state) -> FindCoordinatorResponse:
 
 
 def _answer(key_type: int, state) -> tuple[int, str | None, tuple[int, str, int]]:
-    if key_type == TRANSACTION:
+    if key_type in (GROUP, TRANSACTION):
         return 0, None, (state.config.node_id, *state.advertised)
-    if key_type == GROUP:
-        return kerr.CoordinatorNotAvailableError.errno, _NO_GROUPS, (-1, "", -1)
     return kerr.InvalidRequestError.errno, f"coordinator key type {key_type} is not supported", (-1, "", -1)

@@ -51,7 +51,9 @@ class MicroBatchReport:
 
     @property
     def lag(self) -> dict[TopicPartition, int]:
-        return {stats.tp: stats.lag for stats in self.ranges}
+        """Per partition that was fetched: a range an earlier attempt had committed (a replay)
+        fetched nothing, so it knows no high watermark and says nothing about lag."""
+        return {stats.tp: stats.lag for stats in self.ranges if stats.high_watermark >= 0}
 
     def line(self) -> str:
         counters = self.counters
@@ -66,7 +68,7 @@ class MicroBatchReport:
                 f"in {self.seconds:.2f} s ({rate:.1f} MB/s); {_classes(counters)}"
                 + (f"; LOST {lost} records" if lost else "")
                 + (f"; {committed} ranges already at the destination (replayed micro-batch)" if committed else "")
-                + f"; lag {sum(n for _, n in lag)}" + (f" [{shown}{more}]" if lag else ""))
+                + (f"; lag {sum(n for _, n in lag)} [{shown}{more}]" if lag else ""))
 
 
 @dataclass

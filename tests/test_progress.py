@@ -68,3 +68,6 @@ def test_a_replayed_micro_batch_says_which_ranges_the_destination_already_had():
     line = MicroBatchReport(9, 1.0, [fresh, skipped]).line()
     assert "; 1 ranges already at the destination (replayed micro-batch)" in line
     assert "already" not in MicroBatchReport(9, 1.0, [fresh]).line()
+    # The skipped range fetched nothing: no high watermark, no lag claimed for it.
+    assert line.endswith("lag 0 [t/0=0]")
+    assert "lag" not in MicroBatchReport(9, 1.0, [skipped]).line()

@@ -21,9 +21,10 @@ REQUEST = DescribeGroupsRequest
 Described = DescribeGroupsResponse.DescribedGroup
 Member = Described.DescribedGroupMember
 
-NOT_REQUESTED = -(1 << 31)
-_GROUP_OPERATIONS = sum(1 << op for op in (3, 6, 8, 10, 11))
-"""READ, DELETE, DESCRIBE, DESCRIBE_CONFIGS, ALTER_CONFIGS: Kafka's ``AclOperation`` codes a group supports."""
+NOT_REQUESTED = None
+"""kafka-python's bitfield for Kafka's INT32_MIN: operations not asked for."""
+_GROUP_OPERATIONS = {3, 6, 8, 10, 11}
+"""READ, DELETE, DESCRIBE, DESCRIBE_CONFIGS, ALTER_CONFIGS: the ``AclOperation`` bits of a group."""
 
 
 async def handle(request, version: int, state) -> DescribeGroupsResponse:
@@ -32,7 +33,7 @@ async def handle(request, version: int, state) -> DescribeGroupsResponse:
                                   groups=[_describe(group_id, version, operations, state) for group_id in request.groups])
 
 
-def _describe(group_id: str, version: int, operations: int, state) -> Described:
+def _describe(group_id: str, version: int, operations: set[int] | None, state) -> Described:
     description = state.groups.describe(group_id)
     if description is None:
         error, message = (kerr.GroupIdNotFoundError.errno, f"group {group_id} not found") if version >= 6 else (0, None)

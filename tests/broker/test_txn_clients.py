@@ -1,7 +1,7 @@
 """Transactions against unmodified clients: librdkafka (confluent-kafka) and kafka-python.
 
 Transactional producers of one library, read_committed and read_uncommitted consumers of
-the other (by assign(): there are no consumer groups), so what is visible is judged by
+the other (by assign(); groups are in test_group_clients.py), so what is visible is judged by
 independent readers. Covers commit and abort, the last stable offset holding readers back,
 fencing by a second producer with the same transactional.id, the transaction timeout,
 a broker restart, and Kafka's error codes for bad transactional requests.
@@ -103,7 +103,7 @@ def consume_kafka_python(broker: EmbeddedBroker, topic: str, isolation: str, par
 def consume_rdkafka(broker: EmbeddedBroker, topic: str, isolation: str, partitions: int = 2) -> list[bytes]:
     """The same with librdkafka, until each partition reports its end (librdkafka's position does not
     move over records it drops, so the end-of-partition event tells). It needs a group.id even
-    with assign(); a dummy one is never used."""
+    with assign(); a fresh one, which commits nothing (no auto-commit), so offsets start at 0."""
     consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": f"unused-{uuid.uuid4()}",
                          "enable.auto.commit": False, "isolation.level": isolation, "enable.partition.eof": True})
     consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])

@@ -12,7 +12,8 @@ __all__ = ["JoinRequest", "JoinResult", "JoinedMember", "SyncResult", "MemberDes
 UNKNOWN_MEMBER_ID = ""
 """The member id of a consumer that has not joined yet (Kafka's ``JoinGroupRequest.UNKNOWN_MEMBER_ID``)."""
 NO_GENERATION = -1
-"""The generation of a commit from outside group management: a simple consumer or an admin."""
+"""No generation: in a JoinGroup refusal, and in commits from outside group management
+(assign() consumers, admins)."""
 
 Protocols = tuple[tuple[str, bytes], ...]
 """A member's supported protocols, ``(name, metadata)`` in its order of preference (for a

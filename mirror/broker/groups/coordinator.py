@@ -318,15 +318,9 @@ def _group_record(group: ClassicGroup) -> GroupRecord:
 
 
 def _loaded_group(record: GroupRecord) -> ClassicGroup:
-    """Kafka's replay of a GroupMetadataValue: Stable with its members, or Empty."""
-    group = ClassicGroup(record.group_id, generation=record.generation, protocol_type=record.protocol_type,
-                         protocol_name=record.protocol_name)
-    for m in record.members:
-        protocols = ((record.protocol_name or "", m.subscription),)
-        group.add(Member(m.member_id, m.instance_id, m.client_id, m.client_host, m.session_timeout_ms,
-                         m.rebalance_timeout_ms, record.protocol_type or "", protocols, assignment=m.assignment))
-    group.leader_id = record.leader_id if record.members else None
-    if group.members:
-        group.state = GroupState.STABLE
-    return group
-
+    members = [Member(m.member_id, m.instance_id, m.client_id, m.client_host, m.session_timeout_ms,
+                      m.rebalance_timeout_ms, record.protocol_type or "", ((record.protocol_name or "", m.subscription),),
+                      assignment=m.assignment)
+               for m in record.members]
+    return ClassicGroup.restored(record.group_id, record.generation, record.protocol_type, record.protocol_name,
+                                 record.leader_id, members)

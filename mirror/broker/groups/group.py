@@ -2,11 +2,11 @@
 
 States, with Kafka's names and transitions (``ClassicGroupState``)::
 
-    Empty --first join--> PreparingRebalance --join phase complete--> CompletingRebalance
-      ^                      |    ^   ^                                  |       |
-      +--no member rejoined--+    |   +----a join, leave or expiry ------+       | leader's SyncGroup
-                                  +--------- a join, leave or expiry ------ Stable <-+
-    any --unloaded or deleted--> Dead
+    Empty --a join--> PreparingRebalance --join phase over--> CompletingRebalance
+      ^                  |    ^   ^                                  |       |
+      +--nobody left-----+    |   +----a join, leave or expiry ------+       | the leader's SyncGroup
+                              +--------- a join, leave or expiry ------ Stable <-+
+    any --the broker stops--> Dead
 
 The rebalance protocol that drives these (timers, parked requests, persistence) is in
 :mod:`.rebalance`; this module only answers questions about the group and applies the
@@ -51,20 +51,33 @@ class IllegalTransition(Exception):
 
 
 class ClassicGroup:
-    def __init__(self, group_id: str, *, generation: int = 0, protocol_type: str | None = None,
-                 protocol_name: str | None = None, leader_id: str | None = None):
+    def __init__(self, group_id: str):
         self.group_id = group_id
         self.state = GroupState.EMPTY
         self.previous_state = GroupState.EMPTY
-        self.generation = generation
-        self.protocol_type = protocol_type
+        self.generation = 0
+        self.protocol_type: str | None = None
         """None for a simple group: one that only ever had offsets committed (assign() consumers)."""
-        self.protocol_name = protocol_name
-        self.leader_id = leader_id
+        self.protocol_name: str | None = None
+        self.leader_id: str | None = None
         self.members: dict[str, Member] = {}  # in joining order: the next leader is the oldest member
         self.pending_members: set[str] = set()  # given an id by MEMBER_ID_REQUIRED, not joined yet
         self.pending_sync: set[str] = set()  # joined this generation, SyncGroup not received yet
         self.new_member_added = False  # during the initial rebalance: extend its delay
+
+    @classmethod
+    def restored(cls, group_id: str, generation: int, protocol_type: str | None, protocol_name: str | None,
+                 leader_id: str | None, members: list[Member]) -> "ClassicGroup":
+        """A group as last persisted: Stable with its members, or Empty (Kafka's replay of a
+        ``GroupMetadataValue``)."""
+        group = cls(group_id)
+        group.generation, group.protocol_type, group.protocol_name = generation, protocol_type, protocol_name
+        for member in members:
+            group.add(member)
+        if members:
+            group.leader_id = leader_id
+            group.state = GroupState.STABLE
+        return group
 
     # -- questions ---------------------------------------------------------------------------
 
@@ -178,11 +191,6 @@ class ClassicGroup:
             self.leader_id = next(iter(self.members), None)
         self.pending_members.discard(member_id)
         self.pending_sync.discard(member_id)
-
-    def update(self, member: Member, protocols: Protocols, rebalance_timeout_ms: int, session_timeout_ms: int) -> None:
-        member.protocols = protocols
-        member.rebalance_timeout_ms = rebalance_timeout_ms
-        member.session_timeout_ms = session_timeout_ms
 
     def init_next_generation(self) -> None:
         """The join phase is over: a new generation, CompletingRebalance (or Empty if no one is left)."""

@@ -119,20 +119,17 @@ class RebalanceProtocol:
         except ApiError as exc:
             settle(waiter, JoinResult(exc.code, request.member_id))
             return
-        same_protocols = member.protocols == request.protocols
         if group.state is _PREPARING:
             self._update_member(group, member, request, waiter, "rejoining during the join phase")
-        elif group.state is _COMPLETING and same_protocols:
-            settle(waiter, self._joined(group, member))  # it missed its JoinGroup answer: the same again
-        elif group.state is _COMPLETING:
-            self._update_member(group, member, request, waiter, "new metadata during the sync phase")
-        elif group.state is _STABLE and (group.is_leader(member.member_id) or not same_protocols):
-            # The leader rejoins to have partitions reassigned (topics changed); a follower only with new metadata.
-            self._update_member(group, member, request, waiter, "leader rejoining" if same_protocols else "new metadata")
-        elif group.state is _STABLE:
+        elif member.protocols != request.protocols:
+            self._update_member(group, member, request, waiter, "new metadata")
+        elif group.state is _STABLE and group.is_leader(member.member_id):
+            # The leader rejoins to have partitions reassigned: the topics changed, not its metadata.
+            self._update_member(group, member, request, waiter, "the leader rejoining")
+        else:
+            # A follower of a Stable group with nothing new, or any member that missed its
+            # JoinGroup answer in CompletingRebalance: the current generation again.
             settle(waiter, self._joined(group, member))
-        else:  # Empty with a member: cannot happen, as in Kafka; the member starts over
-            settle(waiter, JoinResult(kerr.UnknownMemberIdError.errno, request.member_id))
 
     def _add_member(self, group: ClassicGroup, member_id: str, request: JoinRequest, waiter: asyncio.Future) -> None:
         member = Member(member_id, request.instance_id, request.client_id, request.client_host,
@@ -149,7 +146,8 @@ class RebalanceProtocol:
     def _update_member(self, group: ClassicGroup, member: Member, request: JoinRequest, waiter: asyncio.Future,
                        reason: str) -> None:
         settle(member.join_waiter, JoinResult(kerr.RebalanceInProgressError.errno, member.member_id))  # a superseded retry
-        group.update(member, request.protocols, request.rebalance_timeout_ms, request.session_timeout_ms)
+        member.protocols = request.protocols
+        member.rebalance_timeout_ms, member.session_timeout_ms = request.rebalance_timeout_ms, request.session_timeout_ms
         member.join_waiter = waiter
         self._rebalance_or_complete_join(group, f"member {member.member_id}: {reason}")
 
@@ -185,6 +183,8 @@ class RebalanceProtocol:
             self._complete_join_in(group.group_id, group.rebalance_timeout_ms)
 
     def _maybe_complete_join_phase(self, group: ClassicGroup) -> None:
+        """End the join phase if everyone has rejoined, unless it is a group's first, which ends
+        at its initial delay (more members may be on their way)."""
         if group.state is _PREPARING and group.previous_state is not _EMPTY and group.has_all_members_joined():
             self._complete_join(group)
 
@@ -307,7 +307,7 @@ class RebalanceProtocol:
             group = self.groups.get(group_id)
             if group is None or group.generation != generation or not group.is_(_COMPLETING, _STABLE):
                 return
-            late = [group.members[member_id] for member_id in group.pending_sync if member_id in group.members]
+            late = [group.members[member_id] for member_id in group.pending_sync]  # removed members are not pending
             if not late:
                 return
             for member in late:
@@ -341,19 +341,16 @@ class RebalanceProtocol:
             if member_id in group.pending_members:
                 group.pending_members.discard(member_id)
                 self._timer.cancel(("heartbeat", group_id, member_id))
-                codes.append(0)
             elif member_id in group.members:
                 self._drop(group, group.members[member_id])
-                left.append(member_id)
-                codes.append(0)
             else:
                 codes.append(kerr.UnknownMemberIdError.errno)
+                continue
+            codes.append(0)
+            left.append(member_id)
         if left:
             log.info("group %s: %s left", group_id, ", ".join(left))
-            if group.is_(_STABLE, _COMPLETING):
-                self._rebalance_or_complete_join(group, f"{', '.join(left)} left")
-            elif group.state is _PREPARING:
-                self._maybe_complete_join_phase(group)
+            self._rebalance_without(group, f"{', '.join(left)} left")
         return codes
 
     # -- sessions ------------------------------------------------------------------------------
@@ -372,8 +369,7 @@ class RebalanceProtocol:
         if member_id in group.pending_members:
             log.info("group %s: member %s never came back with its id; forgetting it", group_id, member_id)
             group.pending_members.discard(member_id)
-            if group.state is _PREPARING and group.has_all_members_joined():
-                self._complete_join(group)
+            self._maybe_complete_join_phase(group)  # it may be the one the join phase waited for
             return
         member = group.members.get(member_id)
         if member is None or member.has_satisfied_heartbeat():
@@ -381,10 +377,15 @@ class RebalanceProtocol:
         log.info("group %s: member %s missed its session timeout (%d ms); removing it",
                  group_id, member_id, member.session_timeout_ms)
         self._drop(group, member)
+        self._rebalance_without(group, f"member {member_id}'s session expired")
+
+    def _rebalance_without(self, group: ClassicGroup, reason: str) -> None:
+        """Members are gone: a Stable or syncing group rebalances without them; a join phase
+        ends if everyone still in the group has rejoined."""
         if group.is_(_STABLE, _COMPLETING):
-            self._rebalance_or_complete_join(group, f"member {member_id}'s session expired")
-        elif group.state is _PREPARING and group.has_all_members_joined():
-            self._complete_join(group)
+            self._prepare_rebalance(group, reason)
+        else:
+            self._maybe_complete_join_phase(group)
 
     def _drop(self, group: ClassicGroup, member: Member) -> None:
         """Remove a member; a request it has parked is answered UNKNOWN_MEMBER_ID (it must join anew)."""

@@ -30,10 +30,6 @@ class Timer:
     def cancel(self, key: Hashable) -> None:
         self._entries.pop(key, None)
 
-    def deadline(self, key: Hashable) -> int | None:
-        entry = self._entries.get(key)
-        return None if entry is None else entry[0]
-
     def run_expired(self, now_ms: int) -> None:
         """Run every action due by ``now_ms``, earliest first; actions may schedule more."""
         while self._heap and self._heap[0][0] <= now_ms:

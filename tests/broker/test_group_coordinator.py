@@ -1,5 +1,6 @@
 """The group coordinator on its own: Kafka's classic rebalance protocol, offset commit rules,
-transactional offsets, timeouts through the Clock seam and recovery from its state log.
+transactional offsets, timeouts through the Clock seam and recovery from its state log; then
+with the transaction coordinator, whose markers end the transactional offsets.
 
 Requests are parked futures on an event loop the test steps by hand, and time only moves
 when a test moves the clock and runs the timer (``advance``), so every rebalance step is
@@ -13,8 +14,11 @@ import asyncio
 import pytest
 
 from mirror.broker.errors import ApiError
-from mirror.broker.groups import GroupConfig, GroupCoordinator, GroupStateLog, JoinRequest
+from mirror.broker.groups import GroupConfig, GroupCoordinator, GroupStateLog, JoinRequest, OffsetsTopicMarkers
+from mirror.broker.groups import offsets_partition
 from mirror.broker.groups import state_log as state_log_module
+from mirror.broker.groups.record_file import RecordFile
+from mirror.broker.transactions import TransactionCoordinator, TransactionStateLog, TxnState
 
 T0 = 1_700_000_000_000
 UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION, INCONSISTENT_GROUP_PROTOCOL, INVALID_GROUP_ID = 25, 22, 23, 24
@@ -476,3 +480,76 @@ def test_the_state_log_is_compacted_to_the_live_state(harness, tmp_path, monkeyp
     again = harness()
     again.coordinator.complete_transaction(1000, commit=True)
     assert {tp: o.offset for tp, o in again.coordinator.committed_offsets("g").items()} == {("t", 0): 60, ("t", 1): 49}
+
+
+# -- with the transaction coordinator ------------------------------------------------------------
+
+class DataMarkers:
+    """The log partitions' marker writer, recording instead of writing."""
+
+    def __init__(self) -> None:
+        self.written: list[tuple[str, int]] = []
+
+    def write_markers(self, partitions, producer_id, producer_epoch, *, commit, coordinator_epoch):
+        self.written += sorted(partitions)
+
+
+class Coordinators:
+    """A transaction coordinator whose markers reach a group coordinator, both on ``tmp_path``,
+    loaded in the broker's order (groups first)."""
+
+    def __init__(self, tmp_path, clock: Clock):
+        self.groups = GroupCoordinator(GroupStateLog(tmp_path / ".groups"), clock, GroupConfig())
+        self.data = DataMarkers()
+        ids = iter(range(1000, 2000))
+        self.transactions = TransactionCoordinator(TransactionStateLog(tmp_path / ".transactions"), lambda: next(ids),
+                                                   OffsetsTopicMarkers(self.data, self.groups), clock)
+        self.groups.load()
+        self.transactions.load()
+
+    def begin_with_offsets(self, transactional_id: str, group: str, offset: int) -> tuple[int, int]:
+        pid, epoch = self.transactions.init_producer_id(transactional_id, 60_000)
+        self.transactions.add_partitions(transactional_id, pid, epoch, [("data", 0), offsets_partition(group)])
+        self.groups.commit_transactional_offsets(group, pid, -1, "", {("in", 0): (offset, -1, None)})
+        return pid, epoch
+
+    def close(self) -> None:
+        self.transactions.close()
+        self.groups.close()
+
+
+def test_end_txn_commits_or_drops_the_offsets_through_the_marker(tmp_path, clock):
+    both = Coordinators(tmp_path, clock)
+    pid, epoch = both.begin_with_offsets("app", "g", 5)
+    both.transactions.end_txn("app", pid, epoch, commit=True)
+    assert both.data.written == [("data", 0)]  # the offsets partition is not a log partition
+    assert both.groups.committed_offsets("g")[("in", 0)].offset == 5
+    pid, epoch = both.begin_with_offsets("app", "g", 9)
+    both.transactions.end_txn("app", pid, epoch, commit=False)
+    assert both.groups.committed_offsets("g")[("in", 0)].offset == 5
+    both.close()
+
+
+def test_offsets_of_a_transaction_decided_before_a_crash_are_committed_on_load(tmp_path, clock, monkeypatch):
+    both = Coordinators(tmp_path, clock)
+    pid, epoch = both.begin_with_offsets("app", "g", 5)
+    with monkeypatch.context() as patch:
+        patch.setattr(RecordFile, "append", lambda self, payloads: (_ for _ in ()).throw(OSError("disk gone")))
+        both.transactions.end_txn("app", pid, epoch, commit=True)  # decided, its offsets marker failed
+    assert both.transactions.get("app").state is TxnState.PREPARE_COMMIT
+    assert both.groups.committed_offsets("g") == {}
+    both.close()
+
+    again = Coordinators(tmp_path, clock)  # the crash: load completes the in-doubt transaction
+    assert again.transactions.get("app").state is TxnState.COMPLETE_COMMIT
+    assert again.groups.committed_offsets("g")[("in", 0)].offset == 5
+    again.close()
+
+
+def test_a_timed_out_transaction_drops_its_offsets(tmp_path, clock):
+    both = Coordinators(tmp_path, clock)
+    both.begin_with_offsets("app", "g", 5)
+    clock.now += 60_001
+    both.transactions.tick()
+    assert both.groups.fetch_offsets("g", [("in", 0)], True) == {("in", 0): (-1, -1, "", 0)}
+    both.close()

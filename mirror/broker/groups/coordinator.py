@@ -210,8 +210,8 @@ class GroupCoordinator:
 
     def complete_transaction(self, producer_id: int, commit: bool) -> None:
         """The transaction coordinator's marker for ``__consumer_offsets``: the producer's pending
-        offsets become committed, or are dropped. Raises OSError if it could not be persisted
-        (the transaction coordinator then retries it)."""
+        offsets become committed, or are dropped. Raises COORDINATOR_NOT_AVAILABLE if that could
+        not be persisted; the transaction stays in doubt and its markers are written again."""
         if not self._offsets.has_pending_transaction(producer_id):
             return  # a marker written again after a crash, or a transaction without offsets
         self._persist([TxnEndRecord(producer_id, commit)])

@@ -12,37 +12,30 @@ Because records and offsets commit together, the destination itself says what wa
 a task replayed after a crash reads these offsets first and skips what an earlier attempt
 already committed (:mod:`.exactly_once`). Spark's checkpoint is the plan; this is the truth.
 
-Reading is read_committed and goes *to the end as it was when the read began*: a committed
-record may sit after another task's transaction that is still open (read_committed stops
-at the last stable offset), so the read waits until those transactions end rather than
-miss it. The view is kept per process and each read only fetches what is new.
+Reading is read_committed and goes to the end as it was when the read began, waiting for
+open transactions below it (:mod:`.topic_tail`). The view is kept per process and each read
+only fetches what is new.
 """
 
 from __future__ import annotations
 
 import json
-import logging
-import time
 from typing import Mapping
 
 import kcodecs
-from kcodecs import KMirrorError, Record, iter_batches
+from kcodecs import KMirrorError, Record
 
-from ..kafka import KafkaClient, NewTopic, OffsetOutOfRangeError, TopicPartition
-from ..kafka.client import READ_COMMITTED
-from ..routing.transactions import ReadCommitted
+from ..kafka import KafkaClient, NewTopic, TopicPartition
+from .topic_tail import CommittedTail
 
 __all__ = ["OFFSETS_TOPIC_PREFIX", "offsets_topic", "offsets_topic_spec", "encode_offsets", "decode_offsets",
            "CommittedOffsets", "OffsetsTopicError"]
 
-log = logging.getLogger(__name__)
-
 OFFSETS_TOPIC_PREFIX = "kmirror-offsets."
-_FETCH_BYTES = 1024 * 1024
 
 
 class OffsetsTopicError(KMirrorError):
-    """The offsets topic could not be read to its end, or holds a record kmirror did not write."""
+    """The offsets topic holds a record kmirror did not write."""
 
 
 def offsets_topic(job: str) -> str:
@@ -79,62 +72,24 @@ class CommittedOffsets:
     """One process's view of an offsets topic, brought up to date by :meth:`refresh`."""
 
     def __init__(self, client: KafkaClient, topic: str, *, max_wait_s: float):
-        self._client = client
-        self.partition = TopicPartition(topic, 0)
-        self._max_wait_s = max_wait_s
-        self._position = 0
+        self._tail = CommittedTail(client, TopicPartition(topic, 0), max_wait_s=max_wait_s)
         self._offsets: dict[TopicPartition, int] = {}
 
-    def refresh(self) -> dict[TopicPartition, int]:
-        """Every source partition's committed offset, read to the end of the topic as it is now.
+    @property
+    def partition(self) -> TopicPartition:
+        return self._tail.tp
 
-        Waits (up to ``max_wait_s``: a transaction left open by a dead task ends when its
-        transactional id is taken over or times out) while open transactions hide part of it.
-        """
-        tp = self.partition
-        end = self._client.list_offsets([tp], "latest")[tp]
-        deadline = time.monotonic() + self._max_wait_s
-        pause = 0.01
-        while self._position < end:
-            try:
-                fetched = self._client.fetch(tp, self._position, max_bytes=_FETCH_BYTES,
-                                             isolation_level=READ_COMMITTED)
-            except OffsetOutOfRangeError as exc:
-                if exc.log_start_offset <= self._position:
-                    raise
-                # Cleaned away below the log start: compaction keeps every key's last value after it.
-                self._position = exc.log_start_offset
-                continue
-            moved = self._apply(fetched)
-            if moved:
-                continue
-            if time.monotonic() > deadline:
-                raise OffsetsTopicError(
-                    f"{tp}: open transactions kept offsets {self._position} to {end} unreadable for "
-                    f"{self._max_wait_s:g} s (a copy task's transaction neither committed nor timed out)")
-            time.sleep(pause)
-            pause = min(pause * 2, 0.5)
+    def refresh(self) -> dict[TopicPartition, int]:
+        """Every source partition's committed offset, read to the end of the topic as it is now
+        (waiting while open transactions hide part of it, see :mod:`.topic_tail`)."""
+        for record in self._tail.read_to_end():
+            tp, offset = decode_offsets(record)
+            if offset is None:
+                self._offsets.pop(tp, None)
+            else:
+                self._offsets[tp] = offset
         return dict(self._offsets)
 
     def record(self, ends: Mapping[TopicPartition, int]) -> None:
         """What this process just committed (the next :meth:`refresh` reads it back too)."""
         self._offsets.update(ends)
-
-    def _apply(self, fetched) -> bool:
-        """Take the committed records of one fetch; whether the position moved. Markers and
-        aborted batches move the position too: read_committed returns only what lies below
-        the last stable offset, all of it decided."""
-        start = self._position
-        read_committed = ReadCommitted(fetched.aborted_transactions or ())
-        for batch in iter_batches(fetched.records):
-            if batch.last_offset < self._position:
-                continue
-            if not read_committed.is_aborted(batch) and not batch.is_control:
-                for record in batch.records():
-                    tp, offset = decode_offsets(record)
-                    if offset is None:
-                        self._offsets.pop(tp, None)
-                    else:
-                        self._offsets[tp] = offset
-            self._position = batch.last_offset + 1
-        return self._position > start

@@ -1,0 +1,78 @@
+"""Reading one partition of a destination topic kmirror keeps for itself, committed records only,
+to its end and from where the last read stopped.
+
+Both of the mirror's own topics (``kmirror-offsets.<job>``, ``kmirror-offset-syncs.<job>``) are
+written in the copy tasks' transactions, so they are read as a ``read_committed`` consumer
+reads them. "To its end" means the end as it was when the read began, *including* what lies
+behind a transaction that is still open: read_committed stops at the last stable offset, and
+a record another task committed may sit after a transaction still open below it, so the read
+waits for those transactions to end (up to ``max_wait_s``: a transaction a dead task left
+open ends when its transactional id is taken over or the destination times it out) rather
+than miss that record.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Iterator
+
+from kcodecs import KMirrorError, Record, iter_batches
+
+from ..kafka import KafkaClient, OffsetOutOfRangeError, TopicPartition
+from ..kafka.client import READ_COMMITTED
+from ..routing.transactions import ReadCommitted
+
+__all__ = ["CommittedTail", "TopicTailError"]
+
+_FETCH_BYTES = 1024 * 1024
+
+
+class TopicTailError(KMirrorError):
+    """The topic could not be read to its end in time."""
+
+
+class CommittedTail:
+    """The committed records of ``tp`` after the position the previous read ended at."""
+
+    def __init__(self, client: KafkaClient, tp: TopicPartition, *, max_wait_s: float):
+        self._client = client
+        self.tp = tp
+        self._max_wait_s = max_wait_s
+        self.position = 0
+
+    def read_to_end(self) -> Iterator[Record]:
+        """Every committed data record from the position to the end of the partition as it is now."""
+        end = self._client.list_offsets([self.tp], "latest")[self.tp]
+        deadline = time.monotonic() + self._max_wait_s
+        pause = 0.01
+        while self.position < end:
+            try:
+                fetched = self._client.fetch(self.tp, self.position, max_bytes=_FETCH_BYTES,
+                                             isolation_level=READ_COMMITTED)
+            except OffsetOutOfRangeError as exc:
+                if exc.log_start_offset <= self.position:
+                    raise
+                # Cleaned away below the log start: compaction keeps every key's last value after it.
+                self.position = exc.log_start_offset
+                continue
+            start = self.position
+            yield from self._committed(fetched)
+            if self.position > start:
+                continue
+            if time.monotonic() > deadline:
+                raise TopicTailError(
+                    f"{self.tp}: open transactions kept offsets {self.position} to {end} unreadable for "
+                    f"{self._max_wait_s:g} s (a copy task's transaction neither committed nor timed out)")
+            time.sleep(pause)
+            pause = min(pause * 2, 0.5)
+
+    def _committed(self, fetched) -> Iterator[Record]:
+        """The data records of one fetch; markers and aborted batches move the position too
+        (read_committed returns only what lies below the last stable offset, all of it decided)."""
+        read_committed = ReadCommitted(fetched.aborted_transactions or ())
+        for batch in iter_batches(fetched.records):
+            if batch.last_offset < self.position:
+                continue
+            if not read_committed.is_aborted(batch) and not batch.is_control:
+                yield from batch.records()
+            self.position = batch.last_offset + 1

@@ -24,7 +24,7 @@ import kcodecs
 
 from ..engine import (CommittedOffsets, CopyRequest, TopicRoute, copy_exactly_once, copy_ranges, offsets_topic,
                       offsets_topic_spec, transactional_id)
-from ..engine.copy import Outgoing
+from ..engine.copy import Outgoing, OutgoingBatch
 from ..kafka import FetchedData, IdempotentProducer, KafkaClient, TopicPartition
 from ..kafka.transactional_producer import TransactionalProducer
 from ..routing import RouteCounters, RoutingPolicy
@@ -71,8 +71,9 @@ def forward_unchecked(fetched: FetchedData, tp: TopicPartition, offset: int, end
             continue
         if last >= end:
             return outgoing, end
+        first = batch.base_offset
         kcodecs.set_base_offset(batch.raw, 0)
-        outgoing.append((out, batch.raw, batch.record_count))
+        outgoing.append(OutgoingBatch(out, batch.raw, batch.record_count, tp, first, last, True))
         offset = last + 1
     return outgoing, offset
 

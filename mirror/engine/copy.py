@@ -42,12 +42,13 @@ from ..kafka import (
     TopicPartition,
     wait_readable,
 )
-from ..routing import ReadCommitted, RouteCounters, route_batch
+from ..routing import ReadCommitted, RouteClass, RouteCounters, route_batch
 from .errors import CorruptSourceError, DataLossError, SourceTruncatedError
 from .failures import TaskFailure
+from .offset_syncs import SyncEntry, SyncLog
 from .topics import TopicRoute
 
-__all__ = ["CopyRequest", "RangeStats", "TaskStats", "copy_ranges", "route_fetched", "Router", "Outgoing",
+__all__ = ["CopyRequest", "RangeStats", "TaskStats", "copy_ranges", "route_fetched", "Router", "Outgoing", "OutgoingBatch",
            "DEFAULT_MAX_BUFFER_BYTES"]
 
 log = logging.getLogger(__name__)
@@ -55,9 +56,26 @@ log = logging.getLogger(__name__)
 DEFAULT_MAX_BUFFER_BYTES = 64 * 1024 * 1024
 """Bytes fetched and not yet acknowledged by the destination, at most (Kafka's ``buffer.memory`` is 32 MiB)."""
 _MAX_WAIT_S = 1.0
+_ONE_FOR_ONE = (RouteClass.PASSED_THROUGH, RouteClass.INSPECTED)
+"""Classes whose outgoing batch is the source batch, record for record."""
 
-Outgoing = list[tuple[TopicPartition, bytearray | memoryview, int]]
-"""Batches to produce: destination partition, bytes, record count."""
+@dataclass(frozen=True)
+class OutgoingBatch:
+    """One batch to produce, and where its records came from (for :mod:`.offset_syncs`)."""
+
+    tp: TopicPartition
+    """The destination partition."""
+    data: bytearray | memoryview
+    records: int
+    source: TopicPartition
+    first: int
+    """Source offset of the first record of the source batch it came from (its base offset)."""
+    last: int
+    exact: bool
+    """Forwarded as it was: its records are the source batch's, one for one, in order."""
+
+
+Outgoing = list[OutgoingBatch]
 Router = Callable[[FetchedData, TopicPartition, int, int, TopicRoute, RouteCounters], tuple[Outgoing, int]]
 """``(fetched, tp, offset, end, route, counters) -> (outgoing, next offset)``: see :func:`route_fetched`."""
 
@@ -103,6 +121,8 @@ class TaskStats:
     failure: TaskFailure | None = None
     """Set when the task failed on an outage or a permanent error (:mod:`.failures`): the
     driver decides what follows, and ``ranges`` is empty."""
+    syncs: SyncLog = field(default_factory=SyncLog)
+    """Where each acknowledged batch's records landed (:mod:`.offset_syncs`)."""
 
 
 @dataclass
@@ -112,6 +132,14 @@ class _Held:
 
     size: int
     batches: int = 0
+
+
+@dataclass(frozen=True)
+class _Sent:
+    """What an acknowledgement is about: the batch, and the bytes it keeps alive."""
+
+    batch: OutgoingBatch
+    held: _Held
 
 
 class _RangeCopy:
@@ -144,6 +172,7 @@ def copy_ranges(requests: Sequence[CopyRequest], routes: Mapping[str, TopicRoute
         raise ValueError("copy_ranges takes at most one range per partition")
     fetcher = Fetcher(source, max_bytes=fetch_max_bytes, isolation_level=READ_COMMITTED)
     held = peak = 0
+    syncs = SyncLog()
     try:
         while any(copy.active for copy in copies.values()) or not producer.idle:
             wanted = {tp: c.offset for tp, c in copies.items() if c.active and not fetcher.fetching(tp)}
@@ -160,9 +189,7 @@ def copy_ranges(requests: Sequence[CopyRequest], routes: Mapping[str, TopicRoute
                 else:
                     producer.on_readable(conn)
             for ack in producer.take_acks():
-                ack.token.batches -= 1
-                if not ack.token.batches:
-                    held -= ack.token.size
+                held -= _acknowledged(ack, syncs)
     except BaseException as exc:
         # Whatever the producer still holds belongs to this failed copy: it must not go out
         # with the next task's batches. A new producer (a new id) takes over.
@@ -170,7 +197,7 @@ def copy_ranges(requests: Sequence[CopyRequest], routes: Mapping[str, TopicRoute
         raise
     finally:
         fetcher.close()
-    return TaskStats([copy.stats for copy in copies.values()], time.perf_counter() - began, peak)
+    return TaskStats([copy.stats for copy in copies.values()], time.perf_counter() - began, peak, syncs=syncs)
 
 
 def _timeout(fetcher: Fetcher, producer: IdempotentProducer) -> float:
@@ -197,13 +224,24 @@ def _take(copy: _RangeCopy, outcome, producer: IdempotentProducer, source: Kafka
         _no_progress(copy, fetched, fetched_together)
         return 0
     copy.offset, copy.stalls = next_offset, 0
-    hold = _Held(len(fetched.records) + sum(len(data) for _, data, _ in outgoing if not isinstance(data, memoryview)),
+    hold = _Held(len(fetched.records) + sum(len(out.data) for out in outgoing if not isinstance(out.data, memoryview)),
                  len(outgoing))
-    for tp, data, records in outgoing:
-        producer.enqueue(tp, data, records, hold)
+    for out in outgoing:
+        producer.enqueue(out.tp, out.data, out.records, _Sent(out, hold))
         stats.produced_batches += 1
-        stats.produced_bytes += len(data)
+        stats.produced_bytes += len(out.data)
     return hold.size if outgoing else 0
+
+
+def _acknowledged(ack, syncs: SyncLog) -> int:
+    """Record where an acknowledged batch landed; return the bytes it no longer holds."""
+    sent: _Sent = ack.token
+    batch = sent.batch
+    if ack.base_offset >= 0:  # -1: a retry found it written, and the broker did not say where
+        syncs.add(SyncEntry(batch.source, batch.first, batch.last, batch.tp, ack.base_offset,
+                            ack.base_offset + batch.records, batch.exact))
+    sent.held.batches -= 1
+    return sent.held.size if not sent.held.batches else 0
 
 
 def route_fetched(fetched: FetchedData, tp: TopicPartition, offset: int, end: int, route: TopicRoute,
@@ -221,9 +259,14 @@ def route_fetched(fetched: FetchedData, tp: TopicPartition, offset: int, end: in
             aborted = committed.is_aborted(batch)  # asked of every batch, in order, as it keeps state
             if last < offset:
                 continue  # the fetch began inside an earlier batch that is not ours
+            # Before the in-place rewrite zeroes it; a v0/v1 wrapper names only its last offset
+            # (and such a batch is rebuilt, so its span is a bound anyway).
+            first = batch.base_offset if batch.magic >= 2 else last
             routed = route_batch(batch, tp.partition, route.policy, in_place=True, aborted=aborted)
             counters.add(routed)
-            outgoing.extend((TopicPartition(route.topic, out.partition), out.data, out.records) for out in routed.outgoing)
+            exact = routed.route in _ONE_FOR_ONE
+            outgoing.extend(OutgoingBatch(TopicPartition(route.topic, out.partition), out.data, out.records, tp, first,
+                                          last, exact) for out in routed.outgoing)
             offset = last + 1
     except KcodecsError as exc:
         where = exc.offset if isinstance(exc, CorruptBatchError) and exc.offset is not None else offset

@@ -77,9 +77,9 @@ def _copy(fetches: list[FetchedData], offset: int = 0, end: int = 16) -> tuple[l
     counters, values = RouteCounters(), []
     for fetched in fetches:
         outgoing, offset = route_fetched(fetched, TP, offset, end, ROUTE, counters)
-        for tp, data, _ in outgoing:
-            batch = DefaultRecordBatch(bytes(data))  # kafka-python reads what the destination would get
-            assert tp == TopicPartition("t.copy", 0) and batch.validate_crc()
+        for out in outgoing:
+            batch = DefaultRecordBatch(bytes(out.data))  # kafka-python reads what the destination would get
+            assert out.tp == TopicPartition("t.copy", 0) and batch.validate_crc()
             assert (batch.producer_id, batch.is_transactional, batch.is_control_batch) == (-1, False, False)
             values += [record.value for record in batch]
     assert offset == end

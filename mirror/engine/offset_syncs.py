@@ -1,0 +1,245 @@
+"""Where each copied source offset landed at the destination, and group offsets translated with it.
+
+Each produce acknowledgement says where a batch went, so the copy knows, per batch, that the
+records of source offsets ``[first, last]`` of partition ``p`` went to destination partition
+``d`` from offset ``base`` on (:class:`SyncEntry`). A forwarded batch (passed through or
+inspected) is **exact**: contiguous and one for one, record ``first + i`` is at ``base + i``.
+A rebuilt batch, or a run of them merged, is only a **bound**: every record of the span that
+went to ``d`` lies at or after ``base``. Consecutive entries merge (:class:`SyncLog`), so a
+micro-batch of forwarded batches is usually one entry per partition.
+
+The entries go to ``kmirror-offset-syncs.<job>`` on the destination, one record per source
+partition and task, in the task's transaction under exactly-once. The driver reads them
+(:class:`OffsetSyncStore`) and translates a consumer group's committed source offsets into
+destination offsets (:meth:`OffsetSyncStore.translate`): for each destination partition, the
+lowest offset that cannot skip a record the group has not consumed. That is exact where one
+source partition feeds the destination partition through exact entries (``preserve``, no
+rebuilt batches); elsewhere it is a bound, and the consumer re-reads a little, never skips.
+MirrorMaker 2 syncs one offset pair every ``offset.lag.max`` records and rounds down, so a
+group that fails over always re-reads.
+"""
+
+from __future__ import annotations
+
+import bisect
+import json
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Iterable, Mapping
+
+import kcodecs
+from kcodecs import KMirrorError, Record
+
+from ..kafka import KafkaClient, NewTopic, TopicPartition
+from .topic_tail import CommittedTail
+
+__all__ = ["SyncEntry", "SyncLog", "OffsetSyncStore", "Translation", "Precision", "OffsetSyncError",
+           "OFFSET_SYNCS_TOPIC_PREFIX", "offset_syncs_topic", "offset_syncs_topic_spec", "encode_syncs",
+           "decode_syncs", "MAX_ENTRIES_PER_PAIR"]
+
+OFFSET_SYNCS_TOPIC_PREFIX = "kmirror-offset-syncs."
+MAX_ENTRIES_PER_PAIR = 100_000
+"""Entries the driver keeps per (source, destination) partition pair; a group offset older than
+the oldest kept is not translated (never guessed)."""
+
+
+class OffsetSyncError(KMirrorError):
+    """An offset-sync record kmirror did not write, or one that contradicts itself."""
+
+
+def offset_syncs_topic(job: str) -> str:
+    return OFFSET_SYNCS_TOPIC_PREFIX + job
+
+
+def offset_syncs_topic_spec(job: str) -> NewTopic:
+    """One partition, like the offsets topic; keys are unique per micro-batch, so compaction
+    removes nothing a translation needs."""
+    return NewTopic(offset_syncs_topic(job), 1, configs={"cleanup.policy": "compact"})
+
+
+@dataclass(frozen=True)
+class SyncEntry:
+    """Records of source offsets ``[first, last]`` of ``source`` went to ``destination``'s
+    offsets ``[base, end)``; ``exact``: one for one, ``first + i`` is at ``base + i``."""
+
+    source: TopicPartition
+    first: int
+    last: int
+    destination: TopicPartition
+    base: int
+    end: int
+    exact: bool
+
+    def __post_init__(self) -> None:
+        if not (0 <= self.first <= self.last and 0 <= self.base < self.end):
+            raise OffsetSyncError(f"impossible offset sync {self}")
+        if self.exact and self.last - self.first != self.end - self.base - 1:
+            raise OffsetSyncError(f"an exact offset sync maps as many source offsets as destination ones: {self}")
+
+    def merged(self, after: "SyncEntry") -> "SyncEntry | None":
+        """One entry for ``self`` then ``after`` (same partitions, later offsets), if that loses nothing."""
+        if (after.source, after.destination) != (self.source, self.destination) or after.first <= self.last:
+            return None
+        if self.exact and after.exact:
+            if after.first == self.last + 1 and after.base == self.end:
+                return SyncEntry(self.source, self.first, after.last, self.destination, self.base, after.end, True)
+            return None
+        if not self.exact and not after.exact:  # bounds stay bounds: the earlier base covers both
+            return SyncEntry(self.source, self.first, after.last, self.destination, self.base, after.end, False)
+        return None
+
+
+@dataclass
+class SyncLog:
+    """A task's entries, merged as they come (acknowledgements of one partition come in order)."""
+
+    entries: dict[tuple[TopicPartition, TopicPartition], list[SyncEntry]] = field(default_factory=dict)
+
+    def add(self, entry: SyncEntry) -> None:
+        pair = self.entries.setdefault((entry.source, entry.destination), [])
+        merged = pair[-1].merged(entry) if pair else None
+        if merged is not None:
+            pair[-1] = merged
+        else:
+            pair.append(entry)
+
+    def by_source(self) -> dict[TopicPartition, list[SyncEntry]]:
+        out: dict[TopicPartition, list[SyncEntry]] = {}
+        for (source, _), entries in sorted(self.entries.items()):
+            out.setdefault(source, []).extend(entries)
+        return out
+
+    def __len__(self) -> int:
+        return sum(len(entries) for entries in self.entries.values())
+
+
+def encode_syncs(log: SyncLog, now_ms: int) -> bytearray | None:
+    """One batch with a record per source partition; None when there is nothing to say.
+
+    Key ``{"topic", "partition", "first"}`` (the source partition and its first offset here,
+    unique per micro-batch, so compaction keeps every one), value ``{"syncs": [[first, last,
+    destination topic, destination partition, base, end, exact], ...]}``."""
+    records = []
+    for source, entries in log.by_source().items():
+        key = {"topic": source.topic, "partition": source.partition, "first": entries[0].first}
+        value = {"syncs": [[e.first, e.last, e.destination.topic, e.destination.partition, e.base, e.end, e.exact]
+                           for e in entries]}
+        records.append(Record(key=json.dumps(key, sort_keys=True).encode(), value=json.dumps(value).encode(),
+                              timestamp=now_ms))
+    return bytearray(kcodecs.build_batch(records, compression="zstd")) if records else None
+
+
+def decode_syncs(record: Record) -> list[SyncEntry]:
+    try:
+        key = json.loads(bytes(record.key or b""))
+        source = TopicPartition(str(key["topic"]), int(key["partition"]))
+        if record.value is None:
+            return []
+        return [SyncEntry(source, int(first), int(last), TopicPartition(str(topic), int(partition)), int(base), int(end),
+                          bool(exact))
+                for first, last, topic, partition, base, end, exact in json.loads(bytes(record.value))["syncs"]]
+    except (ValueError, KeyError, TypeError) as exc:
+        raise OffsetSyncError(f"record at offset {record.offset} of the offset-syncs topic is not kmirror's: "
+                              f"key {record.key!r}, value {record.value!r}") from exc
+
+
+class Precision(str, Enum):
+    """How a translated offset relates to the group's position."""
+
+    EXACT = "exact"
+    """The destination offset of the record the group would read next: no re-read, no gap."""
+    CONSERVATIVE = "conservative"
+    """Lower than exact (rebuilt batches, or several source partitions feed this one): the
+    group re-reads some records it had consumed, and skips none."""
+
+
+@dataclass(frozen=True)
+class Translation:
+    offset: int
+    precision: Precision
+    clamped: bool = False
+    """The group was ahead of what the mirror had copied: it resumes where the copy is."""
+
+
+@dataclass
+class _Pair:
+    """One (source, destination) partition pair's entries, in source order."""
+
+    entries: list[SyncEntry] = field(default_factory=list)
+    lasts: list[int] = field(default_factory=list)
+    pruned: bool = False
+
+    def add(self, entry: SyncEntry) -> None:
+        if self.entries and entry.first <= self.entries[-1].last:
+            return  # a replayed micro-batch of at-least-once copied it again: the first copy is the lower bound
+        self.entries.append(entry)
+        self.lasts.append(entry.last)
+        if len(self.entries) > MAX_ENTRIES_PER_PAIR:
+            del self.entries[0], self.lasts[0]
+            self.pruned = True
+
+    def bound(self, offset: int) -> tuple[int, bool] | None:
+        """The lowest destination offset holding a record of source offset >= ``offset``, and
+        whether it is exact; None when ``offset`` is older than the history kept."""
+        if self.pruned and offset < self.entries[0].first:
+            return None
+        at = bisect.bisect_left(self.lasts, offset)
+        if at == len(self.entries):
+            return self.entries[-1].end, True  # nothing copied at or after it yet: the next record lands here
+        entry = self.entries[at]
+        if offset <= entry.first:
+            return entry.base, entry.exact
+        return (entry.base + offset - entry.first, True) if entry.exact else (entry.base, False)
+
+
+class OffsetSyncStore:
+    """The driver's view of the offset-syncs topic; :meth:`refresh` reads what is new."""
+
+    def __init__(self, client: KafkaClient | None, topic: str, *, max_wait_s: float = 60.0):
+        self._tail = CommittedTail(client, TopicPartition(topic, 0), max_wait_s=max_wait_s) if client else None
+        self._pairs: dict[tuple[TopicPartition, TopicPartition], _Pair] = {}
+
+    def refresh(self) -> None:
+        if self._tail is not None:
+            self.add(entry for record in self._tail.read_to_end() for entry in decode_syncs(record))
+
+    def add(self, entries: Iterable[SyncEntry]) -> None:
+        for entry in entries:
+            self._pairs.setdefault((entry.source, entry.destination), _Pair()).add(entry)
+
+    def translate(self, group_offsets: Mapping[TopicPartition, int],
+                  copied_to: Mapping[TopicPartition, int]) -> dict[TopicPartition, Translation]:
+        """Destination offsets for a group that committed ``group_offsets`` at the source.
+
+        Per destination partition fed by those source partitions: the lowest of the bounds
+        each feeding source partition gives (several feed one under ``by-key``). ``copied_to``
+        is each source partition's copy frontier (the offsets topic): a group offset past it is
+        clamped there, not invented. A destination partition is left out when one of its
+        feeding source partitions has no group offset (where the group would start there is
+        unknown) or history pruned past the group's offset.
+        """
+        feeders: dict[TopicPartition, list[tuple[TopicPartition, _Pair]]] = {}
+        for (source, destination), pair in self._pairs.items():
+            feeders.setdefault(destination, []).append((source, pair))
+        out = {}
+        for destination, pairs in feeders.items():
+            if not any(source in group_offsets for source, _ in pairs):
+                continue
+            bounds = [self._bound(source, pair, group_offsets, copied_to) for source, pair in pairs]
+            if None in bounds:
+                continue
+            offset = min(b[0] for b in bounds)
+            exact = len(bounds) == 1 and bounds[0][1]
+            out[destination] = Translation(offset, Precision.EXACT if exact else Precision.CONSERVATIVE,
+                                           any(b[2] for b in bounds))
+        return out
+
+    @staticmethod
+    def _bound(source: TopicPartition, pair: _Pair, group_offsets: Mapping[TopicPartition, int],
+               copied_to: Mapping[TopicPartition, int]) -> tuple[int, bool, bool] | None:
+        if source not in group_offsets:
+            return None
+        offset = group_offsets[source]
+        frontier = copied_to.get(source, offset)
+        found = pair.bound(min(offset, frontier))
+        return None if found is None else (*found, offset > frontier)

@@ -12,6 +12,8 @@ from typing import Any
 
 import kafka.errors as kerr
 from kafka.protocol.admin import CreateTopicsRequest, DescribeConfigsRequest
+from kafka.protocol.admin.groups import DescribeGroupsRequest, ListGroupsRequest
+from kafka.protocol.consumer.group import OffsetCommitRequest, OffsetFetchRequest
 from kafka.protocol.consumer import FetchRequest, ListOffsetsRequest
 from kafka.protocol.metadata import ApiVersionsRequest, FindCoordinatorRequest, MetadataRequest
 from kafka.protocol.producer import AddPartitionsToTxnRequest, EndTxnRequest, InitProducerIdRequest, ProduceRequest
@@ -38,6 +40,13 @@ SPOKEN: dict[type, tuple[int, int]] = {
     FindCoordinatorRequest: (1, FindCoordinatorRequest.max_version),
     AddPartitionsToTxnRequest: (0, 3),
     EndTxnRequest: (0, EndTxnRequest.max_version),
+    # Group administration (mirror.kafka.groups): OffsetFetch v2 fetches every partition (null
+    # topics) and v8+ batches groups, which kmirror does not need; OffsetCommit v2 drops the
+    # per-partition timestamp.
+    OffsetFetchRequest: (2, 7),
+    OffsetCommitRequest: (2, 8),
+    ListGroupsRequest: (0, ListGroupsRequest.max_version),
+    DescribeGroupsRequest: (0, DescribeGroupsRequest.max_version),
 }
 _CONNECT_TIMEOUT_S = 10.0  # Kafka's socket.connection.setup.timeout.ms
 

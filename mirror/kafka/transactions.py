@@ -25,12 +25,12 @@ import logging
 from typing import Iterable
 
 import kafka.errors as kerr
-from kafka.protocol.metadata import FindCoordinatorRequest
 from kafka.protocol.producer import AddPartitionsToTxnRequest, EndTxnRequest, InitProducerIdRequest
 
 from kcodecs import KMirrorError
 
 from .client import KafkaClient
+from .coordinators import FIND_AGAIN, TRANSACTION, find_coordinator
 from .errors import BrokerApiError
 from .types import TopicPartition
 
@@ -38,9 +38,7 @@ __all__ = ["TransactionManager", "TransactionError", "ProducerFencedError"]
 
 log = logging.getLogger(__name__)
 
-_TRANSACTION_KEY = 1  # FindCoordinator key type: 0 group, 1 transaction
 _FENCED = (kerr.ProducerFencedError.errno, kerr.InvalidProducerEpochError.errno)
-_FIND_AGAIN = (kerr.CoordinatorNotAvailableError.errno, kerr.NotCoordinatorError.errno)
 
 
 class TransactionError(BrokerApiError):
@@ -130,23 +128,13 @@ class TransactionManager:
             raise
 
     def _find_coordinator(self) -> str:
-        request = FindCoordinatorRequest(key=self.transactional_id, key_type=_TRANSACTION_KEY,
-                                         coordinator_keys=[self.transactional_id])
-        response = self._client.call(request)
-        if hasattr(response, "coordinators") and response.coordinators:  # v4+: one answer per key
-            (found,) = response.coordinators
-            code, host, port, message = found.error_code, found.host, found.port, found.error_message
-        else:
-            code, host, port, message = response.error_code, response.host, response.port, response.error_message
-        if code:
-            raise BrokerApiError.from_code("FindCoordinator", code, detail=message)
-        self._coordinator = f"{host}:{port}"
+        self._coordinator = find_coordinator(self._client, self.transactional_id, TRANSACTION)
         return self._coordinator
 
     def _check(self, api: str, code: int, tp: TopicPartition | None = None) -> None:
         if not code:
             return
-        if code in _FIND_AGAIN:
+        if code in FIND_AGAIN:
             self._coordinator = None
         error = kerr.for_code(code)
         detail = f"transactional id {self.transactional_id!r}, producer {self.producer_id} epoch {self.epoch}"

@@ -339,6 +339,8 @@ class IdempotentProducer:
         part.backoff.succeeded()
         self._buffered -= len(batch.data)
         self._acks.append(Ack(part.tp, base_offset, batch.token))
+        if part.failed and not part.in_flight:
+            self._requeue_failed(part)  # the failed ones waited for this answer only
 
     def _fail(self, batch: _Batch, error: KMirrorError, now: float) -> None:
         """A retriable failure: once nothing of the partition is in flight, resend its failed
@@ -348,14 +350,19 @@ class IdempotentProducer:
         part.failed.append(batch)
         if part.in_flight:
             return
-        # In sequence order already: a partition's batches are in flight on one connection at
-        # a time, and its answers (or their loss) come in the order the requests went.
         resent, first = len(part.failed), part.failed[0].sequence
-        part.pending.extendleft(reversed(part.failed))
-        part.failed.clear()
+        self._requeue_failed(part)
         self._retry_later(part.backoff, error, now, f"produce to {part.tp}")
         log.debug("produce to %s failed (%s); resending %d batch(es) from sequence %d in %.2f s", part.tp, error,
                   resent, first, max(0.0, part.backoff.retry_at - now))
+
+    @staticmethod
+    def _requeue_failed(part: _Partition) -> None:
+        """The partition's failed batches go first again, once nothing of it is in flight. In
+        sequence order already: a partition's batches are in flight on one connection at a
+        time, and its answers (or their loss) come in the order the requests went."""
+        part.pending.extendleft(reversed(part.failed))
+        part.failed.clear()
 
     def _connection_lost(self, conn: PipelinedConnection, error: KMirrorError, extra: Iterable[_Batch] = ()) -> None:
         """Every request in flight on ``conn`` is in doubt: retry all of their batches."""

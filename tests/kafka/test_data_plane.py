@@ -138,3 +138,23 @@ def test_a_slow_destination_keeps_held_bytes_within_the_bound(clusters, proxy):
     assert stats.peak_held_bytes <= bound
     # The bound was what held the fetcher back, not a fast destination.
     assert stats.peak_held_bytes > bound // 2
+
+
+def test_a_batch_refused_while_the_next_one_is_written_is_reported_not_left_behind(clusters, monkeypatch):
+    """A broker takes any first sequence from a producer it has no state for (as Kafka's
+    does), so a first batch refused with NOT_LEADER while the second is written leaves the
+    partition out of order. The resend of the first is refused as out of sequence, and the
+    producer stops with a typed error rather than waiting for ever for the refused batch."""
+    from test_kafka_client import fail_produce
+
+    _, _, _, destination = clusters
+    destination.create_topics([NewTopic("gap", 1)])
+    tp = TopicPartition("gap", 0)
+    fail_produce(monkeypatch, {tp: [6]})  # NOT_LEADER_OR_FOLLOWER for the first request only
+    producer = IdempotentProducer(destination)
+    for _ in range(2):
+        batch = kcodecs.build_batch([Record(key=None, value=b"v" * 10, timestamp=0)] * 5)
+        producer.enqueue(tp, bytearray(batch), 5)
+    with pytest.raises(ProducerSequenceError) as caught:
+        producer.flush()
+    assert caught.value.tp == tp and caught.value.sequence == 0

@@ -5,6 +5,7 @@ in destination transactions (exactly-once)."""
 from .clients import client_for, producer_for
 from .copy import DEFAULT_MAX_BUFFER_BYTES, CopyRequest, RangeStats, TaskStats, copy_ranges
 from .exactly_once import copy_exactly_once, fence_tasks, transactional_id
+from .offset_syncs import OffsetSyncStore, offset_syncs_topic, offset_syncs_topic_spec
 from .offsets_topic import CommittedOffsets, offsets_topic, offsets_topic_spec
 from .task import CopyJob, Delivery
 from .errors import CorruptSourceError, DataLossError, SourceTruncatedError, TopicMismatchError
@@ -21,6 +22,9 @@ __all__ = [
     "CommittedOffsets",
     "offsets_topic",
     "offsets_topic_spec",
+    "OffsetSyncStore",
+    "offset_syncs_topic",
+    "offset_syncs_topic_spec",
     "CopyRequest",
     "RangeStats",
     "TaskStats",

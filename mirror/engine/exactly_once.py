@@ -30,6 +30,7 @@ from ..kafka.transactional_producer import TransactionalProducer
 from ..kafka.transactions import TransactionManager
 from ..routing import Partitioning
 from .copy import CopyRequest, RangeStats, TaskStats, copy_ranges
+from .offset_syncs import write_syncs
 from .offsets_topic import CommittedOffsets, encode_offsets
 
 __all__ = ["copy_exactly_once", "transactional_id", "resume_requests", "fence_tasks"]
@@ -58,8 +59,10 @@ def resume_requests(requests: Sequence[CopyRequest], committed: dict) -> tuple[l
 
 
 def copy_exactly_once(requests: Sequence[CopyRequest], routes, source: KafkaClient, producer: TransactionalProducer,
-                      offsets: CommittedOffsets, **copy_options) -> TaskStats:
-    """Copy ``requests`` in one destination transaction together with their end offsets."""
+                      offsets: CommittedOffsets, *, syncs_to: TopicPartition | None = None,
+                      **copy_options) -> TaskStats:
+    """Copy ``requests`` in one destination transaction together with their end offsets, and
+    with where their records landed (to ``syncs_to``, the offset-syncs topic, if given)."""
     began = time.perf_counter()
     # This attempt's epoch first, then the offsets: a commit anyone made before is read, and
     # no earlier producer of the task can commit after (Kafka's read-process-write order).
@@ -75,8 +78,10 @@ def copy_exactly_once(requests: Sequence[CopyRequest], routes, source: KafkaClie
         producer.add_partitions([offsets.partition, *_preserved_partitions(todo, routes)])
         stats = copy_ranges(todo, routes, source, producer, **copy_options) if todo else TaskStats([])
         producer.enqueue(offsets.partition, encode_offsets(ends, _now_ms()), len(ends))
+        if syncs_to is not None:
+            write_syncs(producer, syncs_to, stats.syncs)
         producer.commit()
-        producer.take_acks()  # the offsets record's: the next task's copy must not see it
+        producer.take_acks()  # the offsets and syncs records': the next task's copy must not see them
     except BaseException as exc:
         producer.abort(exc)
         raise

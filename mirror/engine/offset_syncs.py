@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import bisect
 import json
+import time
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Iterable, Mapping
@@ -30,12 +31,12 @@ from typing import Iterable, Mapping
 import kcodecs
 from kcodecs import KMirrorError, Record
 
-from ..kafka import KafkaClient, NewTopic, TopicPartition
+from ..kafka import IdempotentProducer, KafkaClient, NewTopic, TopicPartition
 from .topic_tail import CommittedTail
 
 __all__ = ["SyncEntry", "SyncLog", "OffsetSyncStore", "Translation", "Precision", "OffsetSyncError",
            "OFFSET_SYNCS_TOPIC_PREFIX", "offset_syncs_topic", "offset_syncs_topic_spec", "encode_syncs",
-           "decode_syncs", "MAX_ENTRIES_PER_PAIR"]
+           "decode_syncs", "write_syncs", "MAX_ENTRIES_PER_PAIR"]
 
 OFFSET_SYNCS_TOPIC_PREFIX = "kmirror-offset-syncs."
 MAX_ENTRIES_PER_PAIR = 100_000
@@ -127,6 +128,13 @@ def encode_syncs(log: SyncLog, now_ms: int) -> bytearray | None:
         records.append(Record(key=json.dumps(key, sort_keys=True).encode(), value=json.dumps(value).encode(),
                               timestamp=now_ms))
     return bytearray(kcodecs.build_batch(records, compression="zstd")) if records else None
+
+
+def write_syncs(producer: IdempotentProducer, to: TopicPartition, log: SyncLog) -> None:
+    """Enqueue ``log`` for the offset-syncs partition ``to`` (in the producer's transaction, if it has one)."""
+    data = encode_syncs(log, time.time_ns() // 1_000_000)
+    if data is not None:
+        producer.enqueue(to, data, len(log.by_source()))
 
 
 def decode_syncs(record: Record) -> list[SyncEntry]:

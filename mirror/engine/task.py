@@ -14,6 +14,7 @@ from .clients import client_for, committed_offsets_for, producer_for, transactio
 from .copy import DEFAULT_MAX_BUFFER_BYTES, CopyRequest, TaskStats, copy_ranges
 from .exactly_once import copy_exactly_once, transactional_id
 from .failures import TaskFailure, verdict
+from .offset_syncs import offset_syncs_topic, write_syncs
 from .offsets_topic import offsets_topic
 from .topics import TopicRoute
 
@@ -65,13 +66,20 @@ class CopyJob:
         source = client_for(self.source, self.retry)
         options = dict(fetch_max_bytes=self.fetch_max_bytes, max_buffer_bytes=self.max_buffer_bytes,
                        on_data_loss=self.on_data_loss)
+        syncs_to = TopicPartition(offset_syncs_topic(self.job), 0)
         if self.delivery == "at-least-once":
             producer = producer_for(self.destination, self.retry, self.max_in_flight)
-            return copy_ranges(requests, self.routes, source, producer, **options)
+            stats = copy_ranges(requests, self.routes, source, producer, **options)
+            # After the data: a crash in between loses syncs, never records, and translation
+            # then falls back to a bound.
+            write_syncs(producer, syncs_to, stats.syncs)
+            producer.flush()
+            producer.take_acks()
+            return stats
         producer = transactional_producer_for(self.destination, self.retry, self.max_in_flight,
                                               transactional_id(self.job, task), self.transaction_timeout_ms,
                                               self.run_id)
         # Long enough for a transaction left open by a dead attempt to time out.
         offsets = committed_offsets_for(self.destination, self.retry, offsets_topic(self.job),
                                         max_wait_s=2 * self.transaction_timeout_ms / 1000)
-        return copy_exactly_once(requests, self.routes, source, producer, offsets, **options)
+        return copy_exactly_once(requests, self.routes, source, producer, offsets, syncs_to=syncs_to, **options)

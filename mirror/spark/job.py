@@ -27,8 +27,8 @@ from typing import Callable
 from kcodecs import KMirrorError
 
 from ..config import MirrorConfig
-from ..engine import (CopyJob, client_for, fence_tasks, offsets_topic, offsets_topic_spec, sync_destination_topics,
-                      transactional_id)
+from ..engine import (CopyJob, client_for, fence_tasks, offset_syncs_topic_spec, offsets_topic, offsets_topic_spec,
+                      sync_destination_topics, transactional_id)
 from ..engine.copy import TaskStats
 from ..engine.failures import OUTAGE_KINDS, TaskFailure
 from ..progress import MicroBatchReport, RunTotals
@@ -73,8 +73,7 @@ def run_mirror(config: MirrorConfig, *, stop: threading.Event | None = None,
     from .source import STOP_FILE_OPTION, KafkaRangeSource
 
     spark.dataSource.register(KafkaRangeSource)
-    if config.delivery == "exactly-once":
-        _prepare_exactly_once(config, source, destination)
+    _prepare_destination(config, source, destination)
     _warm_up_executors(spark, config.copy_tasks)
     stop = stop or threading.Event()
     runner = _MicroBatchRunner(config, routes, on_report, stop)
@@ -109,11 +108,16 @@ def run_mirror(config: MirrorConfig, *, stop: threading.Event | None = None,
     return runner.totals
 
 
-def _prepare_exactly_once(config: MirrorConfig, source, destination) -> None:
-    """The offsets topic, and every task's transactional id taken over before the first
-    micro-batch, so nothing a previous run left open (killed tasks) outlives its start.
-    Tasks number up to ``copy_tasks``, or one per source leader where there are more."""
+def _prepare_destination(config: MirrorConfig, source, destination) -> None:
+    """The mirror's own topics on the destination: the offset syncs (where copied records
+    landed, for group offset translation) and, under exactly-once, the offsets; then every
+    task's transactional id taken over before the first micro-batch, so nothing a previous
+    run left open (killed tasks) outlives its start. Tasks number up to ``copy_tasks``, or one
+    per source leader where there are more."""
     job = config.job_name
+    destination.create_topics([offset_syncs_topic_spec(job)])
+    if config.delivery != "exactly-once":
+        return
     destination.create_topics([offsets_topic_spec(job)])
     tasks = max(config.copy_tasks or 1, len(source.brokers()))
     fence_tasks(destination, job, tasks, timeout_ms=int(config.transaction_timeout_s * 1000))

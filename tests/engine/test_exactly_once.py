@@ -205,3 +205,20 @@ def test_one_producer_copies_micro_batch_after_micro_batch(mirror_setup):
         copy_exactly_once(requests, routes, source, producer, offsets, fetch_max_bytes=FETCH)
     assert _read_committed(dst.bootstrap, "t", 2) == {0: _expected(0), 1: _expected(1)}
     assert offsets.refresh() == {TopicPartition("t", 0): 60, TopicPartition("t", 1): 60}
+
+
+def test_the_offset_syncs_commit_in_the_same_transaction(mirror_setup):
+    from mirror.engine import OffsetSyncStore, offset_syncs_topic, offset_syncs_topic_spec
+
+    (src, dst, source, destination), routes = mirror_setup
+    destination.create_topics([offset_syncs_topic_spec(JOB)])
+    syncs_to = TopicPartition(offset_syncs_topic(JOB), 0)
+    requests = [CopyRequest(TopicPartition("t", p), 0, 60) for p in (0, 1)]
+    copy_exactly_once(requests, routes, source, _producer(destination), _offsets(destination), syncs_to=syncs_to,
+                      fetch_max_bytes=FETCH)
+    store = OffsetSyncStore(destination, offset_syncs_topic(JOB))
+    store.refresh()
+    # A group that consumed 25 records of t/0 and none of t/1 resumes on the 26th and the 1st.
+    translated = store.translate({TopicPartition("t", 0): 25, TopicPartition("t", 1): 0}, {})
+    assert {tp.partition: (t.offset, t.precision.value) for tp, t in translated.items()} == {
+        0: (25, "exact"), 1: (0, "exact")}

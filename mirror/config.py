@@ -101,6 +101,13 @@ class MirrorConfig(_Strict):
     transaction_timeout_s: float = Field(
         60.0, gt=0, le=900, description="exactly-once: a copy task's transaction left open longer (a dead task) is "
         "aborted by the destination (Kafka's transaction.timeout.ms; brokers cap it at 15 minutes)")
+    groups: str | None = Field(
+        None, description="regular expression; consumer groups whose committed source offsets are translated and "
+        "committed to the same group at the destination (MirrorMaker 2's sync.group.offsets), exactly where the "
+        "data was forwarded; none by default")
+    sync_group_offsets_interval_s: float = Field(
+        60.0, ge=0, description="how often group offsets are translated (MirrorMaker 2's "
+        "sync.group.offsets.interval.seconds); --once translates once more at the end")
     on_data_loss: Literal["fail", "skip-to-earliest"] = Field(
         "fail", description="when source data was deleted before it was copied: stop, or warn, count and go on")
     checkpoint: Path = Field(Path("kmirror-checkpoint"), description="Spark checkpoint directory (the mirror's offsets)")
@@ -125,7 +132,7 @@ class MirrorConfig(_Strict):
     spark_conf: dict[str, str] = Field(default_factory=dict, description="extra Spark settings, e.g. spark.executor.memory")
     retry: RetryConfig = Field(default_factory=RetryConfig)
 
-    @field_validator("topics", "exclude")
+    @field_validator("topics", "exclude", "groups")
     @classmethod
     def _regex(cls, value: str | None) -> str | None:
         if value is not None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from .engine.copy import RangeStats
+from .engine.group_sync import GroupSyncReport
 from .kafka import TopicPartition
 from .routing import RouteClass, RouteCounters
 
@@ -41,6 +42,8 @@ class MicroBatchReport:
     ranges: list[RangeStats]
     task_seconds: float = 0.0
     """Time the copy tasks took, summed over tasks (each copies a group of ranges)."""
+    groups: GroupSyncReport | None = None
+    """The group offset translation that ran after this micro-batch, if one did."""
 
     @property
     def counters(self) -> RouteCounters:
@@ -68,6 +71,7 @@ class MicroBatchReport:
                 f"in {self.seconds:.2f} s ({rate:.1f} MB/s); {_classes(counters)}"
                 + (f"; LOST {lost} records" if lost else "")
                 + (f"; {committed} ranges already at the destination (replayed micro-batch)" if committed else "")
+                + (f"; {self.groups.line()}" if self.groups is not None else "")
                 + (f"; lag {sum(n for _, n in lag)} [{shown}{more}]" if lag else ""))
 
 
@@ -83,6 +87,8 @@ class RunTotals:
     lost_records: int = 0
     produced_batches: int = 0
     produced_bytes: int = 0
+    groups: GroupSyncReport | None = None
+    """The last group offset translation."""
 
     def add(self, report: MicroBatchReport) -> None:
         self.micro_batches += 1
@@ -92,6 +98,7 @@ class RunTotals:
         self.lost_records += sum(stats.lost_records for stats in report.ranges)
         self.produced_batches += sum(stats.produced_batches for stats in report.ranges)
         self.produced_bytes += sum(stats.produced_bytes for stats in report.ranges)
+        self.groups = report.groups or self.groups
 
     def summary(self) -> str:
         counters = self.counters
@@ -105,5 +112,6 @@ class RunTotals:
             f"produced {self.produced_batches} batches, {_mib(self.produced_bytes)}"
             + (f"; LOST {self.lost_records} records to source retention" if self.lost_records else ""),
             *rows,
+            *([f"  last group offset translation: {self.groups.line()}"] if self.groups is not None else []),
         ])
 

@@ -37,6 +37,8 @@ _FLAGS = {
     "destination_partitions": "destination_partitions",
     "starting_offsets": "starting_offsets",
     "on_data_loss": "on_data_loss",
+    "groups": "groups",
+    "sync_group_offsets_interval": "sync_group_offsets_interval_s",
     "delivery": "delivery",
     "name": "name",
     "transaction_timeout": "transaction_timeout_s",
@@ -61,6 +63,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     where.add_argument("--topics", metavar="REGEX", help="source topics to mirror (whole-name match); internal __ topics never are")
     where.add_argument("--exclude", metavar="REGEX", help="source topics to leave out, even if --topics matches")
     where.add_argument("--rename", metavar="FORMAT", help="destination topic name over {topic}, e.g. 'src.{topic}' (default '{topic}')")
+    where.add_argument("--groups", metavar="REGEX",
+                       help="consumer groups whose committed offsets are translated to the destination, exactly "
+                            "where the data was forwarded (default: none)")
+    where.add_argument("--sync-group-offsets-interval", type=float, metavar="SECONDS",
+                       help="how often group offsets are translated (default 60)")
     how = parser.add_argument_group("routing")
     how.add_argument("--partitioning", choices=("auto", "by-key", "preserve"),
                      help="auto (default): preserve where source and destination topics have the same partition "

@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, TypeVar
 
+import kafka.errors as kerr
 from kafka.protocol.admin.groups import DescribeGroupsRequest, ListGroupsRequest
 from kafka.protocol.consumer.group import OffsetCommitRequest, OffsetFetchRequest
 
@@ -81,6 +82,8 @@ class GroupAdmin:
     def describe(self, group: str) -> GroupDescription:
         def read(response) -> GroupDescription:
             (found,) = response.groups
+            if found.error_code == kerr.GroupIdNotFoundError.errno:  # DescribeGroups v6+ (KIP-1043)
+                return GroupDescription(group, "Dead", 0)
             _check("DescribeGroups", found.error_code, group)
             return GroupDescription(group, found.group_state, len(found.members))
 

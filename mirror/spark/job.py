@@ -27,8 +27,10 @@ from typing import Callable
 from kcodecs import KMirrorError
 
 from ..config import MirrorConfig
-from ..engine import (CopyJob, client_for, fence_tasks, offset_syncs_topic_spec, offsets_topic, offsets_topic_spec,
-                      sync_destination_topics, transactional_id)
+from ..engine import (CopyJob, OffsetSyncStore, client_for, fence_tasks, offset_syncs_topic, offset_syncs_topic_spec,
+                      offsets_topic, offsets_topic_spec, sync_destination_topics, transactional_id)
+from ..engine.group_sync import GroupOffsetSync, GroupSyncReport
+from ..kafka import TopicPartition
 from ..engine.copy import TaskStats
 from ..engine.failures import OUTAGE_KINDS, TaskFailure
 from ..progress import MicroBatchReport, RunTotals
@@ -104,6 +106,7 @@ def run_mirror(config: MirrorConfig, *, stop: threading.Event | None = None,
         raise runner.failure
     if runner.interrupted:
         log.info("stopped while waiting out an outage: the unfinished micro-batch is copied on restart")
+    runner.totals.groups = runner.sync_groups(final=True) or runner.totals.groups
     log.info("%s", runner.totals.summary())
     return runner.totals
 
@@ -175,6 +178,14 @@ def with_task_retries(master: str) -> str:
     return f"local[{match.group(1) or 1},{LOCAL_TASK_ATTEMPTS}]"
 
 
+def _group_sync(config: MirrorConfig, routes) -> GroupOffsetSync:
+    destination = client_for(config.destination, config.retry)
+    syncs = OffsetSyncStore(destination, offset_syncs_topic(config.job_name),
+                            max_wait_s=2 * config.transaction_timeout_s)
+    return GroupOffsetSync(config.groups, client_for(config.source, config.retry), destination, syncs,
+                           interval_s=config.sync_group_offsets_interval_s, mirrored=config.selects)
+
+
 class _MicroBatchRunner:
     """The ``foreachBatch`` function: plan on the driver, copy on executors, report; through an
     outage, wait and run the failed tasks again (:mod:`.outage`)."""
@@ -189,6 +200,24 @@ class _MicroBatchRunner:
         self.interrupted = False
         """A stop came while an outage was being waited out: the micro-batch did not finish."""
         self.run_id = uuid.uuid4().hex
+        self.copied_to: dict[TopicPartition, int] = {}
+        """Per source partition, where this run's copy got to: group offsets past it are clamped."""
+        self.group_sync = _group_sync(config, routes) if config.groups else None
+
+    def sync_groups(self, *, final: bool = False) -> GroupSyncReport | None:
+        """A round of group offset translation if one is due (or ``final``). A failure is logged
+        and the copy goes on, as MirrorMaker 2's checkpoints do not stop its data flow."""
+        if self.group_sync is None or not (final or self.group_sync.due()):
+            return None
+        try:
+            report = self.group_sync.run(self.copied_to)
+        except KMirrorError as exc:
+            log.warning("group offset translation failed; the copy goes on and it is tried again in %.0f s: %s",
+                        self.config.sync_group_offsets_interval_s, exc)
+            return None
+        if final:
+            log.info("%s", report.line())
+        return report
 
     def __call__(self, rows, batch_id: int) -> None:
         began = time.perf_counter()
@@ -201,7 +230,11 @@ class _MicroBatchRunner:
             self.failure = exc
             raise
         ranges = [stats for task in tasks for stats in task.ranges]
-        report = MicroBatchReport(batch_id, time.perf_counter() - began, ranges, sum(task.seconds for task in tasks))
+        for stats in ranges:
+            self.copied_to[stats.tp] = max(stats.end, self.copied_to.get(stats.tp, 0))
+        groups = self.sync_groups()
+        report = MicroBatchReport(batch_id, time.perf_counter() - began, ranges, sum(task.seconds for task in tasks),
+                                  groups)
         if ranges:
             log.info("%s", report.line())
         self.totals.add(report)

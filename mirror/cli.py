@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import argparse
-import logging
 import sys
 from typing import Sequence
 
 from .bench import broker_bench, codecs_bench, mirror_bench
-from . import run_cli
+from . import logs, run_cli
 from .broker import cli as broker_cli
 from .demo import cli as demo_cli
 
@@ -60,16 +59,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    logging.basicConfig(
-        level=logging.DEBUG if args.verbose else logging.INFO,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        stream=sys.stderr,
-    )
-    if not args.verbose:
-        # kafka-python logs every connection at INFO. Spark's Python bridge logs at ERROR, with
-        # its stack trace, every error that foreachBatch raised; kmirror reports it in one line.
-        logging.getLogger("kafka").setLevel(logging.WARNING)
-        logging.getLogger("py4j").setLevel(logging.CRITICAL)
+    logs.configure(args.verbose)
     return args.run(args)
 
 

@@ -10,6 +10,7 @@ from kcodecs import KMirrorError
 
 from ..config import ClusterConfig, RetryConfig
 from ..kafka import TopicPartition
+from ..logs import configure_spark_process
 from .clients import client_for, committed_offsets_for, producer_for, transactional_producer_for
 from .copy import DEFAULT_MAX_BUFFER_BYTES, CopyRequest, TaskStats, copy_ranges
 from .exactly_once import copy_exactly_once, transactional_id
@@ -50,6 +51,7 @@ class CopyJob:
         task)``, copied together; one :class:`TaskStats` per task index among them (one, as the
         source plans it). An outage or a permanent error comes back as the stats'
         :attr:`~TaskStats.failure` for the driver to act on (:mod:`.failures`)."""
+        configure_spark_process(logging.WARNING)  # an executor's Python worker
         groups: dict[int, list[CopyRequest]] = {}
         for topic, partition, start, end, task in rows:
             groups.setdefault(task, []).append(CopyRequest(TopicPartition(topic, partition), start, end))

@@ -50,12 +50,14 @@ class Outage:
     began: float | None = None
     steps: int = 0
 
-    def next_wait(self, what: str) -> float | None:
-        """Count one more failed try (``what`` names the cluster and the error); log one line and
-        return the seconds to wait before the next, or None once the outage outlasted the limit."""
+    def next_wait(self, what: str, since: float) -> float | None:
+        """Count one more failed try, begun at ``since`` (``what`` names the cluster and the
+        error); log one line and return the seconds to wait before the next, or None once the
+        outage outlasted the limit. The first try's start dates the outage: a try fails only
+        after its own retries ran out, seconds after the cluster went away."""
         now = self.clock()
         if self.began is None:
-            self.began = now
+            self.began = since
         down = now - self.began
         if down >= self.limit_s:
             log.error("%s; down for %.0f s, longer than max_outage_s (%g s): giving up", what, down, self.limit_s)
@@ -83,12 +85,13 @@ def ride_out(call: Callable[[], T], outage: Outage, sleep: Callable[[float], boo
     the limit, raise. ``sleep(seconds)`` returns False when a stop was requested meanwhile:
     :class:`OutageInterrupted`."""
     while True:
+        began = outage.clock()
         try:
             result = call()
         except KMirrorError as exc:
             if not outage_error(exc):
                 raise
-            delay = outage.next_wait(describe(exc))
+            delay = outage.next_wait(describe(exc), since=began)
             if delay is None:
                 raise
             if not sleep(delay):

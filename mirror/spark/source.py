@@ -50,6 +50,7 @@ from pyspark.sql.streaming.datasource import (
 from kcodecs import KMirrorError
 
 from ..config import MirrorConfig
+from ..logs import configure_spark_process
 from ..kafka.client import READ_COMMITTED
 from ..kafka.types import TopicPartition
 from .grouping import group_ranges
@@ -107,6 +108,7 @@ class KafkaRangeReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     """Plans ranges on the driver side; :meth:`read` (on executors) only emits the descriptor."""
 
     def __init__(self, config: MirrorConfig, *, stop_file: str | None = None):
+        configure_spark_process(logging.INFO)  # the planner's own process: its outage lines
         self.config = config
         self.stop_file = stop_file
         self._client = None

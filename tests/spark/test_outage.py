@@ -114,3 +114,16 @@ def test_the_default_limit_is_none_for_the_long_running_job_and_bounded_for_once
 ])
 def test_local_masters_get_task_retries(master, expected):
     assert with_task_retries(master) == expected
+
+
+def test_the_outage_is_dated_from_the_start_of_the_first_failed_try(caplog):
+    """A try fails only once its own retries ran out; the outage began before that."""
+    fake = FakeTime()
+    slow = failing(1, DOWN)
+
+    def call():
+        fake.now += 12  # the task's bounded retries
+        return slow()
+
+    ride_out(call, Outage(clock=fake.clock), fake.sleep)
+    assert "down for 12 s, retrying in 1 s" in caplog.records[0].getMessage()

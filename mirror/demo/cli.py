@@ -8,12 +8,15 @@ Steps:
        unkeyed.librdkafka  librdkafka, snappy, null keys, 3 -> 2 partitions -> inspected
        keyed.orders        librdkafka, lz4, 200 keys, 4 -> 6 partitions    -> rebuilt
        appendtime.events   librdkafka, gzip, LogAppendTime topic           -> inspected, re-stamped
-  3. run the Spark mirror once, as `kmirror run --topics '.*' --once` would (Trigger.AvailableNow);
-  4. read both clusters with kafka-python and check every topic: each record present exactly
+  3. a consumer group reads a third of nokeys.kmirror at the source and commits;
+  4. run the Spark mirror once, as `kmirror run --topics '.*' --once --groups ...` would
+     (Trigger.AvailableNow), translating the group's offsets;
+  5. read both clusters with kafka-python and check every topic: each record present exactly
      once with equal key, value and headers; per-key order; keyed records on Kafka's
      murmur2 partition; passed-through batches byte-identical; timestamps kept (CreateTime)
-     or stamped by the destination broker (LogAppendTime); the routing classes taken;
-  5. print the routing summary, throughput and every check.
+     or stamped by the destination broker (LogAppendTime); the routing classes taken; and the
+     group, resumed at the destination, reads exactly what it had not consumed;
+  6. print the routing summary, throughput and every check.
 
 Exit codes: 0 every check passed, 1 a check failed or the mirror failed, 2 the demo could not
 start (e.g. --keep DIR is not empty, or confluent-kafka is not installed).
@@ -36,7 +39,8 @@ from ..broker import EmbeddedBroker
 from ..progress import MicroBatchReport, RunTotals
 from ..routing import RouteCounters
 from .fill import DEMO_TOPICS, DemoError, Say, create_destination_topics, fill_source
-from .verify import Check, Verification, read_batches, read_records, verify_routes, verify_topic
+from .groups import DEMO_GROUP, GROUP_TOPIC, consume_part, resume
+from .verify import Check, Verification, read_batches, read_records, verify_group_resume, verify_routes, verify_topic
 
 __all__ = ["add_arguments", "run", "Demo", "MirrorRun", "DEFAULT_RECORDS", "EXIT_FAILED", "EXIT_UNUSABLE"]
 
@@ -69,6 +73,7 @@ def run(args: argparse.Namespace) -> int:
         try:
             with Demo(Path(workdir), master=args.master) as demo:
                 demo.fill(args.records // len(DEMO_TOPICS))
+                demo.consume_part_at_source()
                 mirrored = demo.mirror()
                 verification = demo.verify(mirrored)
         except DemoError as exc:
@@ -112,6 +117,7 @@ class Demo:
         self._filled = 0
         self._unmirrored: dict[str, int] = defaultdict(int)
         self._first_start_ms: int | None = None
+        self._group_consumed: dict[int, int] | None = None
 
     def __enter__(self) -> "Demo":
         self.workdir.mkdir(parents=True, exist_ok=True)
@@ -138,6 +144,12 @@ class Demo:
         for topic in DEMO_TOPICS:
             self._unmirrored[topic.name] += per_topic
 
+    def consume_part_at_source(self, share: float = 1 / 3) -> None:
+        """A consumer group reads ``share`` of a passed-through topic at the source and commits."""
+        self._group_consumed = consume_part(self.source.bootstrap, share)
+        self.say(f"consumer group {DEMO_GROUP} read {sum(self._group_consumed.values())} records of {GROUP_TOPIC} "
+                 f"at the source and committed")
+
     def mirror(self) -> MirrorRun:
         """Run the Spark mirror until it has caught up (``--once``), as ``kmirror run`` does."""
         from ..config import load_config
@@ -145,7 +157,7 @@ class Demo:
 
         config = load_config(None, {
             "source.bootstrap": self.source.bootstrap, "destination.bootstrap": self.destination.bootstrap,
-            "topics": ".*", "rename": "{topic}", "partitioning": "by-key", "once": True,
+            "topics": ".*", "rename": "{topic}", "partitioning": "by-key", "once": True, "groups": DEMO_GROUP,
             "checkpoint": str(self.workdir / "checkpoint"), "master": self.master,
         })
         by_topic: dict[str, RouteCounters] = defaultdict(RouteCounters)
@@ -181,6 +193,11 @@ class Demo:
                                    source_batches=source_batches, destination_batches=destination_batches)
             checks.append(verify_routes(topic.name, run.by_topic.get(topic.name, RouteCounters()), topic.routes,
                                         run.expected_records.get(topic.name, 0)))
+        if self._group_consumed is not None:
+            group_source = source[GROUP_TOPIC]
+            left = len(group_source.records) - sum(self._group_consumed.values())
+            checks.append(verify_group_resume(GROUP_TOPIC, DEMO_GROUP, group_source, self._group_consumed,
+                                              resume(self.destination.bootstrap, left)))
         return Verification(tuple(checks))
 
 

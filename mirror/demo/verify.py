@@ -357,6 +357,27 @@ def _batches(topic: str, source: Mapping[int, Sequence[bytes]], destination: Map
                  tuple(problems))
 
 
+def verify_group_resume(topic: str, group: str, source: TopicData, consumed: Mapping[int, int],
+                        resumed: Mapping[int, Sequence[bytes]]) -> Check:
+    """The group, resumed at the destination, read exactly what it had not consumed at the
+    source: per partition, the source's values after the first ``consumed[p]``, in order."""
+    problems = []
+    for p in range(source.partitions):
+        values = [r.value for r in source.records if r.partition == p]
+        want, got = values[consumed.get(p, 0):], list(resumed.get(p, ()))
+        if got == want:
+            continue
+        duplicated = sum((Counter(got) - Counter(want)).values())
+        missing = sum((Counter(want) - Counter(got)).values())
+        problems.append(f"partition {p}: read {len(got)} records, expected {len(want)}: {duplicated} already "
+                        f"consumed at the source or extra, {missing} missing"
+                        + ("" if duplicated or missing else ", out of order"))
+    resumed_total = sum(len(v) for v in resumed.values())
+    return Check(topic, "group offsets", f"group {group} resumed at the destination after its "
+                 f"{sum(consumed.values())} consumed records: {resumed_total} read, 0 duplicates, 0 gaps",
+                 tuple(problems))
+
+
 # ---- helpers ---------------------------------------------------------------------------------
 
 

@@ -304,3 +304,17 @@ def test_reads_clusters_with_kafka_python_and_catches_a_wrong_destination(tmp_pa
     assert "b'v0'" in keyed_failed["records"] and "key=b'key-3'" in keyed_failed["placement"]
     assert set(plain_failed) == {"records", "batches"}
     assert "b'b1 rX'" in plain_failed["records"] and "destination partition 0 batch #1 at offset 4" in plain_failed["batches"]
+
+
+def test_a_group_that_resumes_exactly_passes_and_a_duplicate_or_gap_is_reported():
+    from mirror.demo.verify import Rec, verify_group_resume
+
+    source = TopicData(2, tuple(Rec(p, o, None, b"%d-%d" % (p, o)) for p in range(2) for o in range(5)))
+    consumed = {0: 2, 1: 0}
+    exact = {0: [b"0-2", b"0-3", b"0-4"], 1: [b"1-%d" % o for o in range(5)]}
+    assert verify_group_resume("t", "g", source, consumed, exact).passed
+    again = verify_group_resume("t", "g", source, consumed, {**exact, 0: [b"0-1", *exact[0]]})
+    assert again.problems == ("partition 0: read 4 records, expected 3: 1 already consumed at the source or extra, "
+                              "0 missing",)
+    gap = verify_group_resume("t", "g", source, consumed, {**exact, 1: exact[1][1:]})
+    assert "1 missing" in gap.problems[0]

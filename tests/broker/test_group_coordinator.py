@@ -17,7 +17,6 @@ from mirror.broker.errors import ApiError
 from mirror.broker.groups import GroupConfig, GroupCoordinator, GroupStateLog, JoinRequest, OffsetsTopicMarkers
 from mirror.broker.groups import offsets_partition
 from mirror.broker.groups import state_log as state_log_module
-from mirror.broker.groups.record_file import RecordFile
 from mirror.broker.transactions import TransactionCoordinator, TransactionStateLog, TxnState
 
 T0 = 1_700_000_000_000
@@ -534,7 +533,7 @@ def test_offsets_of_a_transaction_decided_before_a_crash_are_committed_on_load(t
     both = Coordinators(tmp_path, clock)
     pid, epoch = both.begin_with_offsets("app", "g", 5)
     with monkeypatch.context() as patch:
-        patch.setattr(RecordFile, "append", lambda self, payloads: (_ for _ in ()).throw(OSError("disk gone")))
+        patch.setattr(GroupStateLog, "append", lambda self, records: (_ for _ in ()).throw(OSError("disk gone")))
         both.transactions.end_txn("app", pid, epoch, commit=True)  # decided, its offsets marker failed
     assert both.transactions.get("app").state is TxnState.PREPARE_COMMIT
     assert both.groups.committed_offsets("g") == {}

@@ -1,8 +1,9 @@
 """Where the group coordinator's state is persisted and replayed from:
-``<data_dir>/.groups/state.log`` (a :class:`RecordFile`), instead of Kafka's compacted
-``__consumer_offsets`` topic, which one node does not need.
+``<data_dir>/.groups/state.log``, a :class:`~mirror.broker.record_file.RecordFile` (whose
+docstring has the framing), instead of Kafka's compacted ``__consumer_offsets`` topic,
+which one node does not need.
 
-Each record is one JSON object, what Kafka's ``__consumer_offsets`` keys and values hold::
+Each record's payload is one JSON object, what Kafka's ``__consumer_offsets`` keys and values hold::
 
     {"t": "offset", "g": group, "topic": t, "p": partition, "o": offset, "e": leader_epoch,
      "m": metadata, "ts": commit_ms, "pid": producer_id}     OffsetCommitKey/Value; pid -1 = committed,
@@ -24,17 +25,14 @@ from __future__ import annotations
 
 import base64
 import json
-import logging
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Literal, Union
 
-from .record_file import RecordFile
+from ..record_file import RecordFile
 
 __all__ = ["GroupStateLog", "OffsetRecord", "TxnEndRecord", "GroupRecord", "MemberRecord", "GroupDeletedRecord",
            "Record", "COMPACT_SLACK"]
-
-log = logging.getLogger(__name__)
 
 COMPACT_SLACK = 1000
 """Records beyond the live state tolerated before a rewrite: bounds the file to O(live state)
@@ -116,11 +114,7 @@ class GroupStateLog:
             return
         state = live()
         if self._file.records > len(state) + COMPACT_SLACK:
-            try:
-                self._file.rewrite([_encode(record) for record in state])
-                log.info("%s: compacted to %d records", self.path, len(state))
-            except OSError as exc:  # the appended records are safe: compaction only saves space
-                log.error("%s: compaction failed, will retry: %s", self.path, exc)
+            self._file.compact([_encode(record) for record in state])
         self._compact_at = self._file.records + COMPACT_SLACK
 
     def close(self) -> None:

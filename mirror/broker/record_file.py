@@ -1,17 +1,33 @@
-"""An append-only file of CRC-framed records, replayed whole on load and rewritten to compact.
+"""The coordinators' state files: an append-only file of CRC-framed records, replayed whole
+on load and rewritten to compact.
 
-Layout: records back to back, each ``length int32 | crc32 uint32 | payload`` (big-endian,
-zlib's CRC-32 of the payload). What a payload means is the caller's business.
+Both ``<data_dir>/.transactions/state.log`` (:mod:`.transactions.state_log`) and
+``<data_dir>/.groups/state.log`` (:mod:`.groups.state_log`) are such files; what a payload
+means is theirs to say. Records lie back to back from byte 0, no file header, big-endian::
 
-Durability follows the broker's ``--flush``: under ``always`` every append is fdatasync'ed
-before :meth:`append` returns (it survives power loss); under ``os`` it is in the page cache
-(it survives the process being killed). A torn or corrupt tail, whose writer was never
-acknowledged, is cut off when the file is opened. :meth:`rewrite` writes the compacted
-records to a temporary file, fsyncs it and renames it over the old one, so a crash leaves
-one whole file or the other.
+    offset  size  field
+     0      4     length   int32    bytes of payload
+     4      4     crc      uint32   zlib CRC-32 of the payload (a corrupt length makes it
+                                    cover the wrong bytes, so it fails too)
+     8      n     payload  the caller's bytes (both coordinators write one UTF-8 JSON object)
 
-(The transaction coordinator's ``state.log`` uses the same framing, written by its own
-:class:`~mirror.broker.transactions.TransactionStateLog`.)
+Why not Kafka's layout: ``__transaction_state`` and ``__consumer_offsets`` are compacted,
+replicated topics read only by their coordinators; on one node with no replication a file
+of self-describing records does the same job, and stays readable with ``strings``.
+
+Reading stops at the first record that is cut short, has a negative length or fails its
+CRC; everything from there on is a torn tail, whose writer was never acknowledged (a record
+is appended before its change is applied or answered), and is cut off when the file is
+opened.
+
+Durability follows the broker's ``--flush``, like the partition logs: under ``always``
+every append is fdatasync'ed before :meth:`RecordFile.append` returns (it survives power
+loss); under ``os`` it is in the page cache (it survives the process being killed).
+
+Compaction: the last record about a key wins on replay, so the file only grows; when the
+caller decides it holds too many records more than its live state (each state log has its
+``COMPACT_SLACK``), :meth:`RecordFile.compact` writes the live state to ``<name>.tmp``,
+fsyncs it and renames it over the file, so a crash leaves one whole file or the other.
 """
 
 from __future__ import annotations
@@ -23,13 +39,16 @@ import zlib
 from pathlib import Path
 from typing import Iterable, Literal
 
-from ..log.files import fsync_dir
+from .log.files import fsync_dir
 
 __all__ = ["RecordFile"]
 
 log = logging.getLogger(__name__)
 
-_FRAME = struct.Struct(">iI")
+_FRAME = struct.Struct(
+    ">i"  # length: bytes of payload
+    "I"   # crc: zlib.crc32(payload)
+)
 
 
 class RecordFile:
@@ -87,10 +106,20 @@ class RecordFile:
             out.flush()
             os.fsync(out.fileno())
         os.replace(tmp, self.path)
-        fsync_dir(self.path.parent)
+        # Reopen before anything else can fail, so appends never go to the replaced inode.
         os.close(self._fd)
         self._fd = os.open(self.path, os.O_RDWR, 0o644)
         self._size, self.records = len(frames), len(payloads)
+        fsync_dir(self.path.parent)
+
+    def compact(self, payloads: list[bytes]) -> None:
+        """:meth:`rewrite`, but a failure is only logged: the appended records are safe as
+        they are, compaction only saves space, and the caller tries again later."""
+        try:
+            self.rewrite(payloads)
+            log.info("%s: compacted to %d records", self.path, len(payloads))
+        except OSError as exc:
+            log.error("%s: compaction failed, will retry: %s", self.path, exc)
 
     def close(self) -> None:
         if self._fd >= 0:

@@ -6,8 +6,8 @@ producer with five requests in flight. ``raw`` swaps the router for :func:`forwa
 no CRC check, no routing, only the mandatory header rewrites (KIP-31: base offset 0 for the
 destination to assign; the producer stamps its id and sequences, which recomputes the CRC).
 So ``raw`` is the ceiling of this same pipeline, and the gap to it is what routing costs.
-``exactly-once`` is ``pass-through`` inside one destination transaction with the offsets
-record, as a task of an exactly-once job copies a micro-batch: the gap between the two is
+``exactly-once`` is ``pass-through`` inside one destination transaction with the offsets and
+offset-syncs records, as a task of an exactly-once job copies a micro-batch: the gap between the two is
 what the guarantee costs.
 """
 
@@ -22,8 +22,8 @@ from typing import Callable, Iterator
 
 import kcodecs
 
-from ..engine import (CommittedOffsets, CopyRequest, TopicRoute, copy_exactly_once, copy_ranges, offsets_topic,
-                      offsets_topic_spec, transactional_id)
+from ..engine import (CommittedOffsets, CopyRequest, TopicRoute, copy_exactly_once, copy_ranges, offset_syncs_topic,
+                      offset_syncs_topic_spec, offsets_topic, offsets_topic_spec, transactional_id)
 from ..engine.copy import Outgoing, OutgoingBatch
 from ..kafka import FetchedData, IdempotentProducer, KafkaClient, TopicPartition
 from ..kafka.transactional_producer import TransactionalProducer
@@ -48,13 +48,14 @@ def prepared(spec: ModeRun) -> Iterator[Callable[[], dict[str, int]]]:
         source.topics(), destination.topics()  # connect and read metadata
         if spec.mode == "exactly-once":
             job = Path(spec.work_dir).name
-            destination.create_topics([offsets_topic_spec(job)])
+            destination.create_topics([offsets_topic_spec(job), offset_syncs_topic_spec(job)])
             producer = TransactionalProducer(destination, transactional_id(job, 0))
             offsets = CommittedOffsets(destination, offsets_topic(job), max_wait_s=120)
+            syncs_to = TopicPartition(offset_syncs_topic(job), 0)
         else:
-            producer, offsets = IdempotentProducer(destination), None
+            producer, offsets, syncs_to = IdempotentProducer(destination), None, None
         try:
-            yield lambda: copy_pipeline(spec, source, producer, offsets)
+            yield lambda: copy_pipeline(spec, source, producer, offsets, syncs_to)
         finally:
             producer.close()
 
@@ -79,15 +80,17 @@ def forward_unchecked(fetched: FetchedData, tp: TopicPartition, offset: int, end
 
 
 def copy_pipeline(spec: ModeRun, source: KafkaClient, producer: IdempotentProducer,
-                  offsets: CommittedOffsets | None = None) -> dict[str, int]:
+                  offsets: CommittedOffsets | None = None, syncs_to: TopicPartition | None = None) -> dict[str, int]:
     """The whole topic as one task copies its group; with ``offsets`` (mode ``exactly-once``) in
-    one destination transaction with its source offsets, as a task of an exactly-once job."""
+    one destination transaction with its source offsets and offset syncs, as a task of an
+    exactly-once job."""
     policy = RoutingPolicy(partitioning=ENGINE_POLICIES[spec.mode], destination_partitions=spec.destination_partitions)
     route = TopicRoute(spec.source_topic, spec.destination_topic, len(spec.end_offsets), policy)
     routes = {spec.source_topic: route}
     requests = [CopyRequest(TopicPartition(spec.source_topic, p), 0, end) for p, end in enumerate(spec.end_offsets)]
     if offsets is not None:
-        stats = copy_exactly_once(requests, routes, source, producer, offsets, fetch_max_bytes=spec.fetch_max_bytes)
+        stats = copy_exactly_once(requests, routes, source, producer, offsets, syncs_to=syncs_to,
+                                  fetch_max_bytes=spec.fetch_max_bytes)
     else:
         stats = copy_ranges(requests, routes, source, producer, fetch_max_bytes=spec.fetch_max_bytes,
                             router=forward_unchecked if spec.mode == "raw" else None)

@@ -8,7 +8,8 @@ from __future__ import annotations
 import threading
 
 import pytest
-from confluent_kafka import Consumer, KafkaError
+from confluent_kafka import Consumer
+from librdkafka_reader import read_to_end
 
 import kcodecs
 from kcodecs import Record
@@ -59,20 +60,10 @@ def _resume(bootstrap: str, group: str) -> dict[int, list[bytes]]:
     """Everything the group reads from its committed offsets to the end."""
     consumer = _consumer(bootstrap, group)
     consumer.subscribe(["orders"])
-    seen: dict[int, list[bytes]] = {p: [] for p in range(PARTITIONS)}
-    at_end: set[int] = set()
     try:
-        while len(at_end) < PARTITIONS:
-            message = consumer.poll(10)
-            assert message is not None, "the group read nothing within 10 s"
-            if message.error():
-                assert message.error().code() == KafkaError._PARTITION_EOF, message.error()
-                at_end.add(message.partition())
-            else:
-                seen[message.partition()].append(message.value())
+        return read_to_end(consumer, "orders", PARTITIONS)
     finally:
         consumer.close()
-    return seen
 
 
 def test_a_group_resumes_at_the_destination_exactly_where_it_stopped(tmp_path):

@@ -13,7 +13,7 @@ import os
 import threading
 from pathlib import Path
 
-__all__ = ["TreeMeter", "tree_pids", "parse_stat"]
+__all__ = ["TreeMeter", "tree_pids", "tree_rss", "parse_stat"]
 
 _PROC = Path("/proc")
 _TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
@@ -58,7 +58,8 @@ def _tree_cpu(root: int) -> float:
     return sum(stats[pid][1] for pid in tree_pids({pid: s[0] for pid, s in stats.items()}, root) if pid in stats)
 
 
-def _tree_rss(root: int) -> int:
+def tree_rss(root: int) -> int:
+    """The summed RSS of ``root`` and its descendants now, in bytes (the soak test samples it over a run)."""
     stats = _stats()
     total = 0
     for pid in tree_pids({pid: s[0] for pid, s in stats.items()}, root):
@@ -83,7 +84,7 @@ class TreeMeter:
 
     def _sample(self) -> None:
         while True:
-            self.peak_rss_bytes = max(self.peak_rss_bytes, _tree_rss(self.root))
+            self.peak_rss_bytes = max(self.peak_rss_bytes, tree_rss(self.root))
             if self._done.wait(self.interval_s):
                 return
 

@@ -127,3 +127,71 @@ def test_the_outage_is_dated_from_the_start_of_the_first_failed_try(caplog):
 
     ride_out(call, Outage(clock=fake.clock), fake.sleep)
     assert "down for 12 s, retrying in 1 s" in caplog.records[0].getMessage()
+
+
+def _runner(monkeypatch, results, *, stop=None):
+    """The driver's foreachBatch function with its Spark job replaced by ``results``: one list
+    of TaskStats per run, the tasks each run was asked to copy recorded."""
+    import threading
+
+    from mirror.config import load_config
+    from mirror.spark import job, outage
+
+    monkeypatch.setattr(outage, "INITIAL_BACKOFF_S", 0.001)
+    config = load_config(None, {"source.bootstrap": "src:1", "destination.bootstrap": "dst:1", "topics": "t"})
+    reports = []
+    runner = job._MicroBatchRunner(config, {}, reports.append, stop or threading.Event())
+    runner.reports = reports
+    asked = []
+
+    def copy(rows, tasks):
+        asked.append(tasks)
+        return results.pop(0)
+
+    monkeypatch.setattr(runner, "_copy", copy)
+    return runner, asked
+
+
+def _stats(task: int, failure=None):
+    from mirror.engine import RangeStats, TaskStats
+
+    if failure is not None:
+        return TaskStats([], failure=failure)
+    return TaskStats([RangeStats(TopicPartition("t", task), 0, 10, high_watermark=10)])
+
+
+def test_the_driver_runs_only_the_tasks_that_hit_an_outage_again(monkeypatch):
+    from mirror.engine.failures import TaskFailure
+
+    down = TaskFailure.of(1, ClusterUnreachableError("dst:1", "produce to t/1: cannot connect"))
+    runner, asked = _runner(monkeypatch, [[_stats(0), _stats(1, down)], [_stats(1, down)], [_stats(1)]])
+    runner(None, 7)
+    assert asked == [None, frozenset({1}), frozenset({1})]
+    (report,) = runner.reports  # one micro-batch, with the ranges of the first run and of the last
+    assert runner.failure is None and sorted(r.tp.partition for r in report.ranges) == [0, 1]
+
+
+def test_a_permanent_task_failure_fails_the_micro_batch_at_once(monkeypatch):
+    from mirror.engine.failures import TaskFailure
+    from mirror.spark.job import MirrorJobError
+
+    corrupt = TaskFailure.of(0, CorruptSourceError(TopicPartition("t", 0), 40, "bad CRC"))
+    down = TaskFailure.of(1, DOWN)
+    runner, asked = _runner(monkeypatch, [[_stats(0, corrupt), _stats(1, down)]])
+    with pytest.raises(MirrorJobError) as caught:
+        runner(None, 3)
+    assert caught.value.kind == "CorruptSourceError" and "t/0 at offset 40" in caught.value.message
+    assert runner.failure is caught.value and asked == [None]
+
+
+def test_a_stop_during_an_outage_ends_the_micro_batch_unfinished(monkeypatch):
+    import threading
+
+    from mirror.engine.failures import TaskFailure
+
+    stop = threading.Event()
+    stop.set()
+    runner, _ = _runner(monkeypatch, [[_stats(0, TaskFailure.of(0, DOWN))]], stop=stop)
+    with pytest.raises(OutageInterrupted):
+        runner(None, 1)
+    assert runner.interrupted and runner.failure is None

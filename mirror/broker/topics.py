@@ -149,11 +149,14 @@ class TopicStore:
             self._open(meta["name"], meta["partitions"], TopicConfig.from_kafka(meta["configs"]))
         log.info("loaded %d topics from %s", len(self.topics), self.data_dir)
 
-    def partition(self, topic: str, index: int) -> Partition:
+    def has_partition(self, topic: str, index: int) -> bool:
         found = self.topics.get(topic)
-        if found is None or not 0 <= index < len(found.partitions):
+        return found is not None and 0 <= index < len(found.partitions)
+
+    def partition(self, topic: str, index: int) -> Partition:
+        if not self.has_partition(topic, index):
             raise ApiError(kerr.UnknownTopicOrPartitionError, f"{topic}-{index} does not exist on this broker")
-        return found.partitions[index]
+        return self.topics[topic].partitions[index]
 
     def create(self, name: str, partitions: int, configs: dict[str, str | None], *, validate_only: bool = False) -> Topic | None:
         """Create a topic, or raise the Kafka error CreateTopics reports for it."""

@@ -17,10 +17,11 @@ from confluent_kafka import Consumer, KafkaException, Producer
 from confluent_kafka import TopicPartition as CTopicPartition
 from kafka import KafkaConsumer, KafkaProducer
 from kafka import TopicPartition as KTopicPartition
-from kafka.admin import KafkaAdminClient, NewTopic
+from kafka.admin import KafkaAdminClient
 from kafka.errors import CommitFailedError
 from kafka.structs import OffsetAndMetadata
 
+from broker_helpers import create_topic, wait_for
 from mirror.broker import EmbeddedBroker
 from mirror.broker.groups import GroupConfig
 
@@ -36,26 +37,11 @@ def broker(tmp_path):
         yield running
 
 
-def create_topic(bootstrap: str, name: str, partitions: int) -> None:
-    admin = KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=10_000)
-    try:
-        admin.create_topics([NewTopic(name, partitions, 1)])
-    finally:
-        admin.close()
-
-
 def produce(bootstrap: str, topic: str, values: list[bytes], partitions: int) -> None:
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
     for i, value in enumerate(values):
         producer.produce(topic, value=value, partition=i % partitions)
     assert producer.flush(TIMEOUT_S) == 0
-
-
-def wait_for(condition, what: str) -> None:
-    deadline = time.monotonic() + TIMEOUT_S
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.05)
 
 
 class Member(threading.Thread):
@@ -144,12 +130,13 @@ def run_group(broker: EmbeddedBroker, kinds: list[str], topic: str, group: str) 
         nonlocal expected
         produce(broker.bootstrap, topic, [b"%d" % i for i in range(expected, expected + 60)], partitions)
         expected += 60
-        wait_for(lambda: len(seen) >= expected or any(m.error for m in members), f"{expected} records read")
+        wait_for(lambda: len(seen) >= expected or any(m.error for m in members), f"{expected} records read",
+                 timeout_s=TIMEOUT_S)
 
     for kind in kinds:
         add(kind)
         produce_batch()  # read by whoever holds the partitions now, across the rebalance
-    wait_for(lambda: len(broker.state.groups.describe(group).members) == len(kinds), "every member joined")
+    wait_for(lambda: len(broker.state.groups.describe(group).members) == len(kinds), "every member joined", timeout_s=TIMEOUT_S)
     for member in members[:2]:
         member.stop.set()
         member.join(TIMEOUT_S)

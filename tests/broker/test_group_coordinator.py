@@ -13,13 +13,13 @@ import asyncio
 
 import pytest
 
+from broker_helpers import ManualClock
 from mirror.broker.errors import ApiError
 from mirror.broker.groups import GroupConfig, GroupCoordinator, GroupStateLog, JoinRequest, OffsetsTopicMarkers
 from mirror.broker.groups import offsets_partition
 from mirror.broker.groups import state_log as state_log_module
 from mirror.broker.transactions import TransactionCoordinator, TransactionStateLog, TxnState
 
-T0 = 1_700_000_000_000
 UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION, INCONSISTENT_GROUP_PROTOCOL, INVALID_GROUP_ID = 25, 22, 23, 24
 INVALID_SESSION_TIMEOUT, REBALANCE_IN_PROGRESS, OFFSET_METADATA_TOO_LARGE = 26, 27, 12
 GROUP_ID_NOT_FOUND, NON_EMPTY_GROUP, MEMBER_ID_REQUIRED, UNSTABLE_OFFSET_COMMIT = 69, 68, 79, 88
@@ -28,18 +28,10 @@ SESSION_MS, REBALANCE_MS = 10_000, 30_000
 RANGE = (("range", b"sub-range"), ("roundrobin", b"sub-rr"))
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = T0
-
-    def __call__(self) -> int:
-        return self.now
-
-
 class Harness:
     """A coordinator on a private event loop; JoinGroup and SyncGroup are tasks the test inspects."""
 
-    def __init__(self, tmp_path, clock: Clock, config: GroupConfig):
+    def __init__(self, tmp_path, clock: ManualClock, config: GroupConfig):
         self.clock = clock
         self.loop = asyncio.new_event_loop()
         self.coordinator = GroupCoordinator(GroupStateLog(tmp_path / ".groups"), clock, config)
@@ -90,8 +82,8 @@ class Harness:
 
 
 @pytest.fixture
-def clock() -> Clock:
-    return Clock()
+def clock() -> ManualClock:
+    return ManualClock()
 
 
 @pytest.fixture
@@ -497,7 +489,7 @@ class Coordinators:
     """A transaction coordinator whose markers reach a group coordinator, both on ``tmp_path``,
     loaded in the broker's order (groups first)."""
 
-    def __init__(self, tmp_path, clock: Clock):
+    def __init__(self, tmp_path, clock: ManualClock):
         self.groups = GroupCoordinator(GroupStateLog(tmp_path / ".groups"), clock, GroupConfig())
         self.data = DataMarkers()
         ids = iter(range(1000, 2000))

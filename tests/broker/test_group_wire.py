@@ -25,6 +25,7 @@ from kafka.protocol.consumer.metadata import ConsumerProtocolAssignment, Consume
 from kafka.protocol.metadata import ApiVersionsRequest, FindCoordinatorRequest, MetadataRequest
 from kafka.protocol.producer import AddOffsetsToTxnRequest, InitProducerIdRequest, TxnOffsetCommitRequest
 
+from broker_helpers import ShiftedClock
 from mirror.broker import EmbeddedBroker
 from mirror.broker.groups import GroupConfig
 from mirror.kafka import KafkaConnection
@@ -36,16 +37,6 @@ INVALID_GROUP_ID, UNKNOWN_MEMBER_ID, INVALID_SESSION_TIMEOUT, REBALANCE_IN_PROGR
 INVALID_REQUEST, INVALID_PRODUCER_EPOCH, INVALID_TXN_STATE, INVALID_PRODUCER_ID_MAPPING = 42, 47, 48, 49
 NON_EMPTY_GROUP, GROUP_ID_NOT_FOUND, MEMBER_ID_REQUIRED = 68, 69, 79
 SUBSCRIPTION = bytes(ConsumerProtocolSubscription(topics=["w"], user_data=None).encode(version=0))
-
-
-class ShiftedClock:
-    """The broker's Clock seam: wall time plus an offset a test can jump forward."""
-
-    def __init__(self) -> None:
-        self.offset_ms = 0
-
-    def __call__(self) -> int:
-        return time.time_ns() // 1_000_000 + self.offset_ms
 
 
 @pytest.fixture

@@ -13,19 +13,11 @@ import time
 import pytest
 from confluent_kafka import Producer
 from kafka import KafkaConsumer, TopicPartition
-from kafka.admin import KafkaAdminClient, NewTopic
 
+from broker_helpers import create_topic
 from mirror.broker import BrokerProcess
 
 pytestmark = pytest.mark.slow
-
-
-def create_topic(bootstrap: str, name: str) -> None:
-    admin = KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=10_000)
-    try:
-        admin.create_topics([NewTopic(name, 1, 1)])
-    finally:
-        admin.close()
 
 
 def read_all(bootstrap: str, topic: str) -> list[tuple[int, bytes]]:

@@ -14,8 +14,8 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from kafka import KafkaConsumer, KafkaProducer
 from kafka import TopicPartition as KTopicPartition
-from kafka.admin import KafkaAdminClient, NewTopic
 
+from broker_helpers import create_topic
 from mirror.broker import EmbeddedBroker
 
 pytestmark = pytest.mark.interop
@@ -28,14 +28,6 @@ BASE_TS = 1_700_000_000_000
 def broker(tmp_path):
     with EmbeddedBroker(tmp_path / "data") as running:
         yield running
-
-
-def create_topic(bootstrap: str, name: str, partitions: int = 1, **configs: str) -> None:
-    admin = KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=10_000)
-    try:
-        admin.create_topics([NewTopic(name, partitions, 1, topic_configs=configs)])
-    finally:
-        admin.close()
 
 
 def messages(n: int) -> list[tuple[bytes | None, bytes | None, list[tuple[str, bytes]]]]:

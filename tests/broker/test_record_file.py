@@ -10,6 +10,7 @@ import struct
 import zlib
 from pathlib import Path
 
+from broker_helpers import T0
 from mirror.broker.groups.state_log import (
     GroupDeletedRecord,
     GroupRecord,
@@ -22,7 +23,6 @@ from mirror.broker.record_file import RecordFile
 from mirror.broker.transactions import TransactionStateLog, TxnMetadata, TxnState
 
 GOLDEN = Path(__file__).parent / "golden"
-T0 = 1_700_000_000_000
 
 
 def _installed(golden: str, directory: Path) -> Path:

@@ -17,7 +17,6 @@ import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from kafka import KafkaConsumer, KafkaProducer
 from kafka import TopicPartition as KTopicPartition
-from kafka.admin import KafkaAdminClient, NewTopic
 from kafka.protocol.consumer import FetchRequest, ListOffsetsRequest
 from kafka.protocol.metadata import ApiVersionsRequest, FindCoordinatorRequest, MetadataRequest
 from kafka.protocol.producer import (
@@ -31,50 +30,18 @@ from kafka.record.default_records import DefaultRecordBatchBuilder
 
 import kcodecs
 
+from broker_helpers import TIMEOUT_S, ShiftedClock, create_topic, read_kafka_python, transactional_producer, wait_for
 from mirror.broker import EmbeddedBroker
 from mirror.broker.transactions import TxnState
 from mirror.kafka import KafkaConnection
 
 pytestmark = pytest.mark.interop
 
-TIMEOUT_S = 30
-
-
-class ShiftedClock:
-    """The broker's Clock seam: wall time plus an offset a test can jump forward."""
-
-    def __init__(self) -> None:
-        self.offset_ms = 0
-
-    def __call__(self) -> int:
-        return time.time_ns() // 1_000_000 + self.offset_ms
-
 
 @pytest.fixture
 def broker(tmp_path):
     with EmbeddedBroker(tmp_path / "data") as running:
         yield running
-
-
-def create_topic(bootstrap: str, name: str, partitions: int = 2) -> None:
-    admin = KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=10_000)
-    try:
-        admin.create_topics([NewTopic(name, partitions, 1)])
-    finally:
-        admin.close()
-
-
-def rdkafka_producer(bootstrap: str, transactional_id: str, **conf) -> Producer:
-    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": transactional_id, "linger.ms": 5, **conf})
-    producer.init_transactions(TIMEOUT_S)
-    return producer
-
-
-def wait_for(condition, what: str) -> None:
-    deadline = time.monotonic() + TIMEOUT_S
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.02)
 
 
 def readable_end(broker: EmbeddedBroker, topic: str, partition: int, isolation: str) -> int:
@@ -84,20 +51,8 @@ def readable_end(broker: EmbeddedBroker, topic: str, partition: int, isolation: 
 
 def consume_kafka_python(broker: EmbeddedBroker, topic: str, isolation: str, partitions: int = 2) -> list[bytes]:
     """Every value a kafka-python consumer returns until its position reaches the readable end."""
-    consumer = KafkaConsumer(bootstrap_servers=broker.bootstrap, group_id=None, enable_auto_commit=False,
-                             isolation_level=isolation)
-    tps = [KTopicPartition(topic, p) for p in range(partitions)]
-    consumer.assign(tps)
-    consumer.seek_to_beginning()
-    ends = {tp: readable_end(broker, topic, tp.partition, isolation) for tp in tps}
-    values: list[bytes] = []
-    deadline = time.monotonic() + TIMEOUT_S
-    while any(consumer.position(tp) < ends[tp] for tp in tps):
-        assert time.monotonic() < deadline, "kafka-python consumer stalled"
-        for records in consumer.poll(timeout_ms=200).values():
-            values += [record.value for record in records]
-    consumer.close()
-    return sorted(values)
+    ends = {p: readable_end(broker, topic, p, isolation) for p in range(partitions)}
+    return read_kafka_python(broker.bootstrap, topic, isolation, partitions, ends)[0]
 
 
 def consume_rdkafka(broker: EmbeddedBroker, topic: str, isolation: str, partitions: int = 2) -> list[bytes]:
@@ -124,7 +79,7 @@ def consume_rdkafka(broker: EmbeddedBroker, topic: str, isolation: str, partitio
 
 
 def run_transactions_rdkafka(bootstrap: str, topic: str) -> None:
-    producer = rdkafka_producer(bootstrap, "rd-" + topic)
+    producer = transactional_producer(bootstrap, "rd-" + topic)
     for prefix, commit in ((b"c", True), (b"a", False), (b"d", True)):
         producer.begin_transaction()
         for i in range(6):
@@ -162,15 +117,15 @@ ABORTED = sorted(b"a%d" % i for i in range(6))
 @pytest.mark.parametrize("pair", PAIRS)
 def test_committed_transactions_are_visible_and_aborted_ones_only_uncommitted(broker, pair):
     produce, consume = PAIRS[pair]
-    create_topic(broker.bootstrap, pair)
+    create_topic(broker.bootstrap, pair, 2)
     produce(broker.bootstrap, pair)
     assert consume(broker, pair, "read_committed") == COMMITTED
     assert consume(broker, pair, "read_uncommitted") == sorted(COMMITTED + ABORTED)
 
 
 def test_an_open_transaction_holds_read_committed_readers_at_its_start(broker):
-    create_topic(broker.bootstrap, "open", partitions=1)
-    producer = rdkafka_producer(broker.bootstrap, "holder")
+    create_topic(broker.bootstrap, "open")
+    producer = transactional_producer(broker.bootstrap, "holder")
     producer.begin_transaction()
     producer.produce("open", value=b"t0", partition=0)
     producer.commit_transaction(TIMEOUT_S)  # offsets 0, 1 (marker)
@@ -196,12 +151,12 @@ def test_an_open_transaction_holds_read_committed_readers_at_its_start(broker):
 
 
 def test_a_second_librdkafka_producer_fences_the_first(broker):
-    create_topic(broker.bootstrap, "fence")
-    first = rdkafka_producer(broker.bootstrap, "shared")
+    create_topic(broker.bootstrap, "fence", 2)
+    first = transactional_producer(broker.bootstrap, "shared")
     first.begin_transaction()
     first.produce("fence", value=b"zombie", partition=0)
     first.flush(TIMEOUT_S)
-    second = rdkafka_producer(broker.bootstrap, "shared")  # aborts the first one's transaction
+    second = transactional_producer(broker.bootstrap, "shared")  # aborts the first one's transaction
     with pytest.raises(KafkaException) as fenced:
         first.commit_transaction(TIMEOUT_S)
     error = fenced.value.args[0]
@@ -214,7 +169,7 @@ def test_a_second_librdkafka_producer_fences_the_first(broker):
 
 
 def test_a_second_kafka_python_producer_fences_the_first(broker):
-    create_topic(broker.bootstrap, "kfence")
+    create_topic(broker.bootstrap, "kfence", 2)
     first = KafkaProducer(bootstrap_servers=broker.bootstrap, transactional_id="kshared")
     first.init_transactions()
     first.begin_transaction()
@@ -232,8 +187,8 @@ def test_a_second_kafka_python_producer_fences_the_first(broker):
 def test_an_abandoned_transaction_times_out_and_its_producer_is_fenced(tmp_path):
     clock = ShiftedClock()
     with EmbeddedBroker(tmp_path / "data", clock=clock, transaction_abort_interval_ms=20) as broker:
-        create_topic(broker.bootstrap, "slow")
-        producer = rdkafka_producer(broker.bootstrap, "sleepy", **{"transaction.timeout.ms": 10_000})
+        create_topic(broker.bootstrap, "slow", 2)
+        producer = transactional_producer(broker.bootstrap, "sleepy", **{"transaction.timeout.ms": 10_000})
         producer.begin_transaction()
         producer.produce("slow", value=b"late", partition=0)
         producer.flush(TIMEOUT_S)
@@ -250,8 +205,8 @@ def test_an_abandoned_transaction_times_out_and_its_producer_is_fenced(tmp_path)
 def test_coordinator_state_and_transactions_survive_a_restart(tmp_path):
     data = tmp_path / "data"
     with EmbeddedBroker(data) as broker:
-        create_topic(broker.bootstrap, "durable")
-        producer = rdkafka_producer(broker.bootstrap, "restarting")
+        create_topic(broker.bootstrap, "durable", 2)
+        producer = transactional_producer(broker.bootstrap, "restarting")
         producer.begin_transaction()
         producer.produce("durable", value=b"kept", partition=0)
         producer.commit_transaction(TIMEOUT_S)
@@ -263,7 +218,7 @@ def test_coordinator_state_and_transactions_survive_a_restart(tmp_path):
         assert broker.state.transactions.get("restarting") == state  # Ongoing, same epoch and partitions
         assert broker.state.topics.partition("durable", 1).last_stable_offset == 0
         assert consume_kafka_python(broker, "durable", "read_committed") == [b"kept"]
-        successor = rdkafka_producer(broker.bootstrap, "restarting")  # aborts the orphan
+        successor = transactional_producer(broker.bootstrap, "restarting")  # aborts the orphan
         assert broker.state.transactions.get("restarting").producer_epoch == state.producer_epoch + 2
         assert consume_kafka_python(broker, "durable", "read_committed") == [b"kept"]
         assert consume_rdkafka(broker, "durable", "read_uncommitted") == [b"kept", b"orphan"]
@@ -274,8 +229,8 @@ def test_coordinator_state_and_transactions_survive_a_restart(tmp_path):
 
 
 def test_an_abort_by_librdkafka_lands_in_kafkas_txnindex_layout(broker, tmp_path):
-    create_topic(broker.bootstrap, "indexed", partitions=1)
-    producer = rdkafka_producer(broker.bootstrap, "indexer")
+    create_topic(broker.bootstrap, "indexed")
+    producer = transactional_producer(broker.bootstrap, "indexer")
     producer.begin_transaction()
     for i in range(3):
         producer.produce("indexed", value=b"x%d" % i, partition=0)
@@ -298,7 +253,7 @@ TRANSACTIONAL_ID_AUTHORIZATION_FAILED, OPERATION_NOT_ATTEMPTED, PRODUCER_FENCED,
 
 @pytest.fixture
 def wire(broker):
-    create_topic(broker.bootstrap, "w", partitions=1)
+    create_topic(broker.bootstrap, "w")
     with KafkaConnection(broker.bootstrap) as connection:
         yield connection
         # Every refusal below is an answer: the same connection still serves requests.

@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
+from broker_helpers import T0, ManualClock
 from mirror.broker.errors import ApiError
 from mirror.broker.transactions import TransactionCoordinator, TransactionStateLog, TxnMetadata, TxnState
 from mirror.broker.transactions import state_log as state_log_module
 
-T0 = 1_700_000_000_000
 INVALID_REQUEST, INVALID_TXN_STATE, INVALID_PRODUCER_ID_MAPPING = 42, 48, 49
 INVALID_TRANSACTION_TIMEOUT, CONCURRENT_TRANSACTIONS, PRODUCER_FENCED = 50, 51, 90
 
@@ -33,14 +33,6 @@ class Markers:
         self.written += [(tp, producer_id, producer_epoch, commit) for tp in sorted(partitions)]
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = T0
-
-    def __call__(self) -> int:
-        return self.now
-
-
 class Ids:
     def __init__(self) -> None:
         self.next = 1000
@@ -52,7 +44,7 @@ class Ids:
 
 @pytest.fixture
 def env(tmp_path):
-    markers, clock, ids = Markers(), Clock(), Ids()
+    markers, clock, ids = Markers(), ManualClock(), Ids()
 
     def coordinator() -> TransactionCoordinator:
         made = TransactionCoordinator(TransactionStateLog(tmp_path / ".transactions"), ids, markers, clock)

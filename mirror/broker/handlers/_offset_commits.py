@@ -15,10 +15,9 @@ def known_partitions(topics, state) -> tuple[dict[TopicPartition, OffsetCommit],
     """The commits for partitions that exist, and UNKNOWN_TOPIC_OR_PARTITION for the others."""
     commits, unknown = {}, {}
     for topic in topics:
-        found = state.topics.topics.get(topic.name)
         for p in topic.partitions:
             tp = (topic.name, p.partition_index)
-            if found is None or not 0 <= p.partition_index < len(found.partitions):
+            if not state.topics.has_partition(*tp):
                 unknown[tp] = kerr.UnknownTopicOrPartitionError.errno
             else:
                 commits[tp] = (p.committed_offset, p.committed_leader_epoch, p.committed_metadata)

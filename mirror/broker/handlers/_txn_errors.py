@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import logging
+from typing import Callable
+
 from ..errors import ApiError, kerr
+
+log = logging.getLogger(__name__)
 
 
 def error_code(exc: ApiError, *, producer_fenced_known: bool) -> int:
@@ -11,3 +16,14 @@ def error_code(exc: ApiError, *, producer_fenced_known: bool) -> int:
     if exc.error is kerr.ProducerFencedError and not producer_fenced_known:
         return kerr.InvalidProducerEpochError.errno
     return exc.code
+
+
+def coordinator_code(call: Callable[[], object], *, producer_fenced_known: bool, request: str) -> int:
+    """Run a transaction coordinator call whose whole answer is one error code: 0, or the
+    refusal's code as :func:`error_code` gives it, logged (the client sees only the number)."""
+    try:
+        call()
+    except ApiError as exc:
+        log.info("%s refused: %s", request, exc)
+        return error_code(exc, producer_fenced_known=producer_fenced_known)
+    return 0

@@ -14,28 +14,21 @@ KIP-890) is not served.
 
 from __future__ import annotations
 
-import logging
-
 from kafka.protocol.producer import AddOffsetsToTxnRequest, AddOffsetsToTxnResponse
 
-from ..errors import ApiError
 from ..groups import offsets_partition
-from ._txn_errors import error_code
+from ._txn_errors import coordinator_code
 
 API_KEY = 25
 MIN_VERSION = 0
 MAX_VERSION = 3
 REQUEST = AddOffsetsToTxnRequest
 
-log = logging.getLogger(__name__)
-
 
 async def handle(request, version: int, state) -> AddOffsetsToTxnResponse:
-    code = 0
-    try:
-        state.transactions.add_partitions(request.transactional_id, request.producer_id, request.producer_epoch,
-                                          [offsets_partition(request.group_id)])
-    except ApiError as exc:
-        log.info("AddOffsetsToTxn of %r for group %r refused: %s", request.transactional_id, request.group_id, exc)
-        code = error_code(exc, producer_fenced_known=version >= 2)
+    code = coordinator_code(
+        lambda: state.transactions.add_partitions(request.transactional_id, request.producer_id,
+                                                  request.producer_epoch, [offsets_partition(request.group_id)]),
+        producer_fenced_known=version >= 2,
+        request=f"AddOffsetsToTxn of {request.transactional_id!r} for group {request.group_id!r}")
     return AddOffsetsToTxnResponse(version=version, throttle_time_ms=0, error_code=code)

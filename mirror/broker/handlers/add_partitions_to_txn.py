@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from kafka.protocol.producer import AddPartitionsToTxnRequest, AddPartitionsToTxnResponse
 
-from ..errors import ApiError, kerr
-from ._txn_errors import error_code
+from ..errors import kerr
+from ._txn_errors import coordinator_code
 
 API_KEY = 24
 MIN_VERSION = 0
@@ -28,24 +28,19 @@ PartitionResult = TopicResult.AddPartitionsToTxnPartitionResult
 
 async def handle(request, version: int, state) -> AddPartitionsToTxnResponse:
     wanted = [(topic.name, index) for topic in request.v3_and_below_topics for index in topic.partitions]
-    missing = {tp for tp in wanted if not _exists(state, *tp)}
+    missing = {tp for tp in wanted if not state.topics.has_partition(*tp)}
     if missing:
         errors = {tp: kerr.UnknownTopicOrPartitionError.errno if tp in missing else kerr.OperationNotAttemptedError.errno
                   for tp in wanted}
     else:
-        try:
-            state.transactions.add_partitions(request.v3_and_below_transactional_id, request.v3_and_below_producer_id,
-                                              request.v3_and_below_producer_epoch, wanted)
-            code = 0
-        except ApiError as exc:
-            code = error_code(exc, producer_fenced_known=version >= 2)
+        code = coordinator_code(
+            lambda: state.transactions.add_partitions(request.v3_and_below_transactional_id,
+                                                      request.v3_and_below_producer_id,
+                                                      request.v3_and_below_producer_epoch, wanted),
+            producer_fenced_known=version >= 2,
+            request=f"AddPartitionsToTxn of {request.v3_and_below_transactional_id!r}")
         errors = dict.fromkeys(wanted, code)
     return AddPartitionsToTxnResponse(version=version, throttle_time_ms=0, results_by_topic_v3_and_below=_by_topic(errors))
-
-
-def _exists(state, topic: str, index: int) -> bool:
-    found = state.topics.topics.get(topic)
-    return found is not None and 0 <= index < len(found.partitions)
 
 
 def _by_topic(errors: dict[tuple[str, int], int]) -> list:

@@ -13,27 +13,19 @@ served: clients then run transactions as Kafka 3.x brokers do.
 
 from __future__ import annotations
 
-import logging
-
 from kafka.protocol.producer import EndTxnRequest, EndTxnResponse
 
-from ..errors import ApiError
-from ._txn_errors import error_code
+from ._txn_errors import coordinator_code
 
 API_KEY = 26
 MIN_VERSION = 0
 MAX_VERSION = 3
 REQUEST = EndTxnRequest
 
-log = logging.getLogger(__name__)
-
 
 async def handle(request, version: int, state) -> EndTxnResponse:
-    code = 0
-    try:
-        state.transactions.end_txn(request.transactional_id, request.producer_id, request.producer_epoch,
-                                   request.committed)
-    except ApiError as exc:
-        log.info("EndTxn for %r refused: %s", request.transactional_id, exc)
-        code = error_code(exc, producer_fenced_known=version >= 2)
+    code = coordinator_code(
+        lambda: state.transactions.end_txn(request.transactional_id, request.producer_id, request.producer_epoch,
+                                           request.committed),
+        producer_fenced_known=version >= 2, request=f"EndTxn for {request.transactional_id!r}")
     return EndTxnResponse(version=version, throttle_time_ms=0, error_code=code)

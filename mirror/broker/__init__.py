@@ -2,7 +2,15 @@
 
 Kafka's on-disk layout (segments, sparse offset index, time index, aborted-transaction
 index), offsets assigned without recompression (KIP-31), LogAppendTime (KIP-32), idempotent
-and transactional produce with read_committed reads (KIP-98, KIP-890 part 1).
+produce, and:
+
+- transactions: a transaction coordinator (:mod:`.transactions`) for transactional
+  producers, COMMIT/ABORT markers, read_committed reads up to the last stable offset
+  (KIP-98, KIP-890 part 1);
+- consumer groups: a group coordinator (:mod:`.groups`) with Kafka's classic rebalance
+  protocol, committed offsets and offsets committed in a transaction (KIP-447).
+
+Both coordinators persist their state in a CRC-framed record file (:mod:`.record_file`).
 See ``docs/broker.md`` for its scope.
 """
 

@@ -12,6 +12,7 @@ import math
 import re
 import string
 import sys
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Literal, Mapping
 
@@ -88,8 +89,10 @@ class MirrorConfig(_Strict):
     destination_partitions: int | None = Field(
         None, ge=1, description="partitions of created destination topics (default: the source topic's count)")
     replication_factor: int = Field(-1, description="replication factor of created destination topics (-1: broker default)")
-    starting_offsets: Literal["earliest", "latest"] = Field(
-        "earliest", description="where a new job (no checkpoint) starts in each source partition")
+    starting_offsets: Literal["earliest", "latest"] | int = Field(
+        "earliest", description="where a new job (no checkpoint) starts in each source partition: earliest, latest, "
+        "or a time (ISO-8601, e.g. 2026-11-23T08:00:00Z, UTC when no zone is given; or milliseconds since the "
+        "epoch): the first record stamped at or after it, found with the brokers' time index")
     delivery: Literal["exactly-once", "at-least-once"] = Field(
         "exactly-once", description="exactly-once: each copy task writes its records and the source offsets they "
         "reach in one destination transaction, so read_committed consumers see every record once, even after "
@@ -140,6 +143,29 @@ class MirrorConfig(_Strict):
                 re.compile(value)
             except re.error as exc:
                 raise ValueError(f"not a regular expression: {exc}") from None
+        return value
+
+    @field_validator("starting_offsets", mode="before")
+    @classmethod
+    def _starting_time(cls, value: Any) -> Any:
+        if not isinstance(value, str) or value in ("earliest", "latest"):
+            return value
+        if value.strip().isdigit():
+            return int(value)
+        try:
+            moment = datetime.fromisoformat(value.strip())
+        except ValueError:
+            raise ValueError(f"expected earliest, latest, an ISO-8601 time or milliseconds since the epoch, "
+                             f"got {value!r}") from None
+        if moment.tzinfo is None:
+            moment = moment.replace(tzinfo=timezone.utc)
+        return int(moment.timestamp() * 1000)
+
+    @field_validator("starting_offsets")
+    @classmethod
+    def _not_negative(cls, value: Any) -> Any:
+        if isinstance(value, int) and value < 0:
+            raise ValueError(f"a starting time must not be before 1970, got {value} ms")
         return value
 
     @field_validator("name")

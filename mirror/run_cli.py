@@ -89,8 +89,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                      help="how often the long-running job looks for new data (default 1)")
     run.add_argument("--max-bytes-per-trigger", type=int, metavar="N", help="approximate cap on source bytes per micro-batch")
     run.add_argument("--max-records-per-trigger", type=int, metavar="N", help="cap on source offsets per micro-batch")
-    run.add_argument("--starting-offsets", choices=("earliest", "latest"),
-                     help="where a job without a checkpoint starts (default earliest)")
+    run.add_argument("--starting-offsets", metavar="earliest|latest|TIME",
+                     help="where a job without a checkpoint starts: earliest (default), latest, or a time, ISO-8601 "
+                          "(2026-11-23T08:00:00Z; UTC without a zone) or milliseconds since the epoch: each "
+                          "partition's first record stamped at or after it")
     run.add_argument("--on-data-loss", choices=("fail", "skip-to-earliest"),
                      help="if retention deleted source data before it was copied: fail (default), or warn loudly, "
                           "count the lost records and go on from the earliest offset")

@@ -99,3 +99,15 @@ def test_the_deploy_example_is_a_valid_configuration():
     example = Path(__file__).parent.parent / "deploy" / "kmirror.example.toml"
     config = load_config(example)
     assert config.destination_topic("orders.eu") == "eu.orders.eu" and config.selects("payments")
+
+
+def test_starting_offsets_take_a_time_as_iso_8601_or_epoch_milliseconds():
+    base = {"source.bootstrap": "a:1", "destination.bootstrap": "b:1", "topics": "t"}
+    assert load_config(None, {**base, "starting_offsets": "2026-11-23T08:00:00Z"}).starting_offsets == 1795420800000
+    assert load_config(None, {**base, "starting_offsets": "2026-11-23T08:00:00"}).starting_offsets == 1795420800000
+    assert load_config(None, {**base, "starting_offsets": "2026-11-23T09:00:00+01:00"}).starting_offsets == 1795420800000
+    assert load_config(None, {**base, "starting_offsets": "1795420800000"}).starting_offsets == 1795420800000
+    assert load_config(None, {**base, "starting_offsets": "latest"}).starting_offsets == "latest"
+    for bad in ("yesterday", "-5", "2026-13-01"):
+        with pytest.raises(ConfigError, match="starting_offsets"):
+            load_config(None, {**base, "starting_offsets": bad})

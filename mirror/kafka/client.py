@@ -89,15 +89,20 @@ class KafkaClient:
         response = self._retrying("list topics", lambda: self._refresh(None))
         return {t.name: len(t.partitions) for t in response.topics if t.error_code == 0 and not t.is_internal}
 
-    def list_offsets(self, partitions: Iterable[TopicPartition], which: Literal["earliest", "latest"], *,
+    def list_offsets(self, partitions: Iterable[TopicPartition], which: Literal["earliest", "latest"] | int, *,
                      isolation_level: int = READ_UNCOMMITTED) -> dict[TopicPartition, int]:
         """The log start (earliest) or log end (latest) of each partition. The log end is the high
         watermark under :data:`READ_UNCOMMITTED` and the last stable offset under
         :data:`READ_COMMITTED`: where a read_committed fetch stops while a transaction is open
-        (ListOffsets v2+; older brokers have no transactions, their two ends are one)."""
-        if which not in _TIMESTAMPS:
-            raise ValueError(f"which must be 'earliest' or 'latest', not {which!r}")
-        timestamp = _TIMESTAMPS[which]
+        (ListOffsets v2+; older brokers have no transactions, their two ends are one).
+
+        ``which`` may also be a time, in milliseconds since the epoch: the offset of each
+        partition's first record stamped at or after it (the broker's time index, seed 001),
+        or the log end where no record is that recent, as Kafka's consumer ``offsetsForTimes``
+        then ``seekToEnd`` would."""
+        if isinstance(which, bool) or not (which in _TIMESTAMPS or (isinstance(which, int) and which >= 0)):
+            raise ValueError(f"which must be 'earliest', 'latest' or a time in ms since the epoch, not {which!r}")
+        timestamp = _TIMESTAMPS[which] if isinstance(which, str) else which
         wanted = list(dict.fromkeys(partitions))
         found: dict[TopicPartition, int] = {}
 
@@ -122,6 +127,9 @@ class KafkaClient:
 
         if wanted:
             self._retrying(f"list {which} offsets", attempt)
+        past_the_end = [tp for tp in wanted if found[tp] < 0]  # by time: no record that recent
+        if past_the_end:
+            found.update(self.list_offsets(past_the_end, "latest", isolation_level=isolation_level))
         return {tp: found[tp] for tp in wanted}
 
     def fetch(self, tp: TopicPartition, offset: int, *, max_bytes: int, max_wait_ms: int = 100,

@@ -152,3 +152,27 @@ def test_the_data_source_builds_its_reader_from_options(cluster, tmp_path):
     reader = source.streamReader(source.schema())
     assert reader.config == config and reader.stop_file == str(tmp_path / "s")
     assert KafkaRangeSource.name() == "kmirror-kafka"
+
+
+def test_a_starting_time_starts_each_partition_at_its_first_record_that_recent(cluster):
+    """Written by librdkafka with its own timestamps, found through the broker's time index."""
+    import time
+
+    from confluent_kafka import Producer
+
+    broker, client = cluster
+    client.create_topics([NewTopic("t1", 2)])
+    hour = 3_600_000
+    now = int(time.time() * 1000)
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 0})
+    for hours_ago in (5, 4, 3, 2, 1):
+        for i in range(10):
+            producer.produce("t1", value=b"%d-%d" % (hours_ago, i), partition=0, timestamp=now - hours_ago * hour + i)
+        producer.flush(30)
+    producer.produce("t1", value=b"old", partition=1, timestamp=now - 10 * hour)
+    producer.flush(30)
+    three_hours_ago = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime((now - 3 * hour) / 1000))  # naive: UTC
+    # The records stamped 3 h ago start at offset 20; partition 1 has nothing that recent: its end.
+    assert _reader(broker, starting_offsets=three_hours_ago).initialOffset() == {"t1/0": 20, "t1/1": 1}
+    assert _reader(broker, starting_offsets=str(now - 2 * hour)).initialOffset() == {"t1/0": 30, "t1/1": 1}
+    assert _reader(broker, starting_offsets=now + hour).initialOffset() == {"t1/0": 50, "t1/1": 1}

@@ -272,7 +272,7 @@ def _check_libraries(modes: Sequence[str], plot_to: Path | None) -> None:
     if plot_to is not None and importlib.util.find_spec("matplotlib") is None:
         missing.append("--plot needs matplotlib")
     if missing:
-        raise BenchError("; ".join(missing) + ": pip install 'kmirror[bench]' (and 'kmirror[spark]' for --spark)")
+        raise BenchError("; ".join(missing) + ": pip install 'kmirror[bench]'")
 
 
 def bench(settings: Settings) -> list[ModeResult]:

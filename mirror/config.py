@@ -132,6 +132,9 @@ class MirrorConfig(_Strict):
         None, ge=1, description="Spark tasks per micro-batch, each copying a group of partitions that share a "
         "source leader (default: Spark's default parallelism, the executor slots)")
     master: str = Field("local[2]", min_length=1, description="Spark master URL")
+    metrics_port: int | None = Field(
+        None, ge=1, le=65535, description="serve Prometheus metrics from the driver on this port (none by default; "
+        "see docs/metrics.md)")
     spark_conf: dict[str, str] = Field(default_factory=dict, description="extra Spark settings, e.g. spark.executor.memory")
     retry: RetryConfig = Field(default_factory=RetryConfig)
 

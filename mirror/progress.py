@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from .engine.copy import RangeStats
+from .engine.latency import LatencyHistogram
 from .engine.group_sync import GroupSyncReport
 from .kafka import TopicPartition
 from .routing import RouteClass, RouteCounters
@@ -44,6 +45,8 @@ class MicroBatchReport:
     """Time the copy tasks took, summed over tasks (each copies a group of ranges)."""
     groups: GroupSyncReport | None = None
     """The group offset translation that ran after this micro-batch, if one did."""
+    latency: LatencyHistogram = field(default_factory=LatencyHistogram)
+    """Replication latency of the micro-batch's produced batches, every task's merged."""
 
     @property
     def counters(self) -> RouteCounters:

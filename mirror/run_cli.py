@@ -53,6 +53,7 @@ _FLAGS = {
     "max_in_flight": "max_in_flight",
     "copy_tasks": "copy_tasks",
     "master": "master",
+    "metrics_port": "metrics_port",
 }
 
 
@@ -118,6 +119,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                      help="Spark tasks per micro-batch, each copying the partitions of one source leader or a share "
                           "of them (default: Spark's default parallelism)")
     run.add_argument("--master", metavar="URL", help="Spark master (default local[2])")
+    run.add_argument("--metrics-port", type=int, metavar="PORT",
+                     help="serve Prometheus metrics (records, bytes, lag, replication latency, errors) from the "
+                          "driver on http://0.0.0.0:PORT/metrics (default: off; see docs/metrics.md)")
     run.add_argument("--spark-conf", action="append", default=[], metavar="KEY=VALUE",
                      help="extra Spark setting, repeatable (e.g. spark.executor.memory=4g)")
     parser.add_argument("--config", type=Path, metavar="FILE", help="TOML file with any of the settings above")

@@ -45,6 +45,7 @@ from ..kafka import (
 from ..routing import ReadCommitted, RouteClass, RouteCounters, route_batch
 from .errors import CorruptSourceError, DataLossError, SourceTruncatedError
 from .failures import TaskFailure
+from .latency import LatencyHistogram
 from .offset_syncs import SyncEntry, SyncLog
 from .topics import TopicRoute
 
@@ -73,6 +74,8 @@ class OutgoingBatch:
     last: int
     exact: bool
     """Forwarded as it was: its records are the source batch's, one for one, in order."""
+    max_timestamp: int = -1
+    """The source batch's max timestamp in ms (-1: none, magic 0), for replication latency."""
 
 
 Outgoing = list[OutgoingBatch]
@@ -103,6 +106,8 @@ class RangeStats:
     produced_bytes: int = 0
     already_committed: bool = False
     """Exactly-once replay: an earlier attempt committed the whole range, nothing was copied."""
+    max_timestamp: int = -1
+    """The newest source timestamp (ms) among the batches produced, -1 if none: the record age metric."""
 
     @property
     def lag(self) -> int:
@@ -123,6 +128,8 @@ class TaskStats:
     driver decides what follows, and ``ranges`` is empty."""
     syncs: SyncLog = field(default_factory=SyncLog)
     """Where each acknowledged batch's records landed (:mod:`.offset_syncs`)."""
+    latency: LatencyHistogram = field(default_factory=LatencyHistogram)
+    """Replication latency of each acknowledged batch (:mod:`.latency`)."""
 
 
 @dataclass
@@ -173,6 +180,7 @@ def copy_ranges(requests: Sequence[CopyRequest], routes: Mapping[str, TopicRoute
     fetcher = Fetcher(source, max_bytes=fetch_max_bytes, isolation_level=READ_COMMITTED)
     held = peak = 0
     syncs = SyncLog()
+    latency = LatencyHistogram()
     try:
         while any(copy.active for copy in copies.values()) or not producer.idle:
             wanted = {tp: c.offset for tp, c in copies.items() if c.active and not fetcher.fetching(tp)}
@@ -189,7 +197,7 @@ def copy_ranges(requests: Sequence[CopyRequest], routes: Mapping[str, TopicRoute
                 else:
                     producer.on_readable(conn)
             for ack in producer.take_acks():
-                held -= _acknowledged(ack, syncs)
+                held -= _acknowledged(ack, syncs, latency)
     except BaseException as exc:
         # Whatever the producer still holds belongs to this failed copy: it must not go out
         # with the next task's batches. A new producer (a new id) takes over.
@@ -197,7 +205,8 @@ def copy_ranges(requests: Sequence[CopyRequest], routes: Mapping[str, TopicRoute
         raise
     finally:
         fetcher.close()
-    return TaskStats([copy.stats for copy in copies.values()], time.perf_counter() - began, peak, syncs=syncs)
+    return TaskStats([copy.stats for copy in copies.values()], time.perf_counter() - began, peak, syncs=syncs,
+                     latency=latency)
 
 
 def _timeout(fetcher: Fetcher, producer: IdempotentProducer) -> float:
@@ -230,13 +239,17 @@ def _take(copy: _RangeCopy, outcome, producer: IdempotentProducer, source: Kafka
         producer.enqueue(out.tp, out.data, out.records, _Sent(out, hold))
         stats.produced_batches += 1
         stats.produced_bytes += len(out.data)
+        stats.max_timestamp = max(stats.max_timestamp, out.max_timestamp)
     return hold.size if outgoing else 0
 
 
-def _acknowledged(ack, syncs: SyncLog) -> int:
-    """Record where an acknowledged batch landed; return the bytes it no longer holds."""
+def _acknowledged(ack, syncs: SyncLog, latency: LatencyHistogram) -> int:
+    """Record where an acknowledged batch landed, and its replication latency; return the
+    bytes it no longer holds."""
     sent: _Sent = ack.token
     batch = sent.batch
+    if batch.max_timestamp >= 0:
+        latency.observe(time.time() - batch.max_timestamp / 1000)
     if ack.base_offset >= 0:  # -1: a retry found it written, and the broker did not say where
         syncs.add(SyncEntry(batch.source, batch.first, batch.last, batch.tp, ack.base_offset,
                             ack.base_offset + batch.records, batch.exact))
@@ -262,11 +275,12 @@ def route_fetched(fetched: FetchedData, tp: TopicPartition, offset: int, end: in
             # Before the in-place rewrite zeroes it; a v0/v1 wrapper names only its last offset
             # (and such a batch is rebuilt, so its span is a bound anyway).
             first = batch.base_offset if batch.magic >= 2 else last
+            stamped = batch.max_timestamp
             routed = route_batch(batch, tp.partition, route.policy, in_place=True, aborted=aborted)
             counters.add(routed)
             exact = routed.route in _ONE_FOR_ONE
             outgoing.extend(OutgoingBatch(TopicPartition(route.topic, out.partition), out.data, out.records, tp, first,
-                                          last, exact) for out in routed.outgoing)
+                                          last, exact, stamped) for out in routed.outgoing)
             offset = last + 1
     except KcodecsError as exc:
         where = exc.offset if isinstance(exc, CorruptBatchError) and exc.offset is not None else offset

@@ -26,13 +26,15 @@ from typing import Callable
 
 from kcodecs import KMirrorError
 
-from ..config import MirrorConfig
+from ..config import ConfigError, MirrorConfig
 from ..engine import (CopyJob, OffsetSyncStore, client_for, fence_tasks, offset_syncs_topic, offset_syncs_topic_spec,
                       offsets_topic, offsets_topic_spec, sync_destination_topics, transactional_id)
 from ..engine.group_sync import GroupOffsetSync, GroupSyncReport
 from ..kafka import TopicPartition
 from ..engine.copy import TaskStats
 from ..engine.failures import OUTAGE_KINDS, TaskFailure
+from ..engine.latency import LatencyHistogram
+from ..metrics import MirrorMetrics
 from ..progress import MicroBatchReport, RunTotals
 from .outage import Outage, OutageInterrupted, is_outage, ride_out
 
@@ -68,6 +70,7 @@ def run_mirror(config: MirrorConfig, *, stop: threading.Event | None = None,
     log.info("mirroring %d topics from %s to %s (%s, compression %s)%s", len(routes), ",".join(config.source.bootstrap),
              ",".join(config.destination.bootstrap), config.partitioning, config.compression,
              ": " + ", ".join(f"{t} -> {r.topic}" for t, r in sorted(routes.items())) if routes else "")
+    metrics = _serve_metrics(config.metrics_port)
     spark = spark_session(config)
     if config.copy_tasks is None:
         # The reader plans in a Python process of its own, with no SparkContext to ask.
@@ -78,7 +81,7 @@ def run_mirror(config: MirrorConfig, *, stop: threading.Event | None = None,
     _prepare_destination(config, source, destination)
     _warm_up_executors(spark, config.copy_tasks)
     stop = stop or threading.Event()
-    runner = _MicroBatchRunner(config, routes, on_report, stop)
+    runner = _MicroBatchRunner(config, routes, on_report, stop, metrics)
     # The reader plans on the driver's machine, so a local file can tell it to plan no more.
     stop_file = Path(tempfile.mkdtemp(prefix="kmirror-")) / "stop"
     writer = (spark.readStream.format(KafkaRangeSource.name()).option("config", config.model_dump_json())
@@ -102,6 +105,8 @@ def run_mirror(config: MirrorConfig, *, stop: threading.Event | None = None,
             raise _job_failure(exc) from None
     finally:
         shutil.rmtree(stop_file.parent, ignore_errors=True)
+        if metrics is not None:
+            metrics.close()
     if runner.failure is not None:
         raise runner.failure
     if runner.interrupted:
@@ -109,6 +114,19 @@ def run_mirror(config: MirrorConfig, *, stop: threading.Event | None = None,
     runner.totals.groups = runner.sync_groups(final=True) or runner.totals.groups
     log.info("%s", runner.totals.summary())
     return runner.totals
+
+
+def _serve_metrics(port: int | None) -> MirrorMetrics | None:
+    """The Prometheus endpoint, up before Spark starts so a port in use fails the run at once."""
+    if port is None:
+        return None
+    metrics = MirrorMetrics()
+    try:
+        metrics.serve(port)
+    except OSError as exc:
+        raise ConfigError(f"metrics_port {port}: cannot serve metrics: {exc.strerror or exc}") from exc
+    log.info("Prometheus metrics on http://0.0.0.0:%d/metrics", port)
+    return metrics
 
 
 def _prepare_destination(config: MirrorConfig, source, destination) -> None:
@@ -190,8 +208,10 @@ class _MicroBatchRunner:
     """The ``foreachBatch`` function: plan on the driver, copy on executors, report; through an
     outage, wait and run the failed tasks again (:mod:`.outage`)."""
 
-    def __init__(self, config: MirrorConfig, routes, on_report, stop: threading.Event):
+    def __init__(self, config: MirrorConfig, routes, on_report, stop: threading.Event,
+                 metrics: MirrorMetrics | None = None):
         self.config = config
+        self.metrics = metrics
         self.routes = routes
         self.on_report = on_report
         self.stop = stop
@@ -212,6 +232,7 @@ class _MicroBatchRunner:
         try:
             report = self.group_sync.run(self.copied_to)
         except KMirrorError as exc:
+            self._count_error(type(exc).__name__)
             log.warning("group offset translation failed; the copy goes on and it is tried again in %.0f s: %s",
                         self.config.sync_group_offsets_interval_s, exc)
             return None
@@ -234,10 +255,12 @@ class _MicroBatchRunner:
             self.copied_to[stats.tp] = max(stats.end, self.copied_to.get(stats.tp, 0))
         groups = self.sync_groups()
         report = MicroBatchReport(batch_id, time.perf_counter() - began, ranges, sum(task.seconds for task in tasks),
-                                  groups)
+                                  groups, _merged_latency(tasks))
         if ranges:
             log.info("%s", report.line())
         self.totals.add(report)
+        if self.metrics is not None:
+            self.metrics.observe(report)
         if self.on_report is not None:
             self.on_report(report)
 
@@ -250,9 +273,15 @@ class _MicroBatchRunner:
 
         def attempt() -> None:
             nonlocal todo
-            results = self._copy(rows, todo)
+            try:
+                results = self._copy(rows, todo)
+            except KMirrorError as exc:
+                self._count_error(exc.kind if isinstance(exc, MirrorJobError) else type(exc).__name__)
+                raise
             done.extend(task for task in results if task.failure is None)
             failures = [task.failure for task in results if task.failure is not None]
+            for failure in failures:
+                self._count_error(failure.kind)
             permanent = [f for f in failures if not f.outage]
             if permanent:
                 raise MirrorJobError(permanent[0].kind, permanent[0].message)
@@ -284,6 +313,10 @@ class _MicroBatchRunner:
             log.debug("the copy failed in Spark: %s", exc)
             raise _job_failure(exc) from None
 
+    def _count_error(self, kind: str) -> None:
+        if self.metrics is not None:
+            self.metrics.error(kind)
+
     def _describe(self, error: KMirrorError) -> str:
         """The outage line's subject: which cluster, and what failed."""
         failures = error.failures if isinstance(error, _TasksInOutage) else []
@@ -293,6 +326,13 @@ class _MicroBatchRunner:
         what = failures[0].message if failures else str(error)
         tasks = f" ({len(failures)} copy task{'s' if len(failures) > 1 else ''} waiting)" if failures else ""
         return f"outage: {role + ' ' if role else ''}{what}{tasks}"
+
+
+def _merged_latency(tasks: list[TaskStats]) -> LatencyHistogram:
+    merged = LatencyHistogram()
+    for task in tasks:
+        merged.merge(task.latency)
+    return merged
 
 
 def _is_outage(error: KMirrorError) -> bool:

@@ -176,3 +176,57 @@ def test_a_starting_time_starts_each_partition_at_its_first_record_that_recent(c
     assert _reader(broker, starting_offsets=three_hours_ago).initialOffset() == {"t1/0": 20, "t1/1": 1}
     assert _reader(broker, starting_offsets=str(now - 2 * hour)).initialOffset() == {"t1/0": 30, "t1/1": 1}
     assert _reader(broker, starting_offsets=now + hour).initialOffset() == {"t1/0": 50, "t1/1": 1}
+
+
+def _failing_first(monkeypatch, client, method: str, error: Exception, times: int) -> None:
+    original, calls = getattr(client, method), []
+
+    def flaky(*args, **kwargs):
+        calls.append(None)
+        if len(calls) <= times:
+            raise error
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(client, method, flaky)
+
+
+def test_planning_waits_out_a_source_outage(cluster, monkeypatch):
+    from mirror.kafka import ClusterUnreachableError
+    from mirror.spark import outage
+
+    broker, client = cluster
+    client.create_topics([NewTopic("t1", 1)])
+    _fill(client, "t1", 0, 2)
+    monkeypatch.setattr(outage, "INITIAL_BACKOFF_S", 0.01)
+    reader = _reader(broker)
+    start = reader.initialOffset()
+    _failing_first(monkeypatch, reader.client, "list_offsets", ClusterUnreachableError(broker.bootstrap, "down"), 2)
+    assert reader.latestOffset(start, ReadAllAvailable()) == {"t1/0": 20}
+
+
+def test_a_stop_ends_the_wait_for_a_source_outage_with_no_new_micro_batch(cluster, monkeypatch, tmp_path):
+    from mirror.kafka import ClusterUnreachableError
+
+    broker, client = cluster
+    client.create_topics([NewTopic("t1", 1)])
+    reader = _reader(broker, tmp_path)
+    start = reader.initialOffset()
+    _failing_first(monkeypatch, reader.client, "list_offsets", ClusterUnreachableError(broker.bootstrap, "down"), 1)
+    monkeypatch.setattr(reader, "_sleep", lambda seconds: (tmp_path / "stop").touch() or not reader._stopping())
+    assert reader.latestOffset(start, ReadAllAvailable()) == start
+
+
+def test_ranges_without_a_known_leader_are_grouped_without_one(cluster, monkeypatch):
+    from mirror.kafka import BrokerApiError
+
+    broker, client = cluster
+    client.create_topics([NewTopic("t1", 2)])
+    _fill(client, "t1", 0, 2)
+    _fill(client, "t1", 1, 2)
+    reader = _reader(broker, copy_tasks=2)
+    start = reader.initialOffset()
+    end = reader.latestOffset(start, ReadAllAvailable())
+    leaderless = BrokerApiError.from_code("Metadata", 5, TopicPartition("t1", 0))  # LEADER_NOT_AVAILABLE
+    _failing_first(monkeypatch, reader.client, "leaders", leaderless, 1)
+    groups = reader.partitions(start, end)
+    assert sorted(r.partition for g in groups for r in g.ranges) == [0, 1]

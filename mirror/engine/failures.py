@@ -32,15 +32,14 @@ from ..kafka import BrokerApiError, ClusterUnreachableError, ConnectionFailedErr
 from ..kafka.transactions import TransactionError
 from .errors import CorruptSourceError, DataLossError, SourceTruncatedError, TopicMismatchError
 
-__all__ = ["Verdict", "verdict", "TaskFailure", "PERMANENT_KINDS", "OUTAGE_KINDS"]
+__all__ = ["Verdict", "verdict", "TaskFailure", "OUTAGE_KINDS"]
 
 Verdict = Literal["outage", "permanent", "other"]
 
 _PERMANENT = (CorruptSourceError, DataLossError, SourceTruncatedError, TopicMismatchError, HangingTransactionError,
               ConfigError)
-PERMANENT_KINDS = frozenset(error.__name__ for error in _PERMANENT)
-"""Class names of the permanent errors, for failures known only by name (from Spark's traceback)."""
 OUTAGE_KINDS = frozenset({ClusterUnreachableError.__name__, ConnectionFailedError.__name__})
+"""Class names of outages, for a failure known only by name (from the traceback Spark reports)."""
 
 
 def verdict(error: BaseException) -> Verdict:

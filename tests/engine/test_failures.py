@@ -7,7 +7,7 @@ import pytest
 
 from mirror.config import ClusterConfig, ConfigError, RetryConfig
 from mirror.engine import CopyJob, CorruptSourceError, DataLossError, SourceTruncatedError, TopicMismatchError
-from mirror.engine.failures import PERMANENT_KINDS, verdict
+from mirror.engine.failures import verdict
 from mirror.kafka import (BrokerApiError, ClusterUnreachableError, ConnectionFailedError, HangingTransactionError,
                           ProducerSequenceError, ProtocolError, TopicPartition, UnknownTopicError)
 from mirror.kafka.transactions import ProducerFencedError
@@ -35,10 +35,6 @@ TP = TopicPartition("t", 3)
 ])
 def test_verdicts(error, expected):
     assert verdict(error) == expected
-
-
-def test_permanent_kinds_are_known_by_name_for_failures_spark_reports():
-    assert {"CorruptSourceError", "DataLossError", "SourceTruncatedError", "TopicMismatchError"} <= PERMANENT_KINDS
 
 
 def _job(monkeypatch, error: Exception) -> CopyJob:

@@ -18,10 +18,8 @@ import kafka.errors as kerr
 from kafka.protocol.admin.groups import DescribeGroupsRequest, ListGroupsRequest
 from kafka.protocol.consumer.group import OffsetCommitRequest, OffsetFetchRequest
 
-from kcodecs import KMirrorError
-
 from .client import KafkaClient
-from .coordinators import FIND_AGAIN, GROUP, find_coordinator
+from .coordinators import GROUP, Coordinator
 from .errors import BrokerApiError
 from .types import TopicPartition
 
@@ -50,7 +48,7 @@ class GroupAdmin:
 
     def __init__(self, client: KafkaClient):
         self._client = client
-        self._coordinators: dict[str, str] = {}
+        self._coordinators: dict[str, Coordinator] = {}
 
     def list_groups(self) -> list[str]:
         """Every group the cluster's brokers coordinate."""
@@ -110,19 +108,9 @@ class GroupAdmin:
             self._coordinated(group, request, read, f"commit offsets for group {group}")
 
     def _coordinated(self, group: str, request, read: Callable[[Any], T], what: str) -> T:
-        """``request`` at the group's coordinator, its answer ``read``, under the retry policy;
-        a coordinator that moved is looked up again."""
-        def attempt() -> T:
-            try:
-                address = self._coordinators.get(group) or self._coordinators.setdefault(
-                    group, find_coordinator(self._client, group, GROUP))
-                return read(self._client.call(request, address=address))
-            except KMirrorError as exc:
-                if not isinstance(exc, BrokerApiError) or exc.code in FIND_AGAIN:
-                    self._coordinators.pop(group, None)
-                raise
-
-        return self._client.retrying(what, attempt)
+        """``request`` at the group's coordinator, its answer ``read``, under the retry policy."""
+        coordinator = self._coordinators.setdefault(group, Coordinator(self._client, group, GROUP))
+        return self._client.retrying(what, lambda: coordinator.call(request, read))
 
 
 def _check(api: str, code: int, group: str) -> None:

@@ -27,10 +27,8 @@ from typing import Iterable
 import kafka.errors as kerr
 from kafka.protocol.producer import AddPartitionsToTxnRequest, EndTxnRequest, InitProducerIdRequest
 
-from kcodecs import KMirrorError
-
 from .client import KafkaClient
-from .coordinators import FIND_AGAIN, TRANSACTION, find_coordinator
+from .coordinators import TRANSACTION, Coordinator
 from .errors import BrokerApiError
 from .types import TopicPartition
 
@@ -60,7 +58,7 @@ class TransactionManager:
         self._client = client
         self.transactional_id = transactional_id
         self.timeout_ms = timeout_ms
-        self._coordinator: str | None = None
+        self._coordinator = Coordinator(client, transactional_id, TRANSACTION)
         self.producer_id = -1
         self.epoch = -1
 
@@ -70,13 +68,12 @@ class TransactionManager:
         request = InitProducerIdRequest(transactional_id=self.transactional_id, transaction_timeout_ms=self.timeout_ms,
                                         producer_id=-1, producer_epoch=-1)
 
-        def attempt() -> tuple[int, int]:
-            response = self._call("InitProducerId", request)
+        def read(response) -> tuple[int, int]:
             self._check("InitProducerId", response.error_code)
             return response.producer_id, response.producer_epoch
 
         self.producer_id, self.epoch = self._client.retrying(f"init transactional producer {self.transactional_id}",
-                                                             attempt)
+                                                             lambda: self._coordinator.call(request, read))
         log.debug("transactional id %s: producer %d epoch %d", self.transactional_id, self.producer_id, self.epoch)
         return self.producer_id, self.epoch
 
@@ -94,8 +91,7 @@ class TransactionManager:
             v3_and_below_producer_epoch=self.epoch,
             v3_and_below_topics=[topic(name=name, partitions=parts) for name, parts in by_topic.items()])
 
-        def attempt() -> None:
-            response = self._call("AddPartitionsToTxn", request)
+        def read(response) -> None:
             codes = [(TopicPartition(t.name, p.partition_index), p.partition_error_code)
                      for t in response.results_by_topic_v3_and_below for p in t.results_by_partition]
             # OPERATION_NOT_ATTEMPTED marks the partitions left alone because another one failed.
@@ -105,37 +101,22 @@ class TransactionManager:
             if any(code for _, code in codes):
                 raise BrokerApiError.from_code("AddPartitionsToTxn", kerr.OperationNotAttemptedError.errno)
 
-        self._client.retrying(f"add {len(wanted)} partitions to transaction {self.transactional_id}", attempt)
+        self._client.retrying(f"add {len(wanted)} partitions to transaction {self.transactional_id}",
+                              lambda: self._coordinator.call(request, read))
 
     def end(self, commit: bool) -> None:
         """Commit or abort the open transaction; returns once the coordinator has decided."""
         request = EndTxnRequest(transactional_id=self.transactional_id, producer_id=self.producer_id,
                                 producer_epoch=self.epoch, committed=commit)
 
-        def attempt() -> None:
-            self._check("EndTxn", self._call("EndTxn", request).error_code)
-
-        self._client.retrying(f"{'commit' if commit else 'abort'} transaction {self.transactional_id}", attempt)
+        self._client.retrying(f"{'commit' if commit else 'abort'} transaction {self.transactional_id}",
+                              lambda: self._coordinator.call(request, lambda r: self._check("EndTxn", r.error_code)))
 
     # ---- internals ----------------------------------------------------------------------------
-
-    def _call(self, api: str, request):
-        address = self._coordinator or self._find_coordinator()
-        try:
-            return self._client.call(request, address=address)
-        except KMirrorError:
-            self._coordinator = None  # a lost connection: the coordinator may have moved
-            raise
-
-    def _find_coordinator(self) -> str:
-        self._coordinator = find_coordinator(self._client, self.transactional_id, TRANSACTION)
-        return self._coordinator
 
     def _check(self, api: str, code: int, tp: TopicPartition | None = None) -> None:
         if not code:
             return
-        if code in FIND_AGAIN:
-            self._coordinator = None
         error = kerr.for_code(code)
         detail = f"transactional id {self.transactional_id!r}, producer {self.producer_id} epoch {self.epoch}"
         if code in _FENCED:

@@ -110,9 +110,6 @@ class SyncLog:
             out.setdefault(source, []).extend(entries)
         return out
 
-    def __len__(self) -> int:
-        return sum(len(entries) for entries in self.entries.values())
-
 
 def encode_syncs(log: SyncLog, now_ms: int) -> bytearray | None:
     """One batch with a record per source partition; None when there is nothing to say.
@@ -134,7 +131,7 @@ def write_syncs(producer: IdempotentProducer, to: TopicPartition, log: SyncLog) 
     """Enqueue ``log`` for the offset-syncs partition ``to`` (in the producer's transaction, if it has one)."""
     data = encode_syncs(log, time.time_ns() // 1_000_000)
     if data is not None:
-        producer.enqueue(to, data, len(log.by_source()))
+        producer.enqueue(to, data, len({source for source, _ in log.entries}))  # a record per source partition
 
 
 def decode_syncs(record: Record) -> list[SyncEntry]:

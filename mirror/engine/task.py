@@ -72,8 +72,8 @@ class CopyJob:
         if self.delivery == "at-least-once":
             producer = producer_for(self.destination, self.retry, self.max_in_flight)
             stats = copy_ranges(requests, self.routes, source, producer, **options)
-            # After the data: a crash in between loses syncs, never records, and translation
-            # then falls back to a bound.
+            # After the data: a crash in between leaves the micro-batch uncommitted in Spark's
+            # checkpoint, so its replay copies it again and records where that copy went.
             write_syncs(producer, syncs_to, stats.syncs)
             producer.flush()
             producer.take_acks()

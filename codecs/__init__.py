@@ -30,6 +30,8 @@ from ._rewrite import (
     set_wrapper_offset,
 )
 from ._v2 import NO_KEYS_MASK, V2Batch
+from ._v2 import empty_v2 as empty_batch
+from ._v2 import retain_v2 as retain_records
 
 __all__ = [
     "Batch",
@@ -38,6 +40,8 @@ __all__ = [
     "iter_batches",
     "read_batch",
     "build_batch",
+    "retain_records",
+    "empty_batch",
     "Record",
     "Header",
     "TimestampType",

@@ -44,7 +44,7 @@ from ._errors import CorruptBatchError, InvalidRecordError, UnsupportedCodecErro
 from ._record import Record, TimestampType, check_headers, check_int
 from ._varint import read_varint, write_varint
 
-__all__ = ["V2Batch", "build_v2"]
+__all__ = ["V2Batch", "build_v2", "retain_v2", "empty_v2"]
 
 MAGIC = 2
 HEADER = struct.Struct(">qiibIhiqqqhii")
@@ -309,15 +309,16 @@ def _read_bytes(data: memoryview, pos: int, limit: int) -> tuple[bytes | None, i
     return bytes(data[pos : pos + length]), pos + length
 
 
-def encode_records(records: Sequence[Record], base_timestamp: int) -> bytearray:
-    """The uncompressed record section, offset deltas 0..n-1."""
+def encode_records(records: Sequence[Record], base_timestamp: int, base_offset: int | None = None) -> bytearray:
+    """The uncompressed record section: offset deltas 0..n-1, or each record's offset minus
+    ``base_offset`` when one is given (a cleaned batch keeps its records' offsets)."""
     out = bytearray()
     body = bytearray()
-    for delta, record in enumerate(records):
+    for index, record in enumerate(records):
         body.clear()
         body.append(0)
         write_varint(body, record.timestamp - base_timestamp)
-        write_varint(body, delta)
+        write_varint(body, index if base_offset is None else record.offset - base_offset)
         _write_bytes(body, record.key)
         _write_bytes(body, record.value)
         write_varint(body, len(record.headers))
@@ -382,6 +383,69 @@ def build_v2(
         )
     except struct.error as exc:
         raise InvalidRecordError(f"a header field is out of range: {exc}") from exc
+    out[RECORDS:] = body
+    UINT32.pack_into(out, CRC, batch_crc(out))
+    return bytes(out)
+
+
+def retain_v2(batch: V2Batch, records: Sequence[Record], *, delete_horizon_ms: int | None = None) -> bytes:
+    """``batch`` holding only ``records`` (some of its own, in order): Kafka's
+    ``MemoryRecords.buildRetainedRecordsInto``, what the log cleaner writes.
+
+    Everything the header says about the producer and the offsets stays: base offset,
+    lastOffsetDelta (so the producer's last sequence is unchanged), producer id, epoch,
+    base sequence, leader epoch, codec, timestamp type, transactional and control bits, and
+    the no-keys flag. Records keep their offsets, so a cleaned batch may have holes.
+    ``delete_horizon_ms`` sets attribute bit 6 (KIP-534) and stores the horizon as the
+    base timestamp, the record timestamp deltas counted from it; a batch that already has a
+    horizon keeps it. Under LogAppendTime the max timestamp stays the broker's time; under
+    CreateTime it is the retained records' largest, as Kafka's builder computes it.
+    """
+    if not records:
+        raise InvalidRecordError("a retained batch needs a record; use empty_v2 to keep only the header")
+    offsets = [record.offset for record in records]
+    if offsets != sorted(set(offsets)) or offsets[0] < batch.base_offset or offsets[-1] > batch.last_offset:
+        raise InvalidRecordError(f"retained offsets must increase within {batch.base_offset}..{batch.last_offset}")
+    attributes = batch.attributes
+    if batch.has_delete_horizon:
+        delete_horizon_ms = batch.base_timestamp
+    if delete_horizon_ms is not None:
+        attributes |= DELETE_HORIZON_MASK
+        base_timestamp = delete_horizon_ms
+    else:
+        base_timestamp = records[0].timestamp
+    for record in records:
+        check_headers(record.headers)
+        check_int(record.timestamp - base_timestamp, 64, f"timestamp delta from {base_timestamp}")
+    if batch.timestamp_type is TimestampType.LOG_APPEND_TIME:
+        max_timestamp = batch.max_timestamp
+    else:
+        max_timestamp = max(record.timestamp for record in records)
+    body: bytes | bytearray = encode_records(records, base_timestamp, batch.base_offset)
+    if batch.compression is not Compression.NONE:
+        body = compress(batch.compression, body, magic=MAGIC)
+    return _pack_header(batch, attributes, base_timestamp, max_timestamp, len(records), body)
+
+
+def empty_v2(batch: V2Batch) -> bytes:
+    """Only ``batch``'s header, with no records: Kafka's ``DefaultRecordBatch.writeEmptyHeader``.
+
+    The cleaner keeps this of a producer's last batch when all its records are gone, so the
+    producer's last sequence and epoch survive in the log (and a reload of producer state
+    from it). Uncompressed, no delete horizon, both timestamps the batch's max timestamp.
+    """
+    attributes = batch.attributes & (TIMESTAMP_TYPE_MASK | TRANSACTIONAL_MASK | CONTROL_MASK)
+    return _pack_header(batch, attributes, batch.max_timestamp, batch.max_timestamp, 0, b"")
+
+
+def _pack_header(batch: V2Batch, attributes: int, base_timestamp: int, max_timestamp: int, count: int,
+                 body: bytes | bytearray) -> bytes:
+    out = bytearray(HEADER_SIZE + len(body))
+    HEADER.pack_into(
+        out, 0, batch.base_offset, len(out) - 12, batch.partition_leader_epoch, MAGIC, 0,
+        _signed16(attributes), batch.last_offset_delta, base_timestamp, max_timestamp,
+        batch.producer_id, batch.producer_epoch, batch.base_sequence, count,
+    )
     out[RECORDS:] = body
     UINT32.pack_into(out, CRC, batch_crc(out))
     return bytes(out)

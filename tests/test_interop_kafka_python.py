@@ -253,3 +253,64 @@ def test_no_keys_flag_is_ignored_by_them_and_set_only_without_keys():
     assert theirs.validate_crc() and theirs.compression_type == 2
     assert [r.value for r in theirs] == [b"v"] * 3
     assert theirs.timestamp_type == TimestampType.CREATE_TIME
+
+
+# --- what the log cleaner writes, read by the other implementation ----------------------------------------
+
+
+@pytest.mark.parametrize("codec", ["none", "lz4", "zstd"])
+def test_retained_records_keep_their_offsets_and_the_producer_header(codec):
+    records = [Record(key=b"k%d" % (i % 3), value=None if i == 4 else b"v%d" % i, timestamp=1000 + i,
+                      headers=[("h", b"%d" % i)]) for i in range(6)]
+    data = kcodecs.build_batch(records, compression=codec, base_offset=300, producer_id=9, producer_epoch=4,
+                               base_sequence=70, transactional=True, partition_leader_epoch=2)
+    batch = next(kcodecs.iter_batches(data))
+    kept = [r for r in batch.records() if r.offset in (301, 304, 305)]
+    cleaned = kcodecs.retain_records(batch, kept)
+    (theirs,) = their_batches(cleaned)
+    assert theirs.validate_crc() and theirs.compression_type == CODEC_ID[codec]
+    # The header still describes the whole original batch: offsets 300..305, sequences 70..75.
+    assert (theirs.base_offset, theirs.last_offset, theirs.base_sequence) == (300, 305, 70)
+    assert (theirs.producer_id, theirs.producer_epoch, theirs.leader_epoch) == (9, 4, 2)
+    assert theirs.is_transactional and theirs.records_count == 3
+    assert [(r.offset, r.timestamp, r.key, r.value, list(r.headers)) for r in theirs] == [
+        (r.offset, r.timestamp, r.key, r.value, list(r.headers)) for r in kept]
+    assert theirs.max_timestamp == 1005
+
+
+def test_a_delete_horizon_moves_the_base_timestamp_but_not_the_record_times():
+    records = [Record(key=b"a", value=None, timestamp=5_000), Record(key=b"b", value=b"x", timestamp=5_007)]
+    batch = next(kcodecs.iter_batches(kcodecs.build_batch(records, compression="gzip", base_offset=10)))
+    cleaned = next(kcodecs.iter_batches(kcodecs.retain_records(batch, list(batch.records()), delete_horizon_ms=90_000)))
+    assert cleaned.has_delete_horizon and cleaned.base_timestamp == 90_000
+    (theirs,) = their_batches(bytes(cleaned.raw))
+    assert theirs.validate_crc()
+    assert theirs.first_timestamp == 90_000  # kafka-python reads the field; it does not interpret bit 6
+    assert [(r.offset, r.timestamp, r.value) for r in theirs] == [(10, 5_000, None), (11, 5_007, b"x")]
+    # A second clean keeps the horizon the first one set.
+    again = next(kcodecs.iter_batches(kcodecs.retain_records(cleaned, list(cleaned.records())[1:], delete_horizon_ms=1)))
+    assert again.base_timestamp == 90_000 and [r.timestamp for r in again.records()] == [5_007]
+
+
+def test_an_empty_header_keeps_the_producer_sequence_range():
+    records = [Record(key=b"k", value=b"v", timestamp=77 + i) for i in range(4)]
+    batch = next(kcodecs.iter_batches(kcodecs.build_batch(
+        records, compression="snappy", base_offset=50, producer_id=3, producer_epoch=1, base_sequence=8)))
+    empty = kcodecs.empty_batch(batch)
+    (theirs,) = their_batches(empty)
+    assert theirs.validate_crc() and theirs.compression_type == 0
+    assert (theirs.base_offset, theirs.last_offset, theirs.base_sequence, theirs.records_count) == (50, 53, 8, 0)
+    assert (theirs.first_timestamp, theirs.max_timestamp) == (80, 80)
+    assert list(theirs) == []
+    ours = next(kcodecs.iter_batches(empty))
+    ours.validate(deep=True)
+    assert ours.size == 61 and list(ours.records()) == []
+
+
+def test_retained_records_must_be_the_batch_own_in_order():
+    batch = next(kcodecs.iter_batches(kcodecs.build_batch([Record(key=b"k", value=b"v", timestamp=1)] * 3,
+                                                          base_offset=7)))
+    records = list(batch.records())
+    for bad in ([], records[::-1], [Record(key=b"k", value=b"v", timestamp=1, offset=10)]):
+        with pytest.raises(kcodecs.InvalidRecordError):
+            kcodecs.retain_records(batch, bad)

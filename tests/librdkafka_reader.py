@@ -10,10 +10,11 @@ from confluent_kafka import TopicPartition as CTP
 
 
 def read_values(bootstrap: str, topic: str, partitions: int, *,
-                isolation: str = "read_committed") -> dict[int, list[bytes]]:
-    """Each partition's values in offset order, as a consumer with ``isolation.level`` sees them."""
+                isolation: str = "read_committed", **conf) -> dict[int, list[bytes]]:
+    """Each partition's values in offset order, as a consumer with ``isolation.level`` sees them;
+    ``conf`` adds librdkafka properties (``security.protocol`` and the like)."""
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "unused", "enable.auto.commit": False,
-                         "isolation.level": isolation, "enable.partition.eof": True})
+                         "isolation.level": isolation, "enable.partition.eof": True, **conf})
     consumer.assign([CTP(topic, p, 0) for p in range(partitions)])
     try:
         return read_to_end(consumer, topic, partitions)

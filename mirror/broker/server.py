@@ -6,15 +6,22 @@ encoded with kafka-python's generated schemas, except where a handler brings its
 (Produce requests and Fetch responses, whose record sets are not copied). Anything a client sends that cannot be a
 valid request (a frame over ``max_request_bytes``, an unknown API key or version, a body
 that does not decode) closes that connection only; other clients and the logs are unaffected.
+
+On a TLS listener each connection first completes a TLS handshake; one that fails (a
+plaintext client, a client certificate the client CA did not sign) is logged with its reason
+and closed. On a SASL listener a connection is served only the pre-authentication APIs until
+it authenticates, and is closed after a refused authentication (:mod:`.security.session`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import ssl
 import struct
 
 from .handlers import HANDLERS, api_versions
+from .security import Credentials, Session, current_session, server_context
 from .state import BrokerState, client_host
 
 __all__ = ["BrokerServer"]
@@ -34,6 +41,9 @@ class BrokerServer:
         self.state = state
         self._server: asyncio.base_events.Server | None = None
         self._connections: dict[asyncio.Task, bool] = {}  # task -> busy with a request
+        security = state.config.security
+        self._tls = server_context(security.tls) if security.tls is not None else None
+        self._credentials = Credentials(security) if security.sasl_mechanisms else None
 
     async def start(self) -> int:
         config = self.state.config
@@ -66,18 +76,24 @@ class BrokerServer:
         peer = writer.get_extra_info("peername")
         client_host.set(f"/{peer[0]}" if peer else "")  # this connection's task only
         try:
-            while not self.state.stopping:
+            if self._tls is not None:
+                await writer.start_tls(self._tls)
+            session = Session(self._credentials, f"{peer[0]}:{peer[1]}" if peer else "?")
+            current_session.set(session)
+            while not self.state.stopping and not session.failed:
                 frame = await self._read_frame(reader)
                 if frame is None:
                     break
                 self._connections[task] = True
-                response = await self._handle(frame)
+                response = await self._handle(frame, session)
                 if response is not None:
                     writer.writelines(response)
                     await writer.drain()
                 self._connections[task] = False
         except BadRequest as exc:
             log.warning("closing connection from %s: %s", peer, exc)
+        except ssl.SSLError as exc:
+            log.warning("closing connection from %s: TLS failed: %s", peer, exc.reason or exc)
         except (ConnectionError, asyncio.IncompleteReadError):
             pass
         except asyncio.CancelledError:
@@ -100,11 +116,14 @@ class BrokerServer:
             raise BadRequest(f"frame of {size} bytes outside 8..{self.state.config.max_request_bytes} (socket.request.max.bytes)")
         return await reader.readexactly(size)
 
-    async def _handle(self, frame: bytes) -> list[bytes | memoryview] | None:
+    async def _handle(self, frame: bytes, session: Session) -> list[bytes | memoryview] | None:
         api_key, version, correlation_id = _HEADER_PREFIX.unpack_from(frame)
         handler = HANDLERS.get(api_key)
         if handler is None:
             raise BadRequest(f"unknown API key {api_key}")
+        if not session.permits(api_key):
+            raise BadRequest(f"{handler.REQUEST.__name__} before SASL authentication "
+                             f"(only ApiVersions, SaslHandshake and SaslAuthenticate are served until then)")
         if not handler.MIN_VERSION <= version <= handler.MAX_VERSION:
             if api_key == api_versions.API_KEY:
                 return [_encode(api_versions.fallback_response(), 0, correlation_id)]

@@ -12,8 +12,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Literal
 
+from .cleaner import CleanerConfig
 from .log.files import fsync_dir
 from .groups import GroupConfig, GroupCoordinator, GroupStateLog, OffsetsTopicMarkers
+from .security import ListenerSecurity
 from .topics import TopicStore
 from .transactions import DEFAULT_MAX_TIMEOUT_MS, PartitionMarkers, TransactionCoordinator, TransactionStateLog
 
@@ -52,6 +54,13 @@ class BrokerConfig:
     coordinator looks for timed-out transactions (and retries unwritten markers)."""
     groups: GroupConfig = GroupConfig()
     """The group coordinator's session timeout bounds, initial rebalance delay and the like."""
+    cleaner: CleanerConfig = CleanerConfig()
+    """The log cleaner of compacted topics: whether it runs, its offset map's memory, its backoff."""
+    retention_check_interval_ms: int = 300_000
+    """Kafka's ``log.retention.check.interval.ms``: how often retention runs on every partition,
+    idle ones included (busy ones also check on each append)."""
+    security: ListenerSecurity = ListenerSecurity()
+    """TLS and SASL on the listener (``mirror.broker.security``); plaintext by default."""
 
 
 class AppendSignal:

@@ -28,7 +28,8 @@ from typing import Literal
 from kcodecs import KMirrorError
 
 from ..config import ConfigError
-from ..kafka import BrokerApiError, ClusterUnreachableError, ConnectionFailedError, HangingTransactionError
+from ..kafka import (AuthenticationError, BrokerApiError, ClusterUnreachableError, ConnectionFailedError,
+                     HangingTransactionError)
 from ..kafka.transactions import TransactionError
 from .errors import CorruptSourceError, DataLossError, SourceTruncatedError, TopicMismatchError
 
@@ -37,7 +38,7 @@ __all__ = ["Verdict", "verdict", "TaskFailure", "OUTAGE_KINDS"]
 Verdict = Literal["outage", "permanent", "other"]
 
 _PERMANENT = (CorruptSourceError, DataLossError, SourceTruncatedError, TopicMismatchError, HangingTransactionError,
-              ConfigError)
+              ConfigError, AuthenticationError)
 OUTAGE_KINDS = frozenset({ClusterUnreachableError.__name__, ConnectionFailedError.__name__})
 """Class names of outages, for a failure known only by name (from the traceback Spark reports)."""
 

@@ -1,7 +1,8 @@
 """Talking the Kafka protocol as a client: one connection (:class:`KafkaConnection`), the
 mirror's cluster client (:class:`KafkaClient`: metadata, leader routing, raw fetch and produce),
 and the data plane built on it: a multi-partition :class:`Fetcher` and a pipelined
-:class:`IdempotentProducer`."""
+:class:`IdempotentProducer`. Every connection may be TLS and SASL-authenticated
+(:class:`Security`)."""
 
 from .client import READ_COMMITTED, READ_UNCOMMITTED, KafkaClient, RetryPolicy
 from .fetcher import Fetcher
@@ -16,6 +17,7 @@ from .errors import (
     OffsetOutOfRangeError,
     UnknownTopicError,
 )
+from .security import AuthenticationError, SaslCredentials, Security, TlsSettings
 from .types import FetchedData, NewTopic, TopicPartition
 
 __all__ = [
@@ -41,4 +43,8 @@ __all__ = [
     "HangingTransactionError",
     "UnknownTopicError",
     "InvalidTopicPartitionError",
+    "AuthenticationError",
+    "Security",
+    "TlsSettings",
+    "SaslCredentials",
 ]

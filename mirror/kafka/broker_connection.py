@@ -1,12 +1,15 @@
 """One connection to one broker, and the API versions negotiated on it (ApiVersions, KIP-35/KIP-511).
 
 :class:`~mirror.kafka.client.KafkaClient` keeps one per broker address; this module decides
-which version of each request it may send there.
+which version of each request it may send there. With SASL credentials the connection
+authenticates right after ApiVersions (:mod:`.sasl`), before any other request, as Kafka's
+clients do.
 """
 
 from __future__ import annotations
 
 import importlib.metadata
+import ssl
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,6 +23,8 @@ from kafka.protocol.producer import AddPartitionsToTxnRequest, EndTxnRequest, In
 
 from .connection import ConnectionFailedError, KafkaConnection
 from .errors import BrokerApiError
+from .sasl import authenticate
+from .security import SaslCredentials
 
 __all__ = ["BrokerConnection", "Sent", "SPOKEN"]
 
@@ -69,20 +74,24 @@ class Sent:
 class BrokerConnection:
     """One connection and the API versions negotiated on it."""
 
-    def __init__(self, address: str, *, client_id: str, timeout_s: float):
+    def __init__(self, address: str, *, client_id: str, timeout_s: float, tls: ssl.SSLContext | None = None,
+                 sasl: SaslCredentials | None = None):
         self.address = address
         self._client_id = client_id
         self._timeout_s = timeout_s
+        self._tls = tls
         self.conn = self._connect()
         try:
             self.versions = self._negotiate()
+            if sasl is not None:
+                authenticate(self.conn, self.versions, sasl)
         except BaseException:
             self.conn.close()
             raise
 
     def _connect(self) -> KafkaConnection:
         return KafkaConnection(self.address, timeout_s=self._timeout_s, client_id=self._client_id,
-                               connect_timeout_s=min(self._timeout_s, _CONNECT_TIMEOUT_S))
+                               connect_timeout_s=min(self._timeout_s, _CONNECT_TIMEOUT_S), tls=self._tls)
 
     def _negotiate(self) -> dict[int, tuple[int, int]]:
         request = ApiVersionsRequest(client_software_name="kmirror", client_software_version=_software_version())

@@ -36,6 +36,7 @@ from kcodecs import KMirrorError
 from .broker_connection import BrokerConnection, Sent
 from .connection import ConnectionFailedError, ProtocolError
 from .errors import BrokerApiError, ClusterUnreachableError, OffsetOutOfRangeError, UnknownTopicError
+from .security import PLAINTEXT, Security, client_context
 from .types import FetchedData, NewTopic, TopicPartition
 
 __all__ = ["KafkaClient", "RetryPolicy", "is_retriable", "READ_UNCOMMITTED", "READ_COMMITTED"]
@@ -66,7 +67,8 @@ class KafkaClient:
     """A blocking client for one cluster: metadata, leader routing, raw fetch and produce."""
 
     def __init__(self, bootstrap: str | Sequence[str], *, client_id: str = "kmirror",
-                 request_timeout_s: float = 30.0, retry: RetryPolicy = RetryPolicy()) -> None:
+                 request_timeout_s: float = 30.0, retry: RetryPolicy = RetryPolicy(),
+                 security: Security = PLAINTEXT) -> None:
         parts = bootstrap.split(",") if isinstance(bootstrap, str) else bootstrap
         self._bootstrap = [address.strip() for address in parts if address.strip()]
         if not self._bootstrap:
@@ -76,6 +78,8 @@ class KafkaClient:
         self._timeout_s = request_timeout_s
         self._timeout_ms = int(request_timeout_s * 1000)
         self._retry = retry
+        self._sasl = security.sasl
+        self._tls = client_context(security.tls) if security.tls is not None else None  # one per client: files read once
         self._brokers: dict[str, BrokerConnection] = {}  # open connections by address
         self._nodes: dict[int, str] = {}  # node id -> address, from Metadata
         self._leaders: dict[TopicPartition, int] = {}
@@ -289,7 +293,8 @@ class KafkaClient:
     def connect(self, address: str) -> BrokerConnection:
         """A new connection of the caller's own, versions negotiated; pipelined traffic needs
         one that no other request shares, since responses come back in request order."""
-        return BrokerConnection(address, client_id=self._client_id, timeout_s=self._timeout_s)
+        return BrokerConnection(address, client_id=self._client_id, timeout_s=self._timeout_s, tls=self._tls,
+                                sasl=self._sasl)
 
     def call(self, request, *, address: str | None = None):
         """One request, not retried: to ``address``, or to any broker that answers; its response,
@@ -406,7 +411,7 @@ class KafkaClient:
     def _broker(self, address: str) -> BrokerConnection:
         broker = self._brokers.get(address)
         if broker is None:
-            broker = self._brokers[address] = BrokerConnection(address, client_id=self._client_id, timeout_s=self._timeout_s)
+            broker = self._brokers[address] = self.connect(address)
         return broker
 
     def _drop(self, address: str) -> None:

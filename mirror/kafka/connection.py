@@ -3,18 +3,23 @@
 Requests and responses are encoded and decoded with kafka-python's generated schemas
 (``kafka.protocol``); this module only frames them and matches correlation ids. Socket
 failures become :class:`ConnectionFailedError`, replies that do not match their request
-:class:`ProtocolError`, both under :class:`kcodecs.KMirrorError`.
+:class:`ProtocolError`, both under :class:`kcodecs.KMirrorError`. Given an SSL context, the
+socket is TLS from the start (``security.protocol`` SSL or SASL_SSL); a certificate either
+side refuses is an :class:`~.security.AuthenticationError`.
 """
 
 from __future__ import annotations
 
 import importlib
 import socket
+import ssl
 import struct
 
 from kafka.protocol.metadata import ApiVersionsResponse
 
 from kcodecs import KMirrorError
+
+from .security import tls_failure
 
 __all__ = ["KafkaConnection", "ConnectionFailedError", "ProtocolError"]
 
@@ -37,17 +42,24 @@ class ProtocolError(KMirrorError):
 
 class KafkaConnection:
     def __init__(self, address: str, *, timeout_s: float = 30, client_id: str = "kmirror",
-                 connect_timeout_s: float | None = None):
+                 connect_timeout_s: float | None = None, tls: ssl.SSLContext | None = None):
         host, _, port = address.rpartition(":")
         self.address = address
         self.client_id = client_id
         self._correlation_id = 0
         try:
-            self.sock = socket.create_connection((host, int(port)), timeout=connect_timeout_s or timeout_s)
-            self.sock.settimeout(timeout_s)
+            sock = socket.create_connection((host, int(port)), timeout=connect_timeout_s or timeout_s)
         except (OSError, ValueError) as exc:
             raise ConnectionFailedError(address, f"cannot connect: {exc}") from exc
-        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        try:
+            self.sock = tls.wrap_socket(sock, server_hostname=host) if tls is not None else sock
+            self.sock.settimeout(timeout_s)
+        except OSError as exc:
+            sock.close()
+            raise (tls_failure(address, exc, handshake=True)
+                   or ConnectionFailedError(address, f"TLS handshake failed: {exc}")) from exc
+        self.tls = tls is not None
 
     def next_correlation_id(self) -> int:
         """A fresh correlation id, for a request framed by the caller (:meth:`send_buffers`)."""
@@ -67,6 +79,9 @@ class KafkaConnection:
         """Send one framed request given as pieces, with ``sendmsg`` (scatter-gather): the record
         sets among them go to the socket without being joined into one buffer first."""
         views = [memoryview(b).cast("B") for b in buffers]
+        if self.tls:  # SSL sockets have no sendmsg; encrypting copies the bytes anyway
+            self.send_raw(b"".join(views))
+            return
         try:
             while views:
                 sent = self.sock.sendmsg(views[:_IOV_MAX])
@@ -76,7 +91,7 @@ class KafkaConnection:
                 if sent:
                     views[0] = views[0][sent:]
         except OSError as exc:
-            raise ConnectionFailedError(self.address, f"send failed: {exc}") from exc
+            raise self._failure("send failed", exc) from exc
 
     def receive_body(self, correlation_id: int, flexible: bool, what: str) -> memoryview:
         """Read the next response frame and return its body (after the header) as a view of a
@@ -93,6 +108,11 @@ class KafkaConnection:
 
     def fileno(self) -> int:
         return self.sock.fileno()
+
+    def buffered(self) -> bool:
+        """Whether bytes already decrypted wait in the TLS layer: ``select`` on the socket would
+        not see them, so a reader must check this first."""
+        return self.tls and self.sock.pending() > 0
 
     def call(self, request, version: int):
         """Send ``request`` and return its decoded response."""
@@ -115,7 +135,7 @@ class KafkaConnection:
         try:
             self.sock.sendall(data)
         except OSError as exc:
-            raise ConnectionFailedError(self.address, f"send failed: {exc}") from exc
+            raise self._failure("send failed", exc) from exc
 
     def read_frame(self) -> bytearray:
         (size,) = _SIZE.unpack(self._read(4))
@@ -141,8 +161,13 @@ class KafkaConnection:
                     raise ConnectionFailedError(self.address, "connection closed by the broker")
                 got += chunk
         except OSError as exc:
-            raise ConnectionFailedError(self.address, f"receive failed: {exc}") from exc
+            raise self._failure("receive failed", exc) from exc
         return out
+
+    def _failure(self, what: str, exc: OSError) -> KMirrorError:
+        """A refused certificate is an authentication failure (TLS 1.3 reports the broker's
+        refusal of ours only at the first read); anything else a broken connection."""
+        return tls_failure(self.address, exc) or ConnectionFailedError(self.address, f"{what}: {exc}")
 
     def close(self) -> None:
         self.sock.close()

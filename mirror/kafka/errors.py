@@ -5,6 +5,7 @@
     KMirrorError                         (kcodecs) root of everything kmirror raises on purpose
     ├── ConnectionFailedError            (connection.py) a broker unreachable, or a connection broken mid-request
     ├── ProtocolError                    (connection.py) a response that does not fit its request
+    ├── AuthenticationError              (security.py) SASL credentials or a TLS certificate refused; permanent
     ├── ClusterUnreachableError          no broker of a cluster answered, after every retry
     ├── BrokerApiError                   an error code from the broker (non-retriable, or retries used up)
     │   ├── OffsetOutOfRangeError        a fetch outside [log start, high watermark]; never retried
@@ -25,6 +26,7 @@ import kafka.errors as kerr
 from kcodecs import KMirrorError
 
 from .connection import ConnectionFailedError, ProtocolError
+from .security import AuthenticationError
 
 if TYPE_CHECKING:
     from .types import TopicPartition
@@ -32,6 +34,7 @@ if TYPE_CHECKING:
 __all__ = [
     "ConnectionFailedError",
     "ProtocolError",
+    "AuthenticationError",
     "ClusterUnreachableError",
     "BrokerApiError",
     "OffsetOutOfRangeError",

@@ -110,5 +110,8 @@ def wait_readable(connections: Iterable[PipelinedConnection], timeout_s: float) 
         if timeout_s > 0:
             time.sleep(timeout_s)
         return []
+    decrypted = [conn for conn in waiting if conn.broker.conn.buffered()]
+    if decrypted:  # already read from the socket by TLS: select would wait for more
+        return decrypted
     readable, _, _ = select.select(waiting, [], [], max(timeout_s, 0))
     return readable

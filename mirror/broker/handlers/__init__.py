@@ -35,6 +35,8 @@ from . import (
     offset_commit,
     offset_fetch,
     produce,
+    sasl_authenticate,
+    sasl_handshake,
     sync_group,
     txn_offset_commit,
 )
@@ -44,5 +46,5 @@ HANDLERS: dict[int, ModuleType] = {
     for module in (api_versions, metadata, create_topics, describe_configs, produce, fetch, list_offsets, init_producer_id,
                    find_coordinator, add_partitions_to_txn, add_offsets_to_txn, end_txn, txn_offset_commit,
                    join_group, sync_group, heartbeat, leave_group, offset_commit, offset_fetch, list_groups,
-                   describe_groups, delete_groups)
+                   describe_groups, delete_groups, sasl_handshake, sasl_authenticate)
 }

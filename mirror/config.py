@@ -9,23 +9,28 @@ from __future__ import annotations
 
 import hashlib
 import math
+import os
 import re
 import string
 import sys
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Literal, Mapping
+from typing import Annotated, Any, Literal, Mapping
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (BaseModel, ConfigDict, Field, FilePath, PlainSerializer, SecretStr, SerializationInfo,
+                      ValidationError, field_validator, model_validator)
 
 from kcodecs import KMirrorError
+
+from .kafka.security import SaslCredentials, Security, TlsSettings
 
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover - exercised on 3.10 only
     import tomli as tomllib
 
-__all__ = ["ClusterConfig", "RetryConfig", "MirrorConfig", "ConfigError", "load_config", "ONCE_MAX_OUTAGE_S"]
+__all__ = ["ClusterConfig", "TlsConfig", "SaslConfig", "RetryConfig", "MirrorConfig", "ConfigError", "load_config",
+           "ONCE_MAX_OUTAGE_S", "REVEAL_SECRETS"]
 
 ONCE_MAX_OUTAGE_S = 300.0
 """``max_outage_s`` under ``once``: a one-shot copy (a cron job, a backfill) should end, not hang."""
@@ -42,12 +47,96 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+REVEAL_SECRETS = {"reveal_secrets": True}
+"""Serialization context under which :data:`Secret` fields are written in clear: only for the
+copy of the configuration the job hands its own reader in a private file."""
+
+
+def _reveal_when_asked(value: SecretStr, info: SerializationInfo) -> str | SecretStr:
+    return value.get_secret_value() if (info.context or {}).get("reveal_secrets") else value
+
+
+Secret = Annotated[SecretStr, PlainSerializer(_reveal_when_asked, when_used="json")]
+"""A password: masked in ``repr``, ``str``, logs and JSON, unless dumped with :data:`REVEAL_SECRETS`."""
+
+
+def _secret_from_env(data: Any, field: str) -> Any:
+    """Fill ``field`` from the environment variable named by ``<field>_env``, when the
+    configuration is loaded (on the driver; the executors get the value with the config)."""
+    if not isinstance(data, dict) or data.get(f"{field}_env") is None:
+        return data
+    data = dict(data)
+    name = data.pop(f"{field}_env")
+    if data.get(field) is not None:
+        raise ValueError(f"give {field} or {field}_env, not both")
+    if name not in os.environ:
+        raise ValueError(f"environment variable {name} ({field}_env) is not set")
+    data[field] = os.environ[name]
+    return data
+
+
+class TlsConfig(_Strict):
+    """TLS to the cluster's brokers, for ``security_protocol`` SSL and SASL_SSL (Kafka's ``ssl.*``)."""
+
+    ca_file: FilePath | None = Field(
+        None, description="PEM file of the CA certificates that sign the brokers' certificates (default: the "
+        "system's trust store)")
+    cert_file: FilePath | None = Field(
+        None, description="PEM file of our certificate, for brokers that require client certificates (mTLS); "
+        "may hold the key too")
+    key_file: FilePath | None = Field(None, description="PEM file of the certificate's private key, if not in cert_file")
+    key_password: Secret | None = Field(None, description="password of an encrypted private key")
+    key_password_env: str | None = Field(None, description="environment variable holding key_password")
+    check_hostname: bool = Field(True, description="the broker's certificate must name the host connected to")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _key_password_from_env(cls, data: Any) -> Any:
+        return _secret_from_env(data, "key_password")
+
+    @model_validator(mode="after")
+    def _key_needs_cert(self) -> "TlsConfig":
+        if self.key_file is not None and self.cert_file is None:
+            raise ValueError("key_file is set without cert_file")
+        return self
+
+    def settings(self) -> TlsSettings:
+        return TlsSettings(self.ca_file, self.cert_file, self.key_file, self.key_password, self.check_hostname)
+
+
+class SaslConfig(_Strict):
+    """SASL authentication, for ``security_protocol`` SASL_PLAINTEXT and SASL_SSL."""
+
+    mechanism: Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"] = Field(description="Kafka's sasl.mechanism")
+    username: str = Field(min_length=1)
+    password: Secret | None = Field(None, description="the password, in the file (see password_env)")
+    password_env: str | None = Field(
+        None, description="name of the environment variable holding the password, read when the configuration "
+        "is loaded")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _password_from_env(cls, data: Any) -> Any:
+        return _secret_from_env(data, "password")
+
+    @model_validator(mode="after")
+    def _has_password(self) -> "SaslConfig":
+        if self.password is None:
+            raise ValueError("password or password_env is required")
+        return self
+
+
 class ClusterConfig(_Strict):
     """How to reach one Kafka cluster."""
 
     bootstrap: tuple[str, ...] = Field(min_length=1, description="HOST:PORT addresses, any broker of the cluster")
     client_id: str = Field("kmirror", min_length=1, description="client.id sent with every request")
     request_timeout_s: float = Field(30.0, gt=0, description="socket timeout per request")
+    security_protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] = Field(
+        "PLAINTEXT", description="Kafka's security.protocol: TLS for SSL and SASL_SSL, SASL authentication for "
+        "SASL_PLAINTEXT and SASL_SSL")
+    tls: TlsConfig | None = Field(None, description="TLS files ([source.tls]); SSL and SASL_SSL only")
+    sasl: SaslConfig | None = Field(None, description="SASL credentials ([source.sasl]); required by SASL_*")
 
     @field_validator("bootstrap", mode="before")
     @classmethod
@@ -62,6 +151,24 @@ class ClusterConfig(_Strict):
             if not sep or not host or not port.isdigit() or not 0 < int(port) <= 65535:
                 raise ValueError(f"expected HOST:PORT with a port from 1 to 65535, got {address!r}")
         return value
+
+    @model_validator(mode="after")
+    def _security_fits_protocol(self) -> "ClusterConfig":
+        protocol = self.security_protocol
+        if protocol.startswith("SASL_") and self.sasl is None:
+            raise ValueError(f"security_protocol {protocol} needs a sasl table (mechanism, username, password "
+                             f"or password_env)")
+        if not protocol.startswith("SASL_") and self.sasl is not None:
+            raise ValueError(f"sasl is set but security_protocol is {protocol}, not SASL_PLAINTEXT or SASL_SSL")
+        if not protocol.endswith("SSL") and self.tls is not None:
+            raise ValueError(f"tls is set but security_protocol is {protocol}, not SSL or SASL_SSL")
+        return self
+
+    def security(self) -> Security:
+        """The client's view: what :class:`~mirror.kafka.KafkaClient` connects with."""
+        tls = (self.tls or TlsConfig()).settings() if self.security_protocol.endswith("SSL") else None
+        sasl = self.sasl and SaslCredentials(self.sasl.mechanism, self.sasl.username, self.sasl.password)
+        return Security(tls, sasl)
 
 
 class RetryConfig(_Strict):

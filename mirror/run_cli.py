@@ -3,8 +3,8 @@
 Every setting can come from a TOML file (``--config``, keys as in docs/configuration.md);
 flags given on the command line override it. Exit codes: 0 done (``--once`` caught up, or
 stopped by SIGTERM/SIGINT after the current micro-batch), 1 the copy failed (corrupt source
-batch, data loss, a broker error), 2 invalid configuration, a cluster unreachable at start, or
-an outage longer than --max-outage.
+batch, data loss, a broker error), 2 invalid configuration, a cluster unreachable at start,
+credentials or certificates refused, or an outage longer than --max-outage.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ log = logging.getLogger("kmirror")
 
 EXIT_FAILED = 1
 EXIT_UNUSABLE = 2
-"""Bad configuration or an unreachable cluster: nothing was attempted."""
+"""Bad configuration, refused credentials or an unreachable cluster: nothing was attempted."""
 
 _FLAGS = {
     # flag dest -> dotted config key
@@ -55,6 +55,21 @@ _FLAGS = {
     "master": "master",
     "metrics_port": "metrics_port",
 }
+
+_SECURITY_FLAGS = {
+    # flag after --source- / --destination- -> (key in the cluster's table, metavar, help)
+    "security-protocol": ("security_protocol", "PROTOCOL", "PLAINTEXT (default), SSL, SASL_PLAINTEXT or SASL_SSL"),
+    "sasl-mechanism": ("sasl.mechanism", "MECHANISM", "PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512"),
+    "sasl-username": ("sasl.username", "USER", "SASL user name"),
+    "sasl-password-env": ("sasl.password_env", "VAR",
+                          "environment variable holding the SASL password (passwords are never flags)"),
+    "tls-ca-file": ("tls.ca_file", "FILE", "PEM CA certificates that sign the brokers' certificates"),
+    "tls-cert-file": ("tls.cert_file", "FILE", "PEM client certificate, for brokers that require one (mTLS)"),
+    "tls-key-file": ("tls.key_file", "FILE", "PEM private key of the client certificate, if not in its file"),
+}
+for _cluster in ("source", "destination"):
+    for _flag, (_key, _, _) in _SECURITY_FLAGS.items():
+        _FLAGS[f"{_cluster}_{_flag.replace('-', '_')}"] = f"{_cluster}.{_key}"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -124,6 +139,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                           "driver on http://0.0.0.0:PORT/metrics (default: off; see docs/metrics.md)")
     run.add_argument("--spark-conf", action="append", default=[], metavar="KEY=VALUE",
                      help="extra Spark setting, repeatable (e.g. spark.executor.memory=4g)")
+    security = parser.add_argument_group("security (per cluster; see docs/configuration.md)")
+    for cluster in ("source", "destination"):
+        for flag, (_, metavar, text) in _SECURITY_FLAGS.items():
+            security.add_argument(f"--{cluster}-{flag}", metavar=metavar, help=f"{cluster}: {text}")
     parser.add_argument("--config", type=Path, metavar="FILE", help="TOML file with any of the settings above")
 
 
@@ -143,7 +162,7 @@ def overrides_from_args(args: argparse.Namespace) -> dict[str, object]:
 
 def run(args: argparse.Namespace) -> int:
     from .config import ConfigError, load_config
-    from .kafka import ClusterUnreachableError
+    from .kafka import AuthenticationError, ClusterUnreachableError
 
     try:
         config = load_config(args.config, overrides_from_args(args))
@@ -162,12 +181,13 @@ def run(args: argparse.Namespace) -> int:
 
     try:
         run_mirror(config, stop=stop)
-    except ClusterUnreachableError as exc:
+    except (ClusterUnreachableError, AuthenticationError) as exc:
         log.error("%s", exc)
         return EXIT_UNUSABLE
     except MirrorJobError as exc:
         log.error("mirror failed: %s", exc)
-        return EXIT_UNUSABLE if exc.kind == ClusterUnreachableError.__name__ else EXIT_FAILED
+        unusable = (ClusterUnreachableError.__name__, AuthenticationError.__name__)
+        return EXIT_UNUSABLE if exc.kind in unusable else EXIT_FAILED
     except KMirrorError as exc:
         log.error("mirror failed: %s", exc)
         return EXIT_FAILED

@@ -85,10 +85,10 @@ def test_kmirror_run_exits_2_on_bad_configuration(capsys):
 def test_the_configuration_reference_documents_every_key():
     from pathlib import Path
 
-    from mirror.config import ClusterConfig, MirrorConfig, RetryConfig
+    from mirror.config import ClusterConfig, MirrorConfig, RetryConfig, SaslConfig, TlsConfig
 
     reference = (Path(__file__).parent.parent / "docs" / "configuration.md").read_text()
-    for model in (MirrorConfig, ClusterConfig, RetryConfig):
+    for model in (MirrorConfig, ClusterConfig, RetryConfig, TlsConfig, SaslConfig):
         for name in model.model_fields:
             assert f"`{name}`" in reference or f"[{name}]" in reference, f"{model.__name__}.{name} is undocumented"
 

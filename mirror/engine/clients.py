@@ -36,6 +36,7 @@ def client_for(cluster: ClusterConfig, retry: RetryConfig) -> KafkaClient:
                 cluster.bootstrap, client_id=cluster.client_id, request_timeout_s=cluster.request_timeout_s,
                 retry=RetryPolicy(attempts=retry.attempts, initial_backoff_s=retry.initial_backoff_s,
                                   max_backoff_s=retry.max_backoff_s),
+                security=cluster.security(),
             )
             _clients[(cluster, retry)] = client
         return client

@@ -26,7 +26,7 @@ from typing import Callable
 
 from kcodecs import KMirrorError
 
-from ..config import ConfigError, MirrorConfig
+from ..config import REVEAL_SECRETS, ConfigError, MirrorConfig
 from ..engine import (CopyJob, OffsetSyncStore, client_for, fence_tasks, offset_syncs_topic, offset_syncs_topic_spec,
                       offsets_topic, offsets_topic_spec, sync_destination_topics, transactional_id)
 from ..engine.group_sync import GroupOffsetSync, GroupSyncReport
@@ -75,16 +75,20 @@ def run_mirror(config: MirrorConfig, *, stop: threading.Event | None = None,
     if config.copy_tasks is None:
         # The reader plans in a Python process of its own, with no SparkContext to ask.
         config = config.model_copy(update={"copy_tasks": spark.sparkContext.defaultParallelism})
-    from .source import STOP_FILE_OPTION, KafkaRangeSource
+    from .source import CONFIG_FILE_OPTION, STOP_FILE_OPTION, KafkaRangeSource
 
     spark.dataSource.register(KafkaRangeSource)
     _prepare_destination(config, source, destination)
     _warm_up_executors(spark, config.copy_tasks)
     stop = stop or threading.Event()
     runner = _MicroBatchRunner(config, routes, on_report, stop, metrics)
-    # The reader plans on the driver's machine, so a local file can tell it to plan no more.
+    # The reader plans on the driver's machine, so a local file can tell it to plan no more, and
+    # another (in mkdtemp's private directory) hands it the configuration: data source options
+    # show in Spark's plans and logs, so no password goes there.
     stop_file = Path(tempfile.mkdtemp(prefix="kmirror-")) / "stop"
-    writer = (spark.readStream.format(KafkaRangeSource.name()).option("config", config.model_dump_json())
+    config_file = stop_file.parent / "config.json"
+    config_file.write_text(config.model_dump_json(context=REVEAL_SECRETS))
+    writer = (spark.readStream.format(KafkaRangeSource.name()).option(CONFIG_FILE_OPTION, str(config_file))
               .option(STOP_FILE_OPTION, str(stop_file)).load()
               .writeStream.queryName(QUERY_NAME).foreachBatch(runner)
               .option("checkpointLocation", str(config.checkpoint)))

@@ -3,8 +3,9 @@
 Name
     ``kmirror-kafka``
 Options
-    ``config``: the job's :class:`~mirror.config.MirrorConfig` as JSON (source cluster, topic
-    selection, starting offsets, rate limits).
+    ``configFile``: path on the driver's machine of the job's :class:`~mirror.config.MirrorConfig`
+    as JSON (source cluster, topic selection, starting offsets, rate limits), passwords
+    included; a file because options show in Spark's plans and logs.
     ``stopFile``: optional path on the driver's machine; once it exists the reader plans no new
     micro-batch, so the job can stop between micro-batches.
 Schema
@@ -17,7 +18,8 @@ Schema
     which fetches and produces on the executor.
 Examples
     >>> spark.dataSource.register(KafkaRangeSource)
-    >>> spark.readStream.format("kmirror-kafka").option("config", config.model_dump_json()).load()
+    >>> path.write_text(config.model_dump_json(context=REVEAL_SECRETS))
+    >>> spark.readStream.format("kmirror-kafka").option("configFile", str(path)).load()
 
 Offsets are ``{"topic/partition": next_offset}`` (:mod:`mirror.spark.offsets`). A partition
 that appears while the job runs (a new matching topic, or more partitions) first shows up at
@@ -36,6 +38,7 @@ import logging
 import os
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Callable, Iterator, TypeVar
 
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
@@ -57,12 +60,14 @@ from .grouping import group_ranges
 from .offsets import Offsets, cap_end_offsets, format_offsets, parse_offsets
 from .outage import Outage, OutageInterrupted, is_outage, ride_out
 
-__all__ = ["KafkaRangeSource", "KafkaRangeReader", "CopyRange", "CopyGroup", "SCHEMA", "STOP_FILE_OPTION"]
+__all__ = ["KafkaRangeSource", "KafkaRangeReader", "CopyRange", "CopyGroup", "SCHEMA", "STOP_FILE_OPTION",
+           "CONFIG_FILE_OPTION"]
 
 log = logging.getLogger(__name__)
 
 SCHEMA = "topic string, partition int, start_offset long, end_offset long, task int"
 STOP_FILE_OPTION = "stopFile"
+CONFIG_FILE_OPTION = "configFile"
 T = TypeVar("T")
 _STOP_POLL_S = 0.2
 PROBE_BYTES = 64 * 1024
@@ -100,8 +105,8 @@ class KafkaRangeSource(DataSource):
         return SCHEMA
 
     def streamReader(self, schema) -> "KafkaRangeReader":
-        return KafkaRangeReader(MirrorConfig.model_validate_json(self.options["config"]),
-                                stop_file=self.options.get(STOP_FILE_OPTION))
+        config = MirrorConfig.model_validate_json(Path(self.options[CONFIG_FILE_OPTION]).read_text())
+        return KafkaRangeReader(config, stop_file=self.options.get(STOP_FILE_OPTION))
 
 
 class KafkaRangeReader(DataSourceStreamReader, SupportsTriggerAvailableNow):

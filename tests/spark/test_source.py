@@ -10,7 +10,7 @@ import kcodecs
 from kcodecs import Record
 from mirror.broker import EmbeddedBroker
 from mirror.broker.handlers import list_offsets as list_offsets_handler
-from mirror.config import load_config
+from mirror.config import REVEAL_SECRETS, ClusterConfig, SaslConfig, load_config
 from mirror.kafka import KafkaClient, NewTopic, TopicPartition
 from mirror.spark.source import KafkaRangeReader, KafkaRangeSource
 
@@ -147,8 +147,11 @@ def test_the_stop_file_ends_planning(cluster, tmp_path):
 
 def test_the_data_source_builds_its_reader_from_options(cluster, tmp_path):
     broker, _ = cluster
-    config = _reader(broker).config
-    source = KafkaRangeSource({"config": config.model_dump_json(), "stopFile": str(tmp_path / "s")})
+    config = _reader(broker).config.model_copy(update={"source": ClusterConfig(
+        bootstrap=(broker.bootstrap,), security_protocol="SASL_PLAINTEXT",
+        sasl=SaslConfig(mechanism="PLAIN", username="u", password="secret"))})
+    (tmp_path / "config.json").write_text(config.model_dump_json(context=REVEAL_SECRETS))
+    source = KafkaRangeSource({"configFile": str(tmp_path / "config.json"), "stopFile": str(tmp_path / "s")})
     reader = source.streamReader(source.schema())
     assert reader.config == config and reader.stop_file == str(tmp_path / "s")
     assert KafkaRangeSource.name() == "kmirror-kafka"

@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from .security.cli import add_security_arguments, listener_security
+
 
 def host_port(value: str) -> tuple[str, int]:
     host, sep, port = value.rpartition(":")
@@ -30,9 +32,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "'os': leave writes to the page cache (survives a process crash, not a power loss). Default os")
     parser.add_argument("--max-request-bytes", type=int, default=100 * 1024 * 1024, metavar="N",
                         help="largest request frame accepted (socket.request.max.bytes, default 100 MiB)")
+    add_security_arguments(parser)
+    cleaning = parser.add_argument_group("log cleaner and retention")
+    cleaning.add_argument("--no-log-cleaner", dest="log_cleaner", action="store_false",
+                          help="do not compact cleanup.policy=compact topics (log.cleaner.enable=false)")
+    cleaning.add_argument("--cleaner-dedupe-buffer-bytes", type=int, default=128 * 1024 * 1024, metavar="N",
+                          help="memory of the cleaner's key -> offset map, 24 bytes per key "
+                               "(log.cleaner.dedupe.buffer.size, default 128 MiB)")
+    cleaning.add_argument("--cleaner-backoff-ms", type=int, default=15_000, metavar="MS",
+                          help="cleaner sleep when no partition is dirty enough (log.cleaner.backoff.ms, default 15000)")
+    cleaning.add_argument("--retention-check-interval-ms", type=int, default=300_000, metavar="MS",
+                          help="how often retention runs on every partition, idle ones included "
+                               "(log.retention.check.interval.ms, default 300000)")
 
 
 def run(args: argparse.Namespace) -> int:
+    from .cleaner import CleanerConfig
     from .embedded import run_foreground
     from .state import BrokerConfig
 
@@ -42,5 +57,8 @@ def run(args: argparse.Namespace) -> int:
         data_dir=args.data_dir, host=host, port=port, node_id=args.node_id,
         advertised_host=advertised_host, advertised_port=advertised_port,
         auto_create_topics=args.auto_create_topics, default_partitions=args.default_partitions,
-        flush=args.flush, max_request_bytes=args.max_request_bytes,
+        flush=args.flush, max_request_bytes=args.max_request_bytes, security=listener_security(args),
+        cleaner=CleanerConfig(enable=args.log_cleaner, dedupe_buffer_bytes=args.cleaner_dedupe_buffer_bytes,
+                              backoff_ms=args.cleaner_backoff_ms),
+        retention_check_interval_ms=args.retention_check_interval_ms,
     ))

@@ -15,6 +15,7 @@ import threading
 from pathlib import Path
 from typing import Callable, TypeVar
 
+from .cleaner import LogCleaner
 from .server import BrokerServer
 from .state import BrokerConfig, BrokerState, Clock, system_clock
 from .topics import TopicStore
@@ -40,25 +41,33 @@ class _Runtime:
         self.state.groups.load()  # first: the transactions completed on load end pending offsets there
         self.state.transactions.load()
         self.server = BrokerServer(self.state)
+        self.cleaner = LogCleaner(topics, config.cleaner, clock)
         self._timers: list[asyncio.Task] = []
 
     async def start(self) -> int:
         port = await self.server.start()
         config = self.state.config
         # Kafka's scheduled ``transaction-abort`` task times out abandoned transactions; the
-        # group coordinator's timer expires sessions and ends join and sync phases.
+        # group coordinator's timer expires sessions and ends join and sync phases;
+        # ``kafka-log-retention`` deletes expired segments of idle partitions too.
         self._timers = [
-            asyncio.create_task(_every(config.transaction_abort_interval_ms, self.state.transactions.tick, "transaction")),
-            asyncio.create_task(_every(config.groups.tick_interval_ms, self.state.groups.tick, "group")),
+            asyncio.create_task(_every(config.transaction_abort_interval_ms, self.state.transactions.tick, "transaction coordinator")),
+            asyncio.create_task(_every(config.groups.tick_interval_ms, self.state.groups.tick, "group coordinator")),
+            asyncio.create_task(_every(config.retention_check_interval_ms, self._enforce_retention, "retention")),
         ]
+        self.cleaner.start(asyncio.get_running_loop())
         host, advertised_port = self.state.advertised
         log.info(READY_LINE.format(node_id=self.state.config.node_id, host=self.state.config.host, port=port)
                  + (f" (advertised as {host}:{advertised_port})" if (host, advertised_port) != (self.state.config.host, port) else ""))
         return port
 
+    def _enforce_retention(self) -> None:
+        self.state.topics.enforce_retention(self.state.clock())
+
     async def stop(self) -> None:
         for timer in self._timers:
             timer.cancel()
+        await asyncio.to_thread(self.cleaner.stop)  # a clean in progress is abandoned, its partition untouched
         self.state.groups.unload()  # parked JoinGroup/SyncGroup requests answer now, not after the grace period
         await self.server.stop()
         self.state.groups.close()
@@ -67,14 +76,14 @@ class _Runtime:
         log.info("kmirror broker %d stopped; logs flushed and closed", self.state.config.node_id)
 
 
-async def _every(interval_ms: int, tick: Callable[[], None], coordinator: str) -> None:
-    """Run a coordinator's ``tick`` on the broker's event loop every ``interval_ms``."""
+async def _every(interval_ms: int, tick: Callable[[], None], task: str) -> None:
+    """Run a scheduled task's ``tick`` on the broker's event loop every ``interval_ms``."""
     while True:
         await asyncio.sleep(interval_ms / 1000)
         try:
             tick()
         except Exception:
-            log.exception("%s coordinator tick failed; retrying at the next one", coordinator)
+            log.exception("%s tick failed; retrying at the next one", task)
 
 
 def run_foreground(config: BrokerConfig) -> int:
@@ -114,6 +123,12 @@ class EmbeddedBroker:
     def state(self) -> BrokerState:
         assert self._runtime is not None, "broker not started"
         return self._runtime.state
+
+    @property
+    def cleaner(self) -> LogCleaner:
+        """The log cleaner; tests call its ``clean_once`` rather than wait for its thread."""
+        assert self._runtime is not None, "broker not started"
+        return self._runtime.cleaner
 
     def start(self) -> "EmbeddedBroker":
         self._thread = threading.Thread(target=self._loop.run_forever, name=f"kmirror-broker-{self.config.node_id}", daemon=True)

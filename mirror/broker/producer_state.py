@@ -45,7 +45,7 @@ from .errors import ApiError, kerr
 from .log import AbortedTxn
 from .validator import last_sequence
 
-__all__ = ["ProducerStateTable", "BatchMetadata"]
+__all__ = ["ProducerStateTable", "BatchMetadata", "LastRecord"]
 
 NO_PRODUCER_ID = -1
 RETAINED_BATCHES = 5
@@ -59,6 +59,12 @@ class BatchMetadata:
     first_offset: int
     last_offset: int
     log_append_time: int
+
+
+@dataclass(frozen=True)
+class LastRecord:
+    last_data_offset: int | None
+    epoch: int
 
 
 @dataclass
@@ -83,6 +89,13 @@ class ProducerStateTable:
     def first_unstable_offset(self) -> int | None:
         """The first offset of the oldest open transaction; None when none is open."""
         return next(iter(self._ongoing), None)
+
+    def last_records(self) -> dict[int, "LastRecord"]:
+        """Per producer, what the log cleaner must keep so this state can be rebuilt from the
+        log: the last offset of its last data batch (None after an epoch bump by a marker)
+        and its epoch (Kafka's ``lastRecordsOfActiveProducers``)."""
+        return {pid: LastRecord(entry.batches[-1].last_offset if entry.batches else None, entry.epoch)
+                for pid, entry in self._producers.items()}
 
     # -- data batches -------------------------------------------------------------------------
 

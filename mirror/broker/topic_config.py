@@ -32,6 +32,15 @@ class TopicConfig:
     retention_ms: int = 7 * 24 * 3600 * 1000
     retention_bytes: int = -1
     max_message_bytes: int = 1024 * 1024 + 12
+    min_cleanable_dirty_ratio: float = 0.5
+    """The log cleaner skips a compacted partition until dirty bytes are this share of the cleanable log."""
+    min_compaction_lag_ms: int = 0
+    """A record stays uncompacted at least this long (by its segment's largest timestamp)."""
+    max_compaction_lag_ms: int = 2**63 - 1
+    """A dirty record is compacted within about this long: the cleaner takes an overdue partition
+    at any ratio, and the active segment rolls this often (``LogConfig.maxSegmentMs``)."""
+    delete_retention_ms: int = 24 * 3600 * 1000
+    """How long a tombstone stays after the cleaner first sees it (its delete horizon, KIP-534)."""
 
     @staticmethod
     def kafka_name(python_name: str) -> str:
@@ -68,6 +77,14 @@ class TopicConfig:
             raise _invalid("retention.ms/retention.bytes", (self.retention_ms, self.retention_bytes), "-1 or more")
         if self.max_message_bytes < 0:
             raise _invalid("max.message.bytes", self.max_message_bytes, "0 or more")
+        if not 0 <= self.min_cleanable_dirty_ratio <= 1:
+            raise _invalid("min.cleanable.dirty.ratio", self.min_cleanable_dirty_ratio, "between 0 and 1")
+        if self.min_compaction_lag_ms < 0 or self.delete_retention_ms < 0:
+            raise _invalid("min.compaction.lag.ms/delete.retention.ms",
+                           (self.min_compaction_lag_ms, self.delete_retention_ms), "0 or more")
+        if self.max_compaction_lag_ms < max(1, self.min_compaction_lag_ms):
+            raise _invalid("max.compaction.lag.ms", self.max_compaction_lag_ms,
+                           f"at least 1 and at least min.compaction.lag.ms ({self.min_compaction_lag_ms})")
 
     def as_kafka(self) -> dict[str, str]:
         return {self.kafka_name(f.name): str(getattr(self, f.name)) for f in fields(self)}
@@ -77,6 +94,17 @@ class TopicConfig:
         default = TopicConfig()
         return {self.kafka_name(f.name): str(getattr(self, f.name)) for f in fields(self)
                 if getattr(self, f.name) != getattr(default, f.name)}
+
+    @property
+    def compacted(self) -> bool:
+        """``compact`` or ``compact,delete``: the log cleaner keeps the last record of each key."""
+        return "compact" in self.cleanup_policy
+
+    @property
+    def max_segment_ms(self) -> int:
+        """How long the active segment may stay open: a compacted topic also rolls at
+        ``max.compaction.lag.ms``, else its newest records could never be cleaned (Kafka's ``maxSegmentMs``)."""
+        return min(self.segment_ms, self.max_compaction_lag_ms) if self.compacted else self.segment_ms
 
     @property
     def timestamp_type(self) -> TimestampType:
@@ -91,11 +119,12 @@ class TopicConfig:
 
 
 def _parse(name: str, raw: str, kind: object) -> object:
-    if kind in (int, "int"):
-        try:
-            return int(raw)
-        except ValueError as exc:
-            raise _invalid(name, raw, "an integer") from exc
+    for type_, label in ((int, "an integer"), (float, "a number")):
+        if kind in (type_, type_.__name__):
+            try:
+                return type_(raw)
+            except ValueError as exc:
+                raise _invalid(name, raw, label) from exc
     return raw
 
 

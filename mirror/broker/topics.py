@@ -119,11 +119,16 @@ class Partition:
             max_timestamp=result.max_timestamp,
             offset_of_max_timestamp=result.offset_of_max_timestamp,
         )
-        # Retention runs on the append path: cheap (it looks at the oldest segment only) and
-        # it needs no background task. A partition that stops receiving data keeps its segments.
-        # A compact-only topic has no retention, as in Kafka (UnifiedLog.deleteOldSegments).
-        if "delete" in self.topic.config.cleanup_policy:
-            self.log.delete_old_segments(now_ms)
+        # Retention also runs on the append path (cheap: it looks at the oldest segment), so
+        # a busy partition never waits for the broker's retention timer (TopicStore.enforce_retention).
+        self.enforce_retention(now_ms)
+
+    def enforce_retention(self, now_ms: int) -> int:
+        """Delete segments past retention.ms/retention.bytes; return how many. A compact-only
+        topic has no retention, as in Kafka (``UnifiedLog.deleteOldSegments``)."""
+        if "delete" not in self.topic.config.cleanup_policy:
+            return 0
+        return self.log.delete_old_segments(now_ms)
 
 
 class Topic:
@@ -180,7 +185,7 @@ class TopicStore:
         topic = Topic(name, config)
         log_config = LogConfig(
             segment_bytes=config.segment_bytes,
-            segment_ms=config.segment_ms,
+            segment_ms=config.max_segment_ms,
             retention_ms=config.retention_ms,
             retention_bytes=config.retention_bytes,
             flush=self.flush,
@@ -190,6 +195,12 @@ class TopicStore:
             topic.partitions.append(Partition(topic, index, plog))
         self.topics[name] = topic
         return topic
+
+    def enforce_retention(self, now_ms: int) -> int:
+        """Apply retention to every partition, busy or idle (Kafka's ``log.retention.check.interval.ms``
+        task); return how many segments went."""
+        return sum(partition.enforce_retention(now_ms)
+                   for topic in list(self.topics.values()) for partition in topic.partitions)
 
     def close(self) -> None:
         for topic in self.topics.values():

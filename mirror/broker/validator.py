@@ -24,8 +24,12 @@ LEADER_EPOCH = 0
 
 
 def last_sequence(batch: V2Batch) -> int:
-    """Sequence of the batch's last record; sequences wrap at Int32.MAX (``DefaultRecordBatch.incrementSequence``)."""
-    return (batch.base_sequence + batch.record_count - 1) % (1 << 31)
+    """Sequence of the batch's last record; sequences wrap at Int32.MAX (``DefaultRecordBatch.lastSequence``).
+
+    Counted from lastOffsetDelta, not the record count, as Kafka does: a batch the log
+    cleaner thinned (or emptied) keeps the sequence range it was produced with.
+    """
+    return (batch.base_sequence + batch.last_offset_delta) % (1 << 31)
 
 
 @dataclass(frozen=True)
@@ -58,6 +62,9 @@ def inspect_produced(data: bytes | bytearray | memoryview, config: TopicConfig) 
         if not batch.has_contiguous_offsets() or batch.record_count == 0:
             raise ApiError(kerr.InvalidRecordError,
                            f"recordCount {batch.record_count} must equal lastOffsetDelta + 1 = {batch.last_offset_delta + 1}")
+        if config.compacted and any(key is None for key in batch.keys()):
+            # Kafka's LogValidator: the cleaner could never tell which record such a one replaces.
+            raise ApiError(kerr.InvalidRecordError, "a compacted topic cannot accept a record without a key")
     except CorruptBatchError as exc:
         raise ApiError(kerr.CorruptRecordError, str(exc)) from exc
     except KcodecsError as exc:

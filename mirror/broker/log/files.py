@@ -10,6 +10,8 @@
         00000000000000052731.log         next segment: named by its base offset, 20 digits
         ...
         .kmirror_cleanshutdown           present only between a clean close() and the next open
+        00000000000000000000.log.cleaned the log cleaner's output while it is written (all four files)
+        00000000000000000000.log.swap    cleaned output that is complete: it replaces the segments it covers
 
 Each segment is named by its *base offset*, zero-padded to 20 digits so that names sort
 like offsets (``LogFileUtils.filenamePrefixFromOffset``). Kafka keeps one
@@ -29,6 +31,9 @@ __all__ = [
     "TIME_INDEX_SUFFIX",
     "TXN_INDEX_SUFFIX",
     "DELETED_SUFFIX",
+    "CLEANED_SUFFIX",
+    "SWAP_SUFFIX",
+    "SEGMENT_SUFFIXES",
     "CLEAN_SHUTDOWN_FILE",
     "filename_prefix",
     "log_file",
@@ -46,8 +51,14 @@ TIME_INDEX_SUFFIX = ".timeindex"
 TXN_INDEX_SUFFIX = ".txnindex"
 DELETED_SUFFIX = ".deleted"
 """Kafka renames files it is about to delete to ``*.deleted``; stray ones are removed on load."""
+CLEANED_SUFFIX = ".cleaned"
+"""A cleaned segment being written (Kafka's ``CleanedFileSuffix``): removed on load, the originals stand."""
+SWAP_SUFFIX = ".swap"
+"""A complete cleaned segment about to replace the originals (Kafka's ``SwapFileSuffix``): the
+swap is finished on load, see :mod:`.loader`."""
 CLEAN_SHUTDOWN_FILE = ".kmirror_cleanshutdown"
 
+SEGMENT_SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)
 _SEGMENT_FILE = re.compile(r"^(\d{20})(\.log|\.index|\.timeindex|\.txnindex)$")
 
 

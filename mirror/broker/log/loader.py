@@ -2,7 +2,13 @@
 
 What gets checked, from cheapest to most thorough:
 
-1. Stray ``*.deleted`` files and index files without a ``.log`` are removed.
+1. A log cleaner's work that a crash interrupted is settled first (Kafka's
+   ``LogLoader.removeTempFilesAndCollectSwapFiles`` and ``completeSwapOperations``):
+   ``*.cleaned`` files are removed, the segments they were to replace stand; a complete swap
+   (``<base>.log.swap`` exists) replaces every segment whose base offset lies in
+   ``[base, end of the swap's last batch]``, its indexes to be rebuilt if any was already
+   renamed; swap index files without their ``.log.swap`` (renamed before it) are removed.
+   Then stray ``*.deleted`` files and index files without a ``.log`` are removed.
 2. After a clean shutdown (the marker written by ``close()`` is present), every segment is
    *loaded*: its indexes must pass ``sanity_check`` and the batches after the last offset
    index entry (header-only) must end exactly at the end of the file.
@@ -28,7 +34,20 @@ import os
 from pathlib import Path
 
 from .config import LogConfig
-from .files import CLEAN_SHUTDOWN_FILE, DELETED_SUFFIX, LOG_SUFFIX, fsync_dir, segment_base_offset
+from kcodecs import KcodecsError
+
+from .file_records import FileRecords
+from .files import (
+    CLEAN_SHUTDOWN_FILE,
+    CLEANED_SUFFIX,
+    DELETED_SUFFIX,
+    LOG_SUFFIX,
+    SEGMENT_SUFFIXES,
+    SWAP_SUFFIX,
+    filename_prefix,
+    fsync_dir,
+    segment_base_offset,
+)
 from .segment import LogSegment, RecoveryResult
 
 __all__ = ["load_segments"]
@@ -46,6 +65,7 @@ def load_segments(directory: Path, config: LogConfig, now_ms: int) -> list[LogSe
     if clean:
         marker.unlink()
         fsync_dir(directory)  # from here on, a crash must not look like a clean shutdown
+    _settle_cleaning(directory)
     bases = _remove_strays(directory)
     if not bases:
         segment = LogSegment.create(directory, 0, config, now_ms)
@@ -90,6 +110,49 @@ def _load_or_recover(
         segment.seal()
     loaded[-1].make_active()
     return loaded
+
+
+def _settle_cleaning(directory: Path) -> None:
+    swaps: dict[int, set[str]] = {}
+    for entry in os.scandir(directory):
+        if entry.name.endswith(CLEANED_SUFFIX):
+            log.warning("%s: removing %s, left by a log cleaning that did not finish", directory, entry.name)
+            os.unlink(entry.path)
+        elif entry.name.endswith(SWAP_SUFFIX) and (parsed := segment_base_offset(entry.name[: -len(SWAP_SUFFIX)])):
+            swaps.setdefault(parsed[0], set()).add(parsed[1])
+    for base, suffixes in sorted(swaps.items()):
+        if LOG_SUFFIX not in suffixes:
+            for suffix in suffixes:
+                (directory / f"{filename_prefix(base)}{suffix}{SWAP_SUFFIX}").unlink()
+            log.warning("%s: removed the incomplete swap of cleaned segment %d; the original segments stand", directory, base)
+            continue
+        swap = directory / f"{filename_prefix(base)}{LOG_SUFFIX}{SWAP_SUFFIX}"
+        end = max(_next_offset(swap), base + 1)
+        replaced = sorted({parsed[0] for name in os.listdir(directory)
+                           if (parsed := segment_base_offset(name)) is not None and base <= parsed[0] < end})
+        for old in replaced:
+            for suffix in SEGMENT_SUFFIXES:
+                (directory / f"{filename_prefix(old)}{suffix}").unlink(missing_ok=True)
+        for suffix in sorted(suffixes, key=lambda suffix: suffix == LOG_SUFFIX):  # the log file last
+            os.rename(directory / f"{filename_prefix(base)}{suffix}{SWAP_SUFFIX}", directory / f"{filename_prefix(base)}{suffix}")
+        log.warning("%s: completed the swap of cleaned segment %d that a crash interrupted; it replaces segments %s",
+                    directory, base, replaced)
+    if swaps:
+        fsync_dir(directory)
+
+
+def _next_offset(path: Path) -> int:
+    """One past the last offset of the complete batches in ``path``; its base offset if it has none."""
+    records = FileRecords.open(path)
+    end = segment_base_offset(path.name[: -len(SWAP_SUFFIX)])[0]  # type: ignore[index]
+    try:
+        for _, batch in records.batches():
+            end = batch.last_offset + 1
+    except KcodecsError:
+        pass  # recovery truncates at the same batch
+    finally:
+        records.close()
+    return end
 
 
 def _remove_strays(directory: Path) -> list[int]:

@@ -16,7 +16,7 @@ import os
 import threading
 import time
 from pathlib import Path
-from typing import Callable, Iterable, Iterator, TypeVar
+from typing import Callable, Iterable, Iterator, Sequence, TypeVar
 
 import kcodecs
 from kcodecs import NO_TIMESTAMP, KcodecsError
@@ -30,7 +30,7 @@ from .errors import (
     OffsetOutOfRangeError,
     RecordBatchTooLargeError,
 )
-from .files import CLEAN_SHUTDOWN_FILE, fsync_dir
+from .files import CLEAN_SHUTDOWN_FILE, CLEANED_SUFFIX, SWAP_SUFFIX, fsync_dir
 from .loader import load_segments
 from .segment import BatchInfo, LogSegment
 from .txn_index import AbortedTxn
@@ -345,6 +345,50 @@ class PartitionLog:
         segment.delete()
         log.info("%s: deleted segment %d (%s); log start offset is now %d",
                  self.directory, segment.base_offset, reason, self._bases[0])
+
+    # -- cleaning ---------------------------------------------------------------------------
+
+    @_guarded
+    def cleanable_segments(self) -> list[LogSegment]:
+        """Every segment but the active one, oldest first: a snapshot the log cleaner reads
+        without the lock (sealed files change only by being replaced under it)."""
+        return self._segments[:-1]
+
+    @property
+    def active_base_offset(self) -> int:
+        """Where the active segment starts: the cleaner never goes past it."""
+        return self._bases[-1]
+
+    def create_cleaned_segment(self, base_offset: int) -> LogSegment:
+        """An empty segment for the cleaner to write, under ``.cleaned`` names until :meth:`replace_segments`."""
+        return LogSegment.create(self.directory, base_offset, self.config, self._clock(), suffix=CLEANED_SUFFIX)
+
+    @_guarded
+    def replace_segments(self, cleaned: LogSegment, old: Sequence[LogSegment]) -> bool:
+        """Swap ``cleaned`` (sealed and flushed) in for the contiguous sealed segments ``old``
+        (Kafka's ``replaceSegments``); False, with ``cleaned`` deleted, if ``old`` are no longer
+        all here (retention removed one while the cleaner worked).
+
+        Crash-safe in Kafka's way: the cleaned files are renamed ``.swap`` (the log file last,
+        and that rename is the commit point), the old segments are deleted, then the swap files
+        take their final names (the log file last). :mod:`.loader` finishes a swap that a
+        crash interrupted and discards cleaned files that never became a swap.
+        """
+        start = next((i for i, segment in enumerate(self._segments) if segment is old[0]), None)
+        if start is None or self._segments[start:start + len(old)] != list(old) or start + len(old) >= len(self._segments):
+            cleaned.close_handles()
+            cleaned.delete()
+            return False
+        cleaned.rename_files(SWAP_SUFFIX)
+        fsync_dir(self.directory)
+        for segment in old:
+            self._dirty.discard(segment.base_offset)
+            segment.delete()
+        cleaned.rename_files("")
+        fsync_dir(self.directory)
+        self._segments[start:start + len(old)] = [cleaned]
+        self._bases[start:start + len(old)] = [cleaned.base_offset]
+        return True
 
     # -- durability and lifecycle -----------------------------------------------------------
 

@@ -25,6 +25,7 @@ happens); entries are still placed identically on rebuild.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple, Sequence
@@ -65,14 +66,20 @@ class RecoveryResult:
 class LogSegment:
     """One segment. Not thread-safe: :class:`PartitionLog` serialises access."""
 
-    def __init__(self, directory: Path, base_offset: int, config: LogConfig, log: FileRecords, now_ms: int):
+    def __init__(self, directory: Path, base_offset: int, config: LogConfig, log: FileRecords, now_ms: int,
+                 suffix: str = ""):
         self.directory = directory
         self.base_offset = base_offset
         self.config = config
         self.log = log
-        self.offset_index = OffsetIndex(offset_index_file(directory, base_offset), base_offset, config.max_index_bytes)
-        self.time_index = TimeIndex(time_index_file(directory, base_offset), base_offset, config.max_index_bytes)
-        self.txn_index = TransactionIndex(txn_index_file(directory, base_offset), base_offset)
+        self.suffix = suffix
+        """Appended to every file name: empty for a live segment, ``.cleaned`` or ``.swap`` while
+        the cleaner builds a replacement (:meth:`rename_files`)."""
+        self.offset_index = OffsetIndex(_with(offset_index_file(directory, base_offset), suffix), base_offset,
+                                        config.max_index_bytes)
+        self.time_index = TimeIndex(_with(time_index_file(directory, base_offset), suffix), base_offset,
+                                    config.max_index_bytes)
+        self.txn_index = TransactionIndex(_with(txn_index_file(directory, base_offset), suffix), base_offset)
         self.txn_index_reset = False
         """Set by :meth:`recover`: the transaction index was emptied and waits to be refilled from
         producer state (:meth:`PartitionLog.rebuild_txn_indexes`), which a segment alone cannot replay."""
@@ -86,9 +93,11 @@ class LogSegment:
     # -- opening ---------------------------------------------------------------------------
 
     @classmethod
-    def create(cls, directory: Path, base_offset: int, config: LogConfig, now_ms: int) -> "LogSegment":
-        """A new empty segment with preallocated, writable indexes."""
-        segment = cls(directory, base_offset, config, FileRecords.open(log_file(directory, base_offset), create=True), now_ms)
+    def create(cls, directory: Path, base_offset: int, config: LogConfig, now_ms: int, *,
+               suffix: str = "") -> "LogSegment":
+        """A new empty segment with preallocated, writable indexes (file names end in ``suffix``)."""
+        records = FileRecords.open(_with(log_file(directory, base_offset), suffix), create=True)
+        segment = cls(directory, base_offset, config, records, now_ms, suffix)
         segment.offset_index = OffsetIndex.create(segment.offset_index.path, base_offset, config.max_index_bytes)
         segment.time_index = TimeIndex.create(segment.time_index.path, base_offset, config.max_index_bytes)
         return segment
@@ -353,6 +362,24 @@ class LogSegment:
         self.txn_index.close()
         self.log.close()
 
+    def rename_files(self, suffix: str) -> None:
+        """Give every file of this segment the name suffix ``suffix`` instead of :attr:`suffix`.
+
+        The ``.log`` file is renamed last: the loader takes ``<base>.log.swap`` as the sign that
+        a cleaned segment is complete, and a live ``.log`` as the sign that it is in place.
+        Not durable until the directory is fsynced.
+        """
+        for holder in (self.offset_index, self.time_index, self.txn_index, self.log):
+            old = holder.path
+            new = _with(Path(str(old)[: len(str(old)) - len(self.suffix)]), suffix)
+            try:
+                os.rename(old, new)
+            except FileNotFoundError:
+                if holder is not self.txn_index:  # written only once the segment has an abort
+                    raise
+            holder.path = new
+        self.suffix = suffix
+
     def delete(self) -> None:
         """Remove the files, the log first: a crash in between leaves orphan indexes, which loading removes."""
         self.log.delete()
@@ -362,3 +389,7 @@ class LogSegment:
 
     def __repr__(self) -> str:
         return f"<LogSegment base_offset={self.base_offset} next_offset={self.next_offset} size={self.size}>"
+
+
+def _with(path: Path, suffix: str) -> Path:
+    return path.with_name(path.name + suffix) if suffix else path

@@ -8,6 +8,7 @@ that one connection, and the broker goes on serving everyone else.
 
 from __future__ import annotations
 
+import argparse
 import logging
 import time
 
@@ -19,7 +20,7 @@ from kafka.protocol.metadata import ApiVersionsRequest, MetadataRequest
 from librdkafka_reader import read_values
 from secure_brokers import PASSWORD, USER, Pki, kmirror_security, librdkafka_conf, listener
 
-from mirror.broker import EmbeddedBroker
+from mirror.broker import BrokerProcess, EmbeddedBroker
 from mirror.broker.security import Credentials, ListenerSecurity, SaslUser, Session
 from mirror.broker.security.settings import SecuritySettingsError
 from mirror.kafka import (AuthenticationError, ClusterUnreachableError, ConnectionFailedError, KafkaClient,
@@ -168,3 +169,45 @@ def test_listener_settings_that_cannot_work_are_refused():
     with pytest.raises(SecuritySettingsError, match="no SASL mechanism"):
         ListenerSecurity(users=(SaslUser("u", "p"),))
     assert "p'" not in repr(SaslUser("u", "p")) and ListenerSecurity().protocol == "PLAINTEXT"
+
+
+# ---- kmirror broker's flags -------------------------------------------------------------------
+
+
+@pytest.mark.slow
+@pytest.mark.interop
+def test_kmirror_broker_serves_sasl_ssl_from_its_flags(tmp_path):
+    pki = Pki.create(tmp_path)
+    users = tmp_path / "users"
+    users.write_text(f"# who may log in\n{USER}:{PASSWORD}\nother:pass:with:colons\n")
+    broker = BrokerProcess(tmp_path / "data", extra_args=(
+        "--auto-create-topics", "--tls-cert-file", str(pki.server), "--sasl-mechanisms", "SCRAM-SHA-512,PLAIN",
+        "--sasl-users-file", str(users))).start()
+    try:
+        assert _produce_and_read_with_librdkafka(broker.bootstrap, librdkafka_conf(pki, "SCRAM-SHA-512")) == VALUES
+        with KafkaClient(broker.bootstrap, security=kmirror_security(pki, "PLAIN", password="pw-wrong-7c1")) as client, \
+                pytest.raises(AuthenticationError):
+            client.topics()
+    finally:
+        assert broker.terminate() == 0
+    assert any("with PLAIN failed: wrong password" in line for line in broker.log_lines)
+    assert not any(PASSWORD in line or "pw-wrong-7c1" in line for line in broker.log_lines)
+
+
+def test_the_users_file_and_unusable_flags_are_refused_with_one_line(tmp_path, capsys):
+    from mirror.broker.cli import add_arguments
+    from mirror.broker.security.cli import listener_security, read_users
+
+    users = tmp_path / "users"
+    users.write_text("\n# comment\nalice:a:b\n")
+    assert read_users(users) == (SaslUser("alice", "a:b"),)
+    users.write_text("alice-without-password\n")
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    for flags, message in [(["--sasl-mechanisms", "PLAIN", "--sasl-users-file", str(users)], "line 1: expected user:password"),
+                           (["--sasl-mechanisms", "PLAIN"], "no user is defined"),
+                           (["--tls-cert-file", str(tmp_path / "missing.pem")], "cannot load the listener's TLS files"),
+                           (["--tls-client-ca-file", str(users)], "need --tls-cert-file")]:
+        with pytest.raises(SystemExit) as exited:
+            listener_security(parser.parse_args(["--data-dir", str(tmp_path), *flags]))
+        assert exited.value.code == 2 and message in capsys.readouterr().err

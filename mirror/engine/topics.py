@@ -20,9 +20,12 @@ __all__ = ["TopicRoute", "COPIED_CONFIGS", "selected_topics", "sync_destination_
 
 log = logging.getLogger(__name__)
 
-COPIED_CONFIGS = ("message.timestamp.type", "cleanup.policy", "compression.type", "max.message.bytes")
+COPIED_CONFIGS = ("message.timestamp.type", "cleanup.policy", "compression.type", "max.message.bytes",
+                  "min.cleanable.dirty.ratio", "min.compaction.lag.ms", "max.compaction.lag.ms", "delete.retention.ms")
 """Configs a destination topic takes from its source when kmirror creates it: they decide how
-records are stamped, kept and sized, so a mirror without them is a different topic."""
+records are stamped, kept, compacted and sized, so a mirror without them is a different topic
+(a compacted source mirrored into a topic that never compacts grows without end, and one
+whose tombstones expire sooner hides deletions from slower consumers)."""
 
 
 @dataclass(frozen=True)

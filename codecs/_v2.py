@@ -208,7 +208,16 @@ class V2Batch(Batch):
         # the keys are all routing reads, and copying values was most of the decoding time.
         payload = self._payload(max_size)
         try:
-            yield from _decode_keys(payload, self.record_count)
+            yield from _decode_keys(payload, self.record_count, None)
+        except CorruptBatchError as exc:
+            raise self._corrupt(exc.reason) from exc
+
+    def offsets_and_keys(self, *, max_size: int = DEFAULT_MAX_DECOMPRESSED_SIZE) -> Iterator[tuple[int, bytes | None]]:
+        """``(offset, key)`` of each record, values skipped as in :meth:`keys`: what a log
+        cleaner's offset map needs (a compacted batch's offsets have holes)."""
+        payload = self._payload(max_size)
+        try:
+            yield from _decode_keys(payload, self.record_count, self.base_offset)
         except CorruptBatchError as exc:
             raise self._corrupt(exc.reason) from exc
 
@@ -264,8 +273,9 @@ def _decode_records(
         raise CorruptBatchError(f"{end - pos} bytes left over after {count} records")
 
 
-def _decode_keys(data: memoryview, count: int) -> Iterator[bytes | None]:
-    """The keys of ``count`` records, every length checked against its record and the body."""
+def _decode_keys(data: memoryview, count: int, base_offset: int | None) -> Iterator:
+    """The keys of ``count`` records, every length checked against its record and the body;
+    with a ``base_offset``, ``(offset, key)`` pairs."""
     pos, end = 0, len(data)
     for _ in range(count):
         length, pos = read_varint(data, pos)
@@ -273,7 +283,7 @@ def _decode_keys(data: memoryview, count: int) -> Iterator[bytes | None]:
         if length < 0 or record_end > end:
             raise CorruptBatchError(f"record length {length} runs past the end of the batch")
         _, pos = read_varint(data, pos + 1)  # attributes, then timestamp delta
-        _, pos = read_varint(data, pos)  # offset delta
+        delta, pos = read_varint(data, pos)
         key, pos = _read_bytes(data, pos, record_end)
         pos = _skip_bytes(data, pos, record_end)  # value
         header_count, pos = read_varint(data, pos)
@@ -284,7 +294,7 @@ def _decode_keys(data: memoryview, count: int) -> Iterator[bytes | None]:
             pos = _skip_bytes(data, pos, record_end)  # value
         if pos != record_end:
             raise CorruptBatchError(f"record declares {length} bytes but its fields use {length + pos - record_end}")
-        yield key
+        yield key if base_offset is None else (base_offset + delta, key)
     if pos != end:
         raise CorruptBatchError(f"{end - pos} bytes left over after {count} records")
 

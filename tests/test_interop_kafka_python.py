@@ -229,6 +229,7 @@ def test_compacted_batch_reports_holes():
     builder.close()
     (batch,) = kcodecs.iter_batches(builder.buffer())
     assert [r.offset for r in batch.records()] == [0, 4]
+    assert list(batch.offsets_and_keys()) == [(r.offset, r.key) for r in their_batches(builder.buffer())[0]]
     assert not batch.has_contiguous_offsets()
     dense = next(kcodecs.iter_batches(kcodecs.build_batch([Record(value=b"x", timestamp=0)] * 3)))
     assert dense.has_contiguous_offsets()

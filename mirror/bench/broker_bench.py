@@ -28,6 +28,7 @@ from kcodecs import Compression, iter_batches, read_batch
 
 from ..broker import BrokerProcess, EmbeddedBroker
 from ..kafka import FetchedData, Fetcher, IdempotentProducer, KafkaClient, NewTopic, TopicPartition, wait_readable
+from . import compaction_bench
 from .datagen import DataSpec, Layout, build_dataset
 
 TOPIC = "bench"
@@ -105,11 +106,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--partitions", type=int, default=4, help="partitions written and read together (default 4)")
     parser.add_argument("--profile", action="store_true",
                         help="run the broker in-process and print a cProfile of each phase")
+    parser.add_argument("--compaction", action="store_true",
+                        help="measure the log cleaner instead: MB/s of a keyed changelog compacted, beside "
+                             "kcodecs decoding the same log (see docs/broker.md, Log compaction)")
 
 
 def run(args: argparse.Namespace) -> int:
     if args.batch_kib < 1 or args.partitions < 1:
         raise SystemExit("--batch-kib and --partitions must be at least 1")
+    if args.compaction:
+        return compaction_bench.run(args)
     total = (32 if args.quick else args.total_mb) * MiB
     spec = DataSpec(Compression.LZ4, _RECORD_BYTES, total, batch_bytes=args.batch_kib * 1024, partitions=args.partitions)
     dataset = build_dataset(spec, Layout.UNFLAGGED)

@@ -153,15 +153,15 @@ def _build_offset_map(target: CleanTarget, dirty: Sequence[LogSegment], offset_m
         if isinstance(batch, V2Batch) and batch.is_control:
             transactions.marker_is_spent(batch)
         elif not (isinstance(batch, V2Batch) and transactions.is_aborted(batch)):
-            records = _records(target.name, segment, batch)
-            if offset_map.size + len(records) > offset_map.max_entries:
+            keys = _offsets_and_keys(target.name, segment, batch)
+            if offset_map.size + len(keys) > offset_map.max_entries:
                 if end == first:
                     raise CorruptLogError(f"{target.name}: the offset map ({offset_map.max_entries} keys) cannot hold"
                                           f" the batch at offset {batch.base_offset}; raise the dedupe buffer size")
                 break
-            for record in records:
-                if record.key is not None and record.offset >= first:
-                    offset_map.put(record.key, record.offset)
+            for offset, key in keys:
+                if key is not None and offset >= first:
+                    offset_map.put(key, offset)
         end = batch.last_offset + 1
     return min(end, limit)
 
@@ -228,9 +228,21 @@ def _batches(name: str, segments: Sequence[LogSegment], should_stop: Callable[[]
 
 
 def _records(name: str, segment: LogSegment, batch: Batch) -> list[Record]:
+    return _decoded(name, segment, batch, lambda: list(batch.records()))
+
+
+def _offsets_and_keys(name: str, segment: LogSegment, batch: Batch) -> list[tuple[int, bytes | None]]:
+    """What the offset map needs of a batch; values are skipped, not copied (v2)."""
+    if isinstance(batch, V2Batch):
+        return _decoded(name, segment, batch, lambda: list(batch.offsets_and_keys()))
+    return [(record.offset, record.key) for record in _records(name, segment, batch)]
+
+
+def _decoded(name: str, segment: LogSegment, batch: Batch, decode: Callable[[], list]) -> list:
+    """``decode()`` of a batch whose CRC checks; a corrupt one is a :class:`CorruptLogError` naming it."""
     try:
         batch.validate()
-        return list(batch.records())
+        return decode()
     except KcodecsError as exc:
         raise CorruptLogError(f"{name}: segment {segment.base_offset}, batch at offset {batch.base_offset}: {exc}") from exc
 

@@ -8,9 +8,9 @@ from __future__ import annotations
 import time
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, Producer
-from confluent_kafka import TopicPartition as CTP
+from confluent_kafka import KafkaError, Producer
 from kafka import KafkaConsumer, TopicPartition
+from librdkafka_reader import read_values
 
 from mirror.broker.cleaner import CleanerConfig
 from mirror.broker.cleaner.checkpoint import CHECKPOINT_FILE
@@ -41,23 +41,8 @@ def write(bootstrap: str, records: list[tuple[bytes, bytes | None]]) -> list[tup
 
 
 def read_librdkafka(bootstrap: str) -> list[tuple[int, bytes, bytes | None]]:
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "unused", "enable.auto.commit": False,
-                         "enable.partition.eof": True})
-    consumer.assign([CTP(TOPIC, 0, 0)])
-    out = []
-    deadline = time.monotonic() + TIMEOUT_S
-    try:
-        while True:
-            assert time.monotonic() < deadline, "librdkafka did not reach the end"
-            message = consumer.poll(0.2)
-            if message is None:
-                continue
-            if message.error():
-                assert message.error().code() == KafkaError._PARTITION_EOF, message.error()
-                return out
-            out.append((message.offset(), message.key(), message.value()))
-    finally:
-        consumer.close()
+    return read_values(bootstrap, TOPIC, 1, isolation="read_uncommitted",
+                       take=lambda m: (m.offset(), m.key(), m.value()))[0]
 
 
 def read_kafka_python(bootstrap: str, end: int) -> list[tuple[int, bytes, bytes | None]]:

@@ -6,11 +6,9 @@ the same last value on both sides; the destination's own cleaner then compacts i
 
 from __future__ import annotations
 
-import time
-
 import pytest
-from confluent_kafka import Consumer, KafkaError, Producer
-from confluent_kafka import TopicPartition as CTP
+from confluent_kafka import Producer
+from librdkafka_reader import read_values
 
 from mirror.broker import EmbeddedBroker
 from mirror.broker.cleaner import CleanerConfig
@@ -51,24 +49,7 @@ def _write(bootstrap: str) -> None:
 
 def _read(bootstrap: str) -> dict[int, list[tuple[bytes, bytes | None]]]:
     """Each partition's ``(key, value)`` pairs in offset order, as librdkafka reads them."""
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "unused", "enable.auto.commit": False,
-                         "enable.partition.eof": True})
-    consumer.assign([CTP(TOPIC, p, 0) for p in range(PARTITIONS)])
-    seen: dict[int, list[tuple[bytes, bytes | None]]] = {p: [] for p in range(PARTITIONS)}
-    at_end: set[int] = set()
-    deadline = time.monotonic() + 60
-    try:
-        while len(at_end) < PARTITIONS:
-            assert time.monotonic() < deadline, "librdkafka did not reach the end of every partition"
-            for message in consumer.consume(1000, timeout=0.2):
-                if message.error():
-                    assert message.error().code() == KafkaError._PARTITION_EOF, message.error()
-                    at_end.add(message.partition())
-                else:
-                    seen[message.partition()].append((message.key(), message.value()))
-    finally:
-        consumer.close()
-    return seen
+    return read_values(bootstrap, TOPIC, PARTITIONS, isolation="read_uncommitted", take=lambda m: (m.key(), m.value()))
 
 
 def _last_values(records: list[tuple[bytes, bytes | None]]) -> dict[bytes, bytes | None]:

@@ -330,3 +330,28 @@ def test_the_offset_map_keeps_the_latest_offset_in_fixed_memory():
         with pytest.raises(OverflowError):
             for i in range(1000):
                 offsets.put(b"new-%d" % i, 10_000 + i)
+
+
+def test_a_serving_broker_applies_retention_to_idle_partitions_on_its_timer(tmp_path):
+    from mirror.broker.embedded import EmbeddedBroker
+    from broker_helpers import wait_for
+
+    clock = ManualClock()
+    with EmbeddedBroker(tmp_path, clock=clock, retention_check_interval_ms=20) as broker:
+        partition = broker.call_in_loop(lambda: broker.state.topics.create(
+            "idle", 1, {"segment.bytes": "2048", "retention.ms": "60000"}).partitions[0])
+        broker.call_in_loop(lambda: produce(partition, clock, updates(300, keys=300), codec="none"))
+        assert len(partition.log.segment_base_offsets) > 2 and partition.log.log_start_offset == 0
+        clock.now += 3_600_000  # an hour later, and not one more append
+        wait_for(lambda: partition.log.log_start_offset == partition.log.active_base_offset,
+                 "the retention timer to delete the idle partition's expired segments")
+
+
+def test_retention_waits_while_the_cleaner_reads_the_segments(tmp_path, clock):
+    store = open_store(tmp_path)
+    partition = compacted(store, **{"cleanup.policy": "compact,delete", "retention.ms": "1000"})
+    produce(partition, clock, updates(200, keys=10))
+    clock.now += 10_000
+    with partition.log.cleaning():
+        assert store.enforce_retention(clock.now) == 0
+    assert store.enforce_retention(clock.now) > 0

@@ -53,6 +53,8 @@ LOAD_FACTOR = 0.9
 _WRITE_CHUNK = 1024 * 1024
 """Cleaned bytes gathered before each write to the cleaned segment."""
 _READ_CHUNK = 1024 * 1024
+_MIN_SLOTS = 64
+"""The smallest map allocated: the dirty section's offset count only bounds its keys from above."""
 
 
 class CleanerStopped(Exception):
@@ -117,8 +119,8 @@ def clean_partition(target: CleanTarget, *, map_memory_bytes: int, now_ms: int,
     stats = CleanStats(target.name)
     capacity = sum(min(s.next_offset, target.first_uncleanable_offset) - max(s.base_offset, target.first_dirty_offset)
                    for s in dirty)
-    slots = min(map_memory_bytes // BYTES_PER_ENTRY, math.ceil(capacity / LOAD_FACTOR) + 1)
-    with OffsetMap(slots * BYTES_PER_ENTRY, LOAD_FACTOR) as offset_map:
+    slots = min(map_memory_bytes // BYTES_PER_ENTRY, max(_MIN_SLOTS, math.ceil(capacity / LOAD_FACTOR) + 1))
+    with log_.cleaning(), OffsetMap(slots * BYTES_PER_ENTRY, LOAD_FACTOR) as offset_map:
         end = _build_offset_map(target, dirty, offset_map, should_stop, stats)
         if end <= target.first_dirty_offset:
             return None

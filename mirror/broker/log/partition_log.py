@@ -10,6 +10,7 @@ never per record. Opening a directory loads or recovers it (see :mod:`.loader`).
 from __future__ import annotations
 
 import bisect
+import contextlib
 import functools
 import logging
 import os
@@ -79,6 +80,8 @@ class PartitionLog:
         self._closed = False
         self._dirty: set[int] = set()
         """Base offsets of segments written since their last fsync."""
+        self._cleaning = False
+        """Set while the log cleaner reads sealed segments without the lock (:meth:`cleaning`)."""
 
     @classmethod
     def open(
@@ -321,8 +324,11 @@ class PartitionLog:
         retention.ms compares ``now_ms`` with each segment's largest timestamp (KIP-32; the
         file's mtime if it has none) and stops at the first segment still retained;
         retention.bytes deletes while the log stays at or above the limit without it.
-        The log start offset moves to the new oldest segment.
+        The log start offset moves to the new oldest segment. Nothing is deleted while the
+        cleaner works on this log (:meth:`cleaning`); the next append or timer tick does it.
         """
+        if self._cleaning:
+            return 0
         deleted = 0
         retention_ms, retention_bytes = self.config.retention_ms, self.config.retention_bytes
         while len(self._segments) > 1 and retention_ms >= 0 and now_ms - self._segments[0].largest_timestamp > retention_ms:
@@ -353,6 +359,19 @@ class PartitionLog:
         """Every segment but the active one, oldest first: a snapshot the log cleaner reads
         without the lock (sealed files change only by being replaced under it)."""
         return self._segments[:-1]
+
+    @contextlib.contextmanager
+    def cleaning(self) -> Iterator[None]:
+        """Hold retention off while the cleaner reads sealed segments without the lock: a
+        segment deleted under it would close a file it is reading. Kafka runs retention of
+        ``compact,delete`` logs on the cleaner thread for the same reason."""
+        with self._lock:
+            self._cleaning = True
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._cleaning = False
 
     @property
     def active_base_offset(self) -> int:

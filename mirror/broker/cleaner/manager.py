@@ -50,8 +50,14 @@ class CleanerConfig:
 class _Candidate:
     partition: Partition
     target: CleanTarget
+    dirty_bytes: int
     ratio: float
     overdue: bool
+
+    @property
+    def due(self) -> bool:
+        """Dirty enough (or for too long) to clean now; never with nothing dirty, whatever the ratio."""
+        return self.dirty_bytes > 0 and (self.overdue or self.ratio >= self.target.config.min_cleanable_dirty_ratio)
 
 
 class LogCleaner:
@@ -116,9 +122,7 @@ class LogCleaner:
 
     def _pick(self) -> _Candidate | None:
         now = self._clock()
-        candidates = [c for c in self._run_in_loop(lambda: self._candidates(now))
-                      if c.target.first_dirty_offset < c.target.first_uncleanable_offset]
-        due = [c for c in candidates if c.overdue or c.ratio >= c.target.config.min_cleanable_dirty_ratio]
+        due = [c for c in self._run_in_loop(lambda: self._candidates(now)) if c.due]
         return max(due, key=lambda c: c.ratio, default=None)
 
     def _candidates(self, now: int) -> list[_Candidate]:
@@ -148,10 +152,10 @@ class LogCleaner:
         dirty_bytes = sum(s.size for s in sealed if s.base_offset < first_uncleanable)
         ratio = dirty_bytes / (clean_bytes + dirty_bytes) if dirty_bytes else 0.0
         oldest = sealed[0].rolling_based_timestamp if sealed else None
-        overdue = bool(dirty_bytes) and oldest is not None and oldest >= 0 and now - oldest > config.max_compaction_lag_ms
+        overdue = oldest is not None and oldest >= 0 and now - oldest > config.max_compaction_lag_ms
         target = CleanTarget(f"{partition.topic.name}-{partition.index}", log_, config, first_dirty, first_uncleanable,
                              partition.producers.last_records())
-        return _Candidate(partition, target, ratio, overdue)
+        return _Candidate(partition, target, dirty_bytes, ratio, overdue)
 
 
 def _loop_runner(loop: asyncio.AbstractEventLoop, stopping: threading.Event) -> RunInLoop:

@@ -64,8 +64,8 @@ from kcodecs import Compression, KMirrorError
 from ..broker import BrokerProcess
 from ..kafka import KafkaClient, NewTopic, TopicPartition
 from .datagen import DataSpec, Dataset, Layout, build_dataset
-from .report import plot, ratios_table, results_table, scenario_label
-from .stats import ModeResult, Sample, Scenario, machine_info, ratios, summarise, to_json
+from .report import plot, ratios_table, results_table, run_copy_table, scenario_label
+from .stats import ModeResult, Sample, Scenario, machine_info, ratios, run_copy_ratios, summarise, to_json
 from .timing import rounds
 from .worker import ModeRun
 
@@ -256,6 +256,9 @@ def run(args: argparse.Namespace) -> int:
         return 1
     print("\nResults (medians of %d rounds)\n%s\n\nPass-through against the targets (medians of round-by-round ratios)\n%s"
           % (settings.repeats, results_table(results), ratios_table(ratios(results))), flush=True)
+    if run_copy_ratios(results):
+        print(f"\nkmirror run ({SPARK_MODE}) against pass-through, {settings.scenarios[0].partitions} source partitions "
+              f"(medians of round-by-round ratios)\n{run_copy_table(run_copy_ratios(results))}", flush=True)
     if args.json:
         args.json.write_text(json.dumps(to_json(results, settings.parameters() | {"command": sys.argv},
                                                 machine_info()), indent=2) + "\n")
@@ -305,7 +308,9 @@ def _scenario(settings: Settings, scenario: Scenario, work: Path, prefix: str) -
             data = datasets[LAYOUT_OF_MODE[mode]]
             print(f"  [{label}] round {round_ + 1}/{settings.repeats}  {mode:<19}{data.payload_bytes / _MB / sample.wall_s:8.1f} MB/s"
                   f"{len(data.batches) / sample.wall_s:9,.0f} batches/s{sample.cpu_s:7.2f} s CPU"
-                  f"{sample.peak_rss_bytes / _MB:6.0f} MB RSS", flush=True)
+                  f"{sample.peak_rss_bytes / _MB:6.0f} MB RSS"
+                  + (f"; kmirror run's copying {sample.copy_s:.2f} s ({data.payload_bytes / _MB / sample.copy_s:.1f} MB/s)"
+                     if sample.copy_s else ""), flush=True)
         if settings.profile:
             print(runs["pass-through"](profile=True).profile if "pass-through" in runs else "", flush=True)
     results = []
@@ -385,7 +390,9 @@ def _runner(settings: Settings, source: str, destination: str, spec: DataSpec, d
             copied = client.list_offsets([TopicPartition(run.destination_topic, p) for p in range(destination_partitions)],
                                          "latest")
         # The exactly-once copy is one transaction: its commit marker takes an offset in every partition.
-        markers = destination_partitions if mode == "exactly-once" else 0
+        # So is the Spark mode's: kmirror run's default delivery is exactly-once, and --once with no
+        # rate limit copies everything in one micro-batch, one transaction per task and partition.
+        markers = destination_partitions if mode in ("exactly-once", SPARK_MODE) else 0
         check_copy(run, sample, sum(copied.values()) - markers, must_route)
         return sample
 

@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-from mirror.bench.report import ratios_table, results_table, scenario_label, size_label
-from mirror.bench.stats import (TARGET_SCENARIOS, ModeResult, Sample, Scenario, machine_info, ratios, summarise,
-                                to_json)
+from mirror.bench.report import ratios_table, results_table, run_copy_table, scenario_label, size_label
+from mirror.bench.stats import (TARGET_SCENARIOS, ModeResult, Sample, Scenario, machine_info, ratios, run_copy_ratios,
+                                summarise, to_json)
 from mirror.bench.timing import interleaved, rounds
 
 TARGETED = Scenario("zstd", 1024, 16 * 1024, 4)
@@ -49,6 +49,25 @@ def test_ratios_compare_pass_through_with_every_other_mode_against_the_targets()
     assert by_mode["confluent-kafka"].met
     assert by_mode["recompress"].targets == () and by_mode["recompress"].met is None
     assert by_mode["kafka-python"].met is None
+
+
+def test_the_spark_mode_is_held_to_issue_9_by_the_run_s_seconds_of_copying_round_by_round():
+    def samples(runs: list[tuple[float, float | None]]) -> list[Sample]:
+        return [Sample(wall, 1.0, 1, copy_s=copy) for wall, copy in runs]
+
+    base = summarise("pass-through", TARGETED, 10, 2, 10**9, 10**8, samples([(1.0, None), (2.0, None), (4.0, None)]))
+    # Copying took 1.25x pass-through's time in two rounds (0.8x its rate), 3x in the other.
+    spark = summarise("pass-through-spark", TARGETED, 10, 2, 10**9, 10**8,
+                      samples([(10.0, 1.25), (20.0, 6.0), (40.0, 5.0)]))
+    assert spark.copy_s == 5.0 and base.copy_s is None
+    (ratio,) = run_copy_ratios([base, spark])
+    assert ratio.copy == pytest.approx(0.8) and ratio.met
+    assert ratio.query == pytest.approx(0.1)
+    assert run_copy_ratios([base]) == [] and run_copy_ratios([spark]) == []
+    assert "0.80x (>= 0.8x) met" in run_copy_table([ratio])
+    document = to_json([base, spark], {}, {})
+    assert document["run_copy_ratios"][0]["copy_ratio"] == 0.8 and document["results"][1]["copy_walls_s"] == [1.25, 6.0, 5.0]
+    assert "copy_s" not in document["results"][0]
 
 
 def test_ratios_are_medians_of_round_by_round_ratios():

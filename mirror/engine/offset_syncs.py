@@ -52,10 +52,17 @@ def offset_syncs_topic(job: str) -> str:
     return OFFSET_SYNCS_TOPIC_PREFIX + job
 
 
+SYNCS_RETENTION_MS = 7 * 24 * 3600 * 1000
+"""How long the destination keeps offset syncs: a week, Kafka's default retention."""
+
+
 def offset_syncs_topic_spec(job: str) -> NewTopic:
-    """One partition, like the offsets topic; keys are unique per micro-batch, so compaction
-    removes nothing a translation needs."""
-    return NewTopic(offset_syncs_topic(job), 1, configs={"cleanup.policy": "compact"})
+    """One partition, like the offsets topic. Keys are unique per micro-batch, so compaction
+    would never remove a record: the topic is time-retained instead, or a job running for
+    weeks would make every driver start read all its history. A group that committed nothing
+    for longer than the retention is not translated (its offsets are older than every sync)."""
+    return NewTopic(offset_syncs_topic(job), 1,
+                    configs={"cleanup.policy": "delete", "retention.ms": str(SYNCS_RETENTION_MS)})
 
 
 @dataclass(frozen=True)

@@ -99,7 +99,8 @@ class CleanStats:
     keyless_removed: int = 0
     seconds: float = 0.0
     swapped: bool = True
-    """False if retention removed a segment mid-clean, so the cleaned copy was discarded."""
+    """False if the log's segments changed under the clean (retention is held off, so only a
+    bug would do it): the cleaned copy was then discarded, the log left as it was."""
 
     @property
     def mb_per_s(self) -> float:
@@ -121,7 +122,7 @@ def clean_partition(target: CleanTarget, *, map_memory_bytes: int, now_ms: int,
                    for s in dirty)
     slots = min(map_memory_bytes // BYTES_PER_ENTRY, max(_MIN_SLOTS, math.ceil(capacity / LOAD_FACTOR) + 1))
     with log_.cleaning(), OffsetMap(slots * BYTES_PER_ENTRY, LOAD_FACTOR) as offset_map:
-        end = _build_offset_map(target, dirty, offset_map, should_stop, stats)
+        end = _build_offset_map(target, dirty, offset_map, should_stop)
         if end <= target.first_dirty_offset:
             return None
         stats.end_offset, stats.keys, stats.map_bytes = end, offset_map.size, offset_map.memory_bytes
@@ -142,7 +143,7 @@ def clean_partition(target: CleanTarget, *, map_memory_bytes: int, now_ms: int,
 
 
 def _build_offset_map(target: CleanTarget, dirty: Sequence[LogSegment], offset_map: OffsetMap,
-                      should_stop: Callable[[], bool], stats: CleanStats) -> int:
+                      should_stop: Callable[[], bool]) -> int:
     """Map ``[first dirty, first uncleanable)``; return where the mapped section ends."""
     first, limit = target.first_dirty_offset, target.first_uncleanable_offset
     transactions = CleanedTransactions(target.log.collect_aborted_txns(first, limit))

@@ -193,7 +193,7 @@ def _log_clean(stats: CleanStats, ratio: float) -> None:
         stats.name, ratio, stats.segments_before, stats.segments_after, stats.bytes_before, stats.bytes_after, shrink,
         stats.keys, stats.records_kept, stats.records_read, stats.tombstones_removed, stats.aborted_records_removed,
         stats.markers_removed, stats.seconds, stats.mb_per_s, stats.end_offset,
-        "" if stats.swapped else " (retention removed a segment meanwhile: the cleaned copy was discarded, to be redone)",
+        "" if stats.swapped else " (the log's segments changed meanwhile: the cleaned copy was discarded, to be redone)",
     )
     if stats.keyless_removed:
         log.warning("%s: removed %d records without a key, which a compacted log cannot keep (written before the"

@@ -386,7 +386,7 @@ class PartitionLog:
     def replace_segments(self, cleaned: LogSegment, old: Sequence[LogSegment]) -> bool:
         """Swap ``cleaned`` (sealed and flushed) in for the contiguous sealed segments ``old``
         (Kafka's ``replaceSegments``); False, with ``cleaned`` deleted, if ``old`` are no longer
-        all here (retention removed one while the cleaner worked).
+        all here (a backstop: retention waits while the cleaner works, see :meth:`cleaning`).
 
         Crash-safe in Kafka's way: the cleaned files are renamed ``.swap`` (the log file last,
         and that rename is the commit point), the old segments are deleted, then the swap files

@@ -79,7 +79,7 @@ def run_mirror(config: MirrorConfig, *, stop: threading.Event | None = None,
 
     spark.dataSource.register(KafkaRangeSource)
     _prepare_destination(config, source, destination)
-    _warm_up_executors(spark, config.copy_tasks)
+    warm_up = _warm_up_executors(spark, config.copy_tasks)
     stop = stop or threading.Event()
     runner = _MicroBatchRunner(config, routes, on_report, stop, metrics)
     # The reader plans on the driver's machine, so a local file can tell it to plan no more, and
@@ -108,6 +108,7 @@ def run_mirror(config: MirrorConfig, *, stop: threading.Event | None = None,
             log.debug("the query failed in Spark: %s", exc)
             raise _job_failure(exc) from None
     finally:
+        warm_up.join()  # a query that ended first must not leave a job running
         shutil.rmtree(stop_file.parent, ignore_errors=True)
         if metrics is not None:
             metrics.close()
@@ -150,19 +151,43 @@ def _prepare_destination(config: MirrorConfig, source, destination) -> None:
              offsets_topic(job), transactional_id(job, 0), transactional_id(job, tasks - 1))
 
 
-def _warm_up_executors(spark, slots: int) -> None:
-    """Start the executors' Python workers and import the copy engine in them before the first
-    micro-batch. Spark reuses its Python workers (``spark.python.worker.reuse``), so the first
-    batch's tasks no longer each pay a second or more of interpreter start and imports: the
-    run is no faster, but start-up is logged as what it is and the first progress line
-    measures the copy (a 36 MiB first micro-batch went from 6.6 to 3.7 s)."""
-    began = time.perf_counter()
-    spark.sparkContext.parallelize(range(slots), slots).foreach(_import_copy_engine)
-    log.info("executors ready in %.1f s (%d Python workers, copy engine imported)", time.perf_counter() - began, slots)
+def _warm_up_executors(spark, slots: int) -> threading.Thread:
+    """Start, in the background, the two Python workers every copy task uses, with their imports:
+    the source's ``read`` (an Arrow worker: pyarrow, the reader's module) and the copy
+    (``mapPartitions``: the copy engine). Spark reuses its Python workers
+    (``spark.python.worker.reuse``), so the first micro-batch finds them started instead of
+    paying 4-6 s for it inside its copy; and as this runs while the query starts (the planner's
+    process, the first offsets, the driver's preparation of the read), the run gets shorter too
+    (docs/performance.md, "The Spark job"). Returns the thread, to join before the session can go."""
+
+    def warm() -> None:
+        began = time.perf_counter()
+        try:
+            (spark.range(0, slots, 1, slots).mapInArrow(_import_source, "id long")
+             .rdd.mapPartitions(_import_copy_engine).collect())
+        except Exception as exc:  # only an optimisation: the copy reports what is broken
+            log.warning("warming up the executors failed: %s", _first_line(str(exc)))
+            return
+        log.info("executors ready in %.1f s (%d tasks' Python workers started, source and copy engine imported)",
+                 time.perf_counter() - began, slots)
+
+    thread = threading.Thread(target=warm, name="kmirror-warm-up", daemon=True)
+    thread.start()
+    return thread
 
 
-def _import_copy_engine(_: int) -> None:
+def _import_source(batches):
+    import mirror.spark.source  # noqa: F401  (the import is the point)
+
+    yield from batches
+
+
+def _import_copy_engine(rows):
     import mirror.engine.copy  # noqa: F401  (the import is the point)
+
+    for _ in rows:  # pulls the Arrow stage through, so both workers start
+        pass
+    return iter(())
 
 
 def spark_session(config: MirrorConfig):

@@ -222,3 +222,37 @@ def test_the_offset_syncs_commit_in_the_same_transaction(mirror_setup):
     translated = store.translate({TopicPartition("t", 0): 25, TopicPartition("t", 1): 0}, {})
     assert {tp.partition: (t.offset, t.precision.value) for tp, t in translated.items()} == {
         0: (25, "exact"), 1: (0, "exact")}
+
+
+def test_replays_still_skip_committed_ranges_once_the_destination_compacted_the_offsets_topic(clusters):
+    """A job that runs for weeks: its offsets topic gets compacted (holes, emptied producer
+    batches, spent markers with delete horizons), and a new task process must still read
+    every partition's committed offset from it."""
+    src, dst, source, destination = clusters
+    source.create_topics([NewTopic("t", 2)])
+    for partition in (0, 1):
+        for b in range(6):
+            records = [Record(key=None, value=b"p%d-b%d-r%d" % (partition, b, i), timestamp=NOW_MS + i)
+                       for i in range(10)]
+            source.produce([(TopicPartition("t", partition), kcodecs.build_batch(records, compression="lz4"))])
+    config = load_config(None, {"source.bootstrap": src.bootstrap, "destination.bootstrap": dst.bootstrap,
+                                "topics": "t"})
+    routes = sync_destination_topics(config, source, destination)
+    small = NewTopic(offsets_topic(JOB), 1, configs={"cleanup.policy": "compact", "segment.bytes": "300",
+                                                       "min.cleanable.dirty.ratio": "0.01"})
+    destination.create_topics([small])
+    for start in range(0, 60, 10):  # six micro-batches, two tasks each, one transaction per task
+        for task, partition in enumerate((0, 1)):
+            producer = _producer(destination, task)
+            _copy([CopyRequest(TopicPartition("t", partition), start, start + 10)], routes, source, producer, destination)
+            producer.close()
+    cleaned = 0
+    while (stats := dst.cleaner.clean_once()) is not None:
+        cleaned += stats.records_read - stats.records_kept
+    assert cleaned > 0
+    assert _offsets(destination).refresh() == {TopicPartition("t", 0): 60, TopicPartition("t", 1): 60}
+    # A replay of the last micro-batch, in a new process, finds it committed and copies nothing.
+    replay = [CopyRequest(TopicPartition("t", p), 50, 60) for p in (0, 1)]
+    stats = _copy(replay, routes, source, _producer(destination), destination)
+    assert all(r.already_committed and r.produced_batches == 0 for r in stats.ranges)
+    assert _read_committed(dst.bootstrap, "t", 2) == {0: _expected(0), 1: _expected(1)}

@@ -339,6 +339,9 @@ class MirrorConfig(_Strict):
 def load_config(path: Path | None = None, overrides: Mapping[str, Any] | None = None) -> MirrorConfig:
     """Read ``path`` (TOML), apply ``overrides`` (dotted keys; None means "not given"), validate.
 
+    A table given as an override (``--spark-conf`` flags) adds to the file's table of that
+    name, its keys winning, rather than replacing it.
+
     Raises :class:`ConfigError` with one line per problem.
     """
     data: dict[str, Any] = {}
@@ -357,6 +360,8 @@ def load_config(path: Path | None = None, overrides: Mapping[str, Any] | None = 
                 node = node.setdefault(parent, {})
                 if not isinstance(node, dict):
                     raise ConfigError(f"config error: {parent}: expected a table")
+            if isinstance(value, dict) and isinstance(node.get(leaf), dict):
+                value = {**node[leaf], **value}
             node[leaf] = value
     try:
         return MirrorConfig.model_validate(data)

@@ -21,6 +21,15 @@ def test_toml_is_read_and_flags_override_it(tmp_path):
     assert config.partitioning == "by-key" and config.topics == "x" and config.retry.attempts == 3
 
 
+def test_spark_conf_flags_add_to_the_file_table(tmp_path):
+    path = tmp_path / "mirror.toml"
+    path.write_text('[spark_conf]\n"spark.executor.memory" = "2g"\n"spark.ui.enabled" = "false"\n')
+    args = build_parser().parse_args(["run", "--source", "a:9092", "--destination", "b:9092", "--topics", "t",
+                                      "--spark-conf", "spark.executor.memory=4g", "--spark-conf", "spark.x=1"])
+    config = load_config(path, overrides_from_args(args))
+    assert config.spark_conf == {"spark.executor.memory": "4g", "spark.ui.enabled": "false", "spark.x": "1"}
+
+
 def test_command_line_flags_map_onto_the_model():
     args = build_parser().parse_args([
         "run", "--source", "a:1", "--destination", "b:2", "--topics", "t.*", "--rename", "src.{topic}",

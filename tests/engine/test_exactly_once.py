@@ -71,9 +71,8 @@ def clusters(tmp_path):
             yield src, dst, source, destination
 
 
-@pytest.fixture
-def mirror_setup(clusters):
-    """Two partitions of 6 batches of 10 records at the source, the destination topics and the offsets topic."""
+def _filled(clusters):
+    """Two partitions of 6 batches of 10 records at the source and the destination topics; their routes."""
     src, dst, source, destination = clusters
     source.create_topics([NewTopic("t", 2)])
     for partition in (0, 1):
@@ -83,8 +82,14 @@ def mirror_setup(clusters):
             source.produce([(TopicPartition("t", partition), kcodecs.build_batch(records, compression="lz4"))])
     config = load_config(None, {"source.bootstrap": src.bootstrap, "destination.bootstrap": dst.bootstrap,
                                 "topics": "t"})
-    routes = sync_destination_topics(config, source, destination)
-    destination.create_topics([offsets_topic_spec(JOB)])
+    return sync_destination_topics(config, source, destination)
+
+
+@pytest.fixture
+def mirror_setup(clusters):
+    """:func:`_filled`, and the offsets topic as the driver creates it."""
+    routes = _filled(clusters)
+    clusters[3].create_topics([offsets_topic_spec(JOB)])
     return clusters, routes
 
 
@@ -229,15 +234,7 @@ def test_replays_still_skip_committed_ranges_once_the_destination_compacted_the_
     batches, spent markers with delete horizons), and a new task process must still read
     every partition's committed offset from it."""
     src, dst, source, destination = clusters
-    source.create_topics([NewTopic("t", 2)])
-    for partition in (0, 1):
-        for b in range(6):
-            records = [Record(key=None, value=b"p%d-b%d-r%d" % (partition, b, i), timestamp=NOW_MS + i)
-                       for i in range(10)]
-            source.produce([(TopicPartition("t", partition), kcodecs.build_batch(records, compression="lz4"))])
-    config = load_config(None, {"source.bootstrap": src.bootstrap, "destination.bootstrap": dst.bootstrap,
-                                "topics": "t"})
-    routes = sync_destination_topics(config, source, destination)
+    routes = _filled(clusters)
     small = NewTopic(offsets_topic(JOB), 1, configs={"cleanup.policy": "compact", "segment.bytes": "300",
                                                        "min.cleanable.dirty.ratio": "0.01"})
     destination.create_topics([small])

@@ -384,18 +384,8 @@ def build_v2(
         attributes |= CONTROL_MASK
     if mark_no_keys and all(record.key is None for record in records):
         attributes |= NO_KEYS_MASK
-    out = bytearray(HEADER_SIZE + len(body))
-    try:
-        HEADER.pack_into(
-            out, 0, base_offset, len(out) - 12, partition_leader_epoch, MAGIC, 0,
-            _signed16(attributes), len(records) - 1, base_timestamp, max_timestamp,
-            producer_id, producer_epoch, base_sequence, len(records),
-        )
-    except struct.error as exc:
-        raise InvalidRecordError(f"a header field is out of range: {exc}") from exc
-    out[RECORDS:] = body
-    UINT32.pack_into(out, CRC, batch_crc(out))
-    return bytes(out)
+    return _pack(base_offset, partition_leader_epoch, attributes, len(records) - 1, base_timestamp, max_timestamp,
+                 producer_id, producer_epoch, base_sequence, len(records), body)
 
 
 def retain_v2(batch: V2Batch, records: Sequence[Record], *, delete_horizon_ms: int | None = None) -> bytes:
@@ -434,7 +424,7 @@ def retain_v2(batch: V2Batch, records: Sequence[Record], *, delete_horizon_ms: i
     body: bytes | bytearray = encode_records(records, base_timestamp, batch.base_offset)
     if batch.compression is not Compression.NONE:
         body = compress(batch.compression, body, magic=MAGIC)
-    return _pack_header(batch, attributes, base_timestamp, max_timestamp, len(records), body)
+    return _pack_like(batch, attributes, base_timestamp, max_timestamp, len(records), body)
 
 
 def empty_v2(batch: V2Batch) -> bytes:
@@ -445,17 +435,28 @@ def empty_v2(batch: V2Batch) -> bytes:
     from it). Uncompressed, no delete horizon, both timestamps the batch's max timestamp.
     """
     attributes = batch.attributes & (TIMESTAMP_TYPE_MASK | TRANSACTIONAL_MASK | CONTROL_MASK)
-    return _pack_header(batch, attributes, batch.max_timestamp, batch.max_timestamp, 0, b"")
+    return _pack_like(batch, attributes, batch.max_timestamp, batch.max_timestamp, 0, b"")
 
 
-def _pack_header(batch: V2Batch, attributes: int, base_timestamp: int, max_timestamp: int, count: int,
-                 body: bytes | bytearray) -> bytes:
+def _pack_like(batch: V2Batch, attributes: int, base_timestamp: int, max_timestamp: int, count: int,
+               body: bytes | bytearray) -> bytes:
+    """A batch with ``batch``'s offsets, leader epoch and producer fields around ``body``."""
+    return _pack(batch.base_offset, batch.partition_leader_epoch, attributes, batch.last_offset_delta, base_timestamp,
+                 max_timestamp, batch.producer_id, batch.producer_epoch, batch.base_sequence, count, body)
+
+
+def _pack(base_offset: int, partition_leader_epoch: int, attributes: int, last_offset_delta: int, base_timestamp: int,
+          max_timestamp: int, producer_id: int, producer_epoch: int, base_sequence: int, count: int,
+          body: bytes | bytearray) -> bytes:
+    """Header, ``body`` (the record section as stored) and the CRC over both."""
     out = bytearray(HEADER_SIZE + len(body))
-    HEADER.pack_into(
-        out, 0, batch.base_offset, len(out) - 12, batch.partition_leader_epoch, MAGIC, 0,
-        _signed16(attributes), batch.last_offset_delta, base_timestamp, max_timestamp,
-        batch.producer_id, batch.producer_epoch, batch.base_sequence, count,
-    )
+    try:
+        HEADER.pack_into(
+            out, 0, base_offset, len(out) - 12, partition_leader_epoch, MAGIC, 0, _signed16(attributes),
+            last_offset_delta, base_timestamp, max_timestamp, producer_id, producer_epoch, base_sequence, count,
+        )
+    except struct.error as exc:
+        raise InvalidRecordError(f"a header field is out of range: {exc}") from exc
     out[RECORDS:] = body
     UINT32.pack_into(out, CRC, batch_crc(out))
     return bytes(out)

@@ -48,16 +48,24 @@ class CleanerConfig:
 
 @dataclass(frozen=True)
 class _Candidate:
+    """A compacted partition's cleanable section as one round sees it (Kafka's ``LogToClean``)."""
+
     partition: Partition
-    target: CleanTarget
+    first_dirty_offset: int
+    first_uncleanable_offset: int
     dirty_bytes: int
     ratio: float
     overdue: bool
 
     @property
+    def name(self) -> str:
+        return f"{self.partition.topic.name}-{self.partition.index}"
+
+    @property
     def due(self) -> bool:
         """Dirty enough (or for too long) to clean now; never with nothing dirty, whatever the ratio."""
-        return self.dirty_bytes > 0 and (self.overdue or self.ratio >= self.target.config.min_cleanable_dirty_ratio)
+        return self.dirty_bytes > 0 and (
+            self.overdue or self.ratio >= self.partition.topic.config.min_cleanable_dirty_ratio)
 
 
 class LogCleaner:
@@ -104,13 +112,17 @@ class LogCleaner:
             while (candidate := self._pick()) is not None:
                 partition = candidate.partition
                 key = (partition.topic.name, partition.index)
+                # Only the chosen partition's producers: they are read on the loop, where they change.
+                target = CleanTarget(candidate.name, partition.log, partition.topic.config,
+                                     candidate.first_dirty_offset, candidate.first_uncleanable_offset,
+                                     self._run_in_loop(partition.producers.last_records))
                 try:
-                    stats = clean_partition(candidate.target, map_memory_bytes=self._config.dedupe_buffer_bytes,
+                    stats = clean_partition(target, map_memory_bytes=self._config.dedupe_buffer_bytes,
                                             now_ms=self._clock(), should_stop=self._stop.is_set)
                 except CorruptLogError as exc:
                     self._uncleanable.add(key)
                     log.error("stopped cleaning %s until the broker restarts: %s; nothing was deleted",
-                              candidate.target.name, exc)
+                              candidate.name, exc)
                     continue
                 if stats is None:
                     return None
@@ -129,7 +141,7 @@ class LogCleaner:
         """Every compacted partition's cleanable section; runs on the loop."""
         found = []
         for topic in list(self._topics.topics.values()):
-            if "compact" not in topic.config.cleanup_policy:
+            if not topic.config.compacted:
                 continue
             for partition in topic.partitions:
                 if (topic.name, partition.index) not in self._uncleanable:
@@ -141,21 +153,20 @@ class LogCleaner:
         config, log_ = partition.topic.config, partition.log
         checkpoint = self._checkpoint.first_dirty_offset(partition.topic.name, partition.index)
         first_dirty = log_.log_start_offset if checkpoint is None or checkpoint < log_.log_start_offset else checkpoint
-        sealed = [s for s in log_.cleanable_segments() if s.next_offset > first_dirty]
+        segments = log_.cleanable_segments()
+        sealed = [s for s in segments if s.next_offset > first_dirty]
         first_uncleanable = min(partition.last_stable_offset, log_.active_base_offset)
         if config.min_compaction_lag_ms > 0:
             young = next((s.base_offset for s in sealed if s.largest_timestamp > now - config.min_compaction_lag_ms), None)
             if young is not None:
                 first_uncleanable = min(first_uncleanable, young)
         first_dirty = min(first_dirty, first_uncleanable)
-        clean_bytes = sum(s.size for s in log_.cleanable_segments() if s.next_offset <= first_dirty)
+        clean_bytes = sum(s.size for s in segments if s.next_offset <= first_dirty)
         dirty_bytes = sum(s.size for s in sealed if s.base_offset < first_uncleanable)
         ratio = dirty_bytes / (clean_bytes + dirty_bytes) if dirty_bytes else 0.0
         oldest = sealed[0].rolling_based_timestamp if sealed else None
         overdue = oldest is not None and oldest >= 0 and now - oldest > config.max_compaction_lag_ms
-        target = CleanTarget(f"{partition.topic.name}-{partition.index}", log_, config, first_dirty, first_uncleanable,
-                             partition.producers.last_records())
-        return _Candidate(partition, target, dirty_bytes, ratio, overdue)
+        return _Candidate(partition, first_dirty, first_uncleanable, dirty_bytes, ratio, overdue)
 
 
 def _loop_runner(loop: asyncio.AbstractEventLoop, stopping: threading.Event) -> RunInLoop:

@@ -127,7 +127,7 @@ def _settle_cleaning(directory: Path) -> None:
             log.warning("%s: removed the incomplete swap of cleaned segment %d; the original segments stand", directory, base)
             continue
         swap = directory / f"{filename_prefix(base)}{LOG_SUFFIX}{SWAP_SUFFIX}"
-        end = max(_next_offset(swap), base + 1)
+        end = max(_next_offset(swap, base), base + 1)
         replaced = sorted({parsed[0] for name in os.listdir(directory)
                            if (parsed := segment_base_offset(name)) is not None and base <= parsed[0] < end})
         for old in replaced:
@@ -141,10 +141,10 @@ def _settle_cleaning(directory: Path) -> None:
         fsync_dir(directory)
 
 
-def _next_offset(path: Path) -> int:
-    """One past the last offset of the complete batches in ``path``; its base offset if it has none."""
+def _next_offset(path: Path, base: int) -> int:
+    """One past the last offset of the complete batches in ``path``; ``base`` if it has none."""
     records = FileRecords.open(path)
-    end = segment_base_offset(path.name[: -len(SWAP_SUFFIX)])[0]  # type: ignore[index]
+    end = base
     try:
         for _, batch in records.batches():
             end = batch.last_offset + 1

@@ -121,7 +121,9 @@ class Partition:
         )
         # Retention also runs on the append path (cheap: it looks at the oldest segment), so
         # a busy partition never waits for the broker's retention timer (TopicStore.enforce_retention).
-        self.enforce_retention(now_ms)
+        # It only ever deletes sealed segments: while there are none, not even the lock is taken.
+        if self.log.has_sealed_segments:
+            self.enforce_retention(now_ms)
 
     def enforce_retention(self, now_ms: int) -> int:
         """Delete segments past retention.ms/retention.bytes; return how many. A compact-only

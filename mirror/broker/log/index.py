@@ -85,6 +85,9 @@ class _Index:
         self.base_offset = base_offset
         self.max_entries = max_index_bytes // self.ENTRY.size
         self._entries = 0
+        self._last: tuple | None = None
+        """The last entry as :attr:`last_entry` returns it, kept so appends need not read it back
+        from the mapping; None until read, and again whenever the entries are reloaded or dropped."""
         self._mm: mmap.mmap | None = None
         self._writable = False
         self.file_length = 0
@@ -120,6 +123,7 @@ class _Index:
         self._unmap()
         self.path.write_bytes(b"")
         self._entries = self.file_length = 0
+        self._last = None
         if writable:
             self.make_writable()
 
@@ -254,7 +258,9 @@ class OffsetIndex(_Index):
     @property
     def last_entry(self) -> OffsetPosition:
         """The last entry, or ``(base_offset, 0)`` when empty."""
-        return self.entry(self._entries - 1) if self._entries else OffsetPosition(self.base_offset, 0)
+        if self._last is None:
+            self._last = self.entry(self._entries - 1) if self._entries else OffsetPosition(self.base_offset, 0)
+        return self._last
 
     def lookup(self, offset: int) -> OffsetPosition:
         """The entry with the largest offset <= ``offset``, or ``(base_offset, 0)`` when none is."""
@@ -268,6 +274,7 @@ class OffsetIndex(_Index):
         if self._entries and offset <= self.last_entry.offset:
             raise LogError(f"{self.path.name}: offset {offset} is not above the last entry {self.last_entry.offset}")
         self._put(self._relative(offset), position)
+        self._last = OffsetPosition(offset, position)
 
     def sanity_check(self, log_size: int) -> None:
         """Raise :class:`CorruptIndexError` unless entries increase and point inside a log of ``log_size`` bytes."""
@@ -300,7 +307,9 @@ class TimeIndex(_Index):
     @property
     def last_entry(self) -> TimestampOffset:
         """The last entry, or ``(NO_TIMESTAMP, base_offset)`` when empty."""
-        return self.entry(self._entries - 1) if self._entries else TimestampOffset(NO_TIMESTAMP, self.base_offset)
+        if self._last is None:
+            self._last = self.entry(self._entries - 1) if self._entries else TimestampOffset(NO_TIMESTAMP, self.base_offset)
+        return self._last
 
     def lookup(self, timestamp: int) -> TimestampOffset:
         """The entry with the largest timestamp <= ``timestamp``, or ``(NO_TIMESTAMP, base_offset)``."""
@@ -322,6 +331,7 @@ class TimeIndex(_Index):
         if timestamp <= last.timestamp:
             return False
         self._put(timestamp, self._relative(offset))
+        self._last = TimestampOffset(timestamp, offset)
         return True
 
     def sanity_check(self, next_offset: int) -> None:

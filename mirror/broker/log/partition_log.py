@@ -120,6 +120,11 @@ class PartitionLog:
     def segment_base_offsets(self) -> tuple[int, ...]:
         return tuple(self._bases)
 
+    @property
+    def has_sealed_segments(self) -> bool:
+        """Whether there is a segment besides the active one: what retention could delete."""
+        return len(self._bases) > 1
+
     # -- append -----------------------------------------------------------------------------
 
     @_guarded

@@ -29,13 +29,14 @@ from ._rewrite import (
     set_producer_state,
     set_wrapper_offset,
 )
-from ._v2 import NO_KEYS_MASK, V2Batch
+from ._v2 import NO_KEYS_MASK, V2Batch, V2Header
 from ._v2 import empty_v2 as empty_batch
 from ._v2 import retain_v2 as retain_records
 
 __all__ = [
     "Batch",
     "V2Batch",
+    "V2Header",
     "LegacyBatch",
     "iter_batches",
     "read_batch",

@@ -11,9 +11,8 @@ import json
 import logging
 import os
 import re
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Literal
+from typing import Callable, Literal, NamedTuple
 
 from kcodecs import V2Batch
 
@@ -30,8 +29,9 @@ log = logging.getLogger(__name__)
 _TOPIC_NAME = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
 
 
-@dataclass(frozen=True)
-class AppendOutcome:
+class AppendOutcome(NamedTuple):
+    """What an append answers the producer; a NamedTuple, cheap to build once per batch."""
+
     base_offset: int
     log_append_time: int
     duplicate: bool
@@ -72,10 +72,11 @@ class Partition:
         """
         config = self.topic.config
         batch = inspect_produced(data, config)
-        producer_id, epoch, transactional = batch.producer_id, batch.producer_epoch, batch.is_transactional
+        header = batch.header()  # the request's bytes do not change: read every field once
+        producer_id, epoch, transactional = header.producer_id, header.producer_epoch, header.is_transactional
         if transactional and verify is not None:
             verify(batch)
-        first_sequence, last_seq = batch.base_sequence, last_sequence(batch)
+        first_sequence, last_seq = header.base_sequence, last_sequence(header)
         duplicate = self.producers.check(producer_id, epoch, first_sequence, last_seq, transactional=transactional)
         if duplicate is not None:
             return AppendOutcome(duplicate.first_offset, duplicate.log_append_time, duplicate=True)

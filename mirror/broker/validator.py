@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import kcodecs
-from kcodecs import ControlType, CorruptBatchError, KcodecsError, TimestampType, V2Batch
+from kcodecs import ControlType, CorruptBatchError, KcodecsError, TimestampType, V2Batch, V2Header
 
 from .errors import ApiError, kerr
 from .topic_config import TopicConfig
@@ -23,7 +23,7 @@ LEADER_EPOCH = 0
 """A single-node broker is always the leader, in epoch 0."""
 
 
-def last_sequence(batch: V2Batch) -> int:
+def last_sequence(batch: V2Batch | V2Header) -> int:
     """Sequence of the batch's last record; sequences wrap at Int32.MAX (``DefaultRecordBatch.lastSequence``).
 
     Counted from lastOffsetDelta, not the record count, as Kafka does: a batch the log
@@ -46,7 +46,7 @@ def inspect_produced(data: bytes | bytearray | memoryview, config: TopicConfig) 
     """Check a partition's produce payload from its header: exactly one intact v2 batch."""
     try:
         batches = list(kcodecs.iter_batches(data))
-        consumed = sum(batch.size for batch in batches)
+        consumed = batches[-1].position + batches[-1].size if batches else 0  # they follow each other from 0
         if consumed != len(data):
             raise ApiError(kerr.CorruptRecordError, f"{len(data) - consumed} trailing bytes after the last batch")
         if len(batches) != 1:
@@ -87,7 +87,7 @@ def assign_offsets(batch: V2Batch, *, next_offset: int, now_ms: int, config: Top
     else:
         kcodecs.clear_log_append_time(buf)
         log_append_time = -1
-    stored = kcodecs.read_batch(buf)
+    stored = kcodecs.read_batch(buf).header()
     return ValidationResult(
         data=buf,
         first_offset=next_offset,

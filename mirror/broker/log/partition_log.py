@@ -64,6 +64,15 @@ def _guarded(method: Callable[..., _T]) -> Callable[..., _T]:
     return wrapper
 
 
+def _offsets_and_max_timestamp(batch: kcodecs.Batch) -> tuple[int | None, int, int]:
+    """First offset (None for v0/v1, whose headers hold only the last), last offset and max
+    timestamp of a batch; a v2 header is read in one unpack."""
+    if isinstance(batch, kcodecs.V2Batch):
+        header = batch.header()
+        return header.base_offset, header.last_offset, header.max_timestamp
+    return None, batch.last_offset, batch.max_timestamp
+
+
 class PartitionLog:
     """The segments of one partition, oldest first; the last one is active (takes appends).
 
@@ -173,14 +182,13 @@ class PartitionLog:
         previous_last, batch_max, end = first_offset - 1, NO_TIMESTAMP, 0
         try:
             for batch in kcodecs.iter_batches(data):
-                last = batch.last_offset
-                first = batch.base_offset if batch.magic >= 2 else None  # v0/v1 headers hold only the last
+                first, last, batch_max_timestamp = _offsets_and_max_timestamp(batch)
                 if last <= previous_last or (first is not None and first <= previous_last):
                     raise InvalidAppendError(f"batch at byte {batch.position} has offsets ..{last} after {previous_last}")
                 if not batches and first is not None and first != first_offset:
                     raise InvalidAppendError(f"the first batch starts at offset {first}, not first_offset {first_offset}")
-                batches.append(BatchInfo(batch.position, batch.size, last, batch.max_timestamp))
-                previous_last, batch_max, end = last, max(batch_max, batch.max_timestamp), batch.position + batch.size
+                batches.append(BatchInfo(batch.position, batch.size, last, batch_max_timestamp))
+                previous_last, batch_max, end = last, max(batch_max, batch_max_timestamp), batch.position + batch.size
         except KcodecsError as exc:
             raise InvalidAppendError(f"the data does not parse as batches: {exc}") from exc
         if not batches or end != size:

@@ -423,6 +423,10 @@ class _In:
         return values
 
     def uvarint(self) -> int:
+        first = self.view[self.pos]
+        if first < 0x80:  # one byte: nearly every length and tag count, so it skips the loop
+            self.pos += 1
+            return first
         value = 0
         for shift in range(0, 7 * MAX_UVARINT_BYTES, 7):
             byte = self.view[self.pos]

@@ -75,7 +75,6 @@ def _append(request: ProduceRequestData, part: ProducePartition, now_ms: int, st
             version: int) -> tuple[ProducedPartition, bool]:
     """One partition's batch into its log; the answer, and whether anything was written."""
     result = ProducedPartition(part.topic, part.partition)
-    where = f"{part.topic}-{part.partition}"
     try:
         if request.acks not in (0, 1, -1):
             raise ApiError(kerr.InvalidRequiredAcksError, f"acks must be 0, 1 or -1, got {request.acks}")
@@ -89,13 +88,13 @@ def _append(request: ProduceRequestData, part: ProducePartition, now_ms: int, st
         result.log_start_offset = partition.log.log_start_offset
         return result, not outcome.duplicate
     except ApiError as exc:
-        log.info("produce to %s rejected: %s", where, exc)
+        log.info("produce to %s-%d rejected: %s", part.topic, part.partition, exc)
         result.error_code, result.error_message = exc.code, exc.message
     except RecordBatchTooLargeError as exc:  # larger than a whole segment, as Kafka's Log.append says
-        log.info("produce to %s rejected: %s", where, exc)
+        log.info("produce to %s-%d rejected: %s", part.topic, part.partition, exc)
         result.error_code, result.error_message = kerr.RecordListTooLargeError.errno, str(exc)
     except OSError as exc:
-        log.error("produce to %s failed to write: %s", where, exc)
+        log.error("produce to %s-%d failed to write: %s", part.topic, part.partition, exc)
         result.error_code, result.error_message = kerr.KafkaStorageError.errno, str(exc)
     return result, False
 

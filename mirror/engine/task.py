@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import Iterable, Iterator, Literal, Mapping
+from typing import Iterable, Iterator, Literal, Mapping, Sequence
 
 from kcodecs import KMirrorError
 
@@ -47,17 +47,22 @@ class CopyJob:
     started, so producers a reused Python worker kept from an earlier run are stale."""
 
     def copy_rows(self, rows: Iterable) -> Iterator[TaskStats]:
-        """``mapPartitions`` body: one task's rows ``(topic, partition, start_offset, end_offset,
-        task)``, copied together; one :class:`TaskStats` per task index among them (one, as the
-        source plans it). An outage or a permanent error comes back as the stats'
-        :attr:`~TaskStats.failure` for the driver to act on (:mod:`.failures`)."""
-        configure_spark_process(logging.WARNING)  # an executor's Python worker
+        """``mapPartitions`` body over the source's rows ``(topic, partition, start_offset,
+        end_offset, task)``: :meth:`copy_tasks` of the tasks among them (one, as the source
+        plans it)."""
         groups: dict[int, list[CopyRequest]] = {}
         for topic, partition, start, end, task in rows:
             groups.setdefault(task, []).append(CopyRequest(TopicPartition(topic, partition), start, end))
-        for task, requests in sorted(groups.items()):
+        return self.copy_tasks(sorted(groups.items()))
+
+    def copy_tasks(self, tasks: Iterable[tuple[int, Sequence[CopyRequest]]]) -> Iterator[TaskStats]:
+        """``mapPartitions`` body: each ``(task, requests)`` copied together, one
+        :class:`TaskStats` each. An outage or a permanent error comes back as the stats'
+        :attr:`~TaskStats.failure` for the driver to act on (:mod:`.failures`)."""
+        configure_spark_process(logging.WARNING)  # an executor's Python worker
+        for task, requests in tasks:
             try:
-                yield self.copy(task, requests)
+                yield self.copy(task, list(requests))
             except KMirrorError as exc:
                 if verdict(exc) == "other":
                     raise  # Spark runs the task again (spark.task.maxFailures)

@@ -1,8 +1,10 @@
 """The Structured Streaming job: the ``kmirror-kafka`` source, ``foreachBatch`` copying on executors.
 
 Per micro-batch the driver (1) makes sure every selected source topic has its destination
-topic, (2) runs ``rows.mapPartitions(copy).collect()`` so each executor task copies its
-group of ranges and returns only statistics, and (3) logs one progress line. Spark commits the
+topic, (2) runs one Spark job in which each task copies one group of ranges, as the source
+planned them, and returns only statistics, and (3) logs one progress line. The groups are
+read from the micro-batch's plan (:mod:`.planned`), so the source's rows are never computed:
+the copy job is ``parallelize(groups).mapPartitions(copy)``. Spark commits the
 micro-batch's offsets to the checkpoint only after ``foreachBatch`` returns, so a crash
 replays the unfinished micro-batch. Under exactly-once delivery (the default) each task
 commits its records and offsets in one destination transaction, and a replayed task skips
@@ -27,8 +29,9 @@ from typing import Callable
 from kcodecs import KMirrorError
 
 from ..config import REVEAL_SECRETS, ConfigError, MirrorConfig
-from ..engine import (CopyJob, OffsetSyncStore, client_for, fence_tasks, offset_syncs_topic, offset_syncs_topic_spec,
-                      offsets_topic, offsets_topic_spec, sync_destination_topics, transactional_id)
+from ..engine import (CopyJob, CopyRequest, OffsetSyncStore, client_for, fence_tasks, offset_syncs_topic,
+                      offset_syncs_topic_spec, offsets_topic, offsets_topic_spec, sync_destination_topics,
+                      transactional_id)
 from ..engine.group_sync import GroupOffsetSync, GroupSyncReport
 from ..kafka import TopicPartition
 from ..engine.copy import TaskStats
@@ -37,6 +40,8 @@ from ..engine.latency import LatencyHistogram
 from ..metrics import MirrorMetrics
 from ..progress import MicroBatchReport, RunTotals
 from .outage import Outage, OutageInterrupted, is_outage, ride_out
+from .planned import planned_groups
+from .source import CopyGroup
 
 __all__ = ["run_mirror", "spark_session", "with_task_retries", "MirrorJobError", "QUERY_NAME", "LOCAL_TASK_ATTEMPTS"]
 
@@ -152,23 +157,21 @@ def _prepare_destination(config: MirrorConfig, source, destination) -> None:
 
 
 def _warm_up_executors(spark, slots: int) -> threading.Thread:
-    """Start, in the background, the two Python workers every copy task uses, with their imports:
-    the source's ``read`` (an Arrow worker: pyarrow, the reader's module) and the copy
-    (``mapPartitions``: the copy engine). Spark reuses its Python workers
-    (``spark.python.worker.reuse``), so the first micro-batch finds them started instead of
-    paying 4-6 s for it inside its copy; and as this runs while the query starts (the planner's
-    process, the first offsets, the driver's preparation of the read), the run gets shorter too
-    (docs/performance.md, "The Spark job"). Returns the thread, to join before the session can go."""
+    """Start, in the background, the Python worker of each of ``slots`` copy tasks, with the
+    copy engine imported. Spark reuses its Python workers (``spark.python.worker.reuse``), so
+    the first micro-batch finds them started instead of paying seconds for it inside its copy;
+    and as this runs while the query starts (the planner's process, the first offsets), the
+    run gets shorter too (docs/performance.md, "The Spark job"). Returns the thread, to join
+    before the session can go."""
 
     def warm() -> None:
         began = time.perf_counter()
         try:
-            (spark.range(0, slots, 1, slots).mapInArrow(_import_source, "id long")
-             .rdd.mapPartitions(_import_copy_engine).collect())
+            spark.sparkContext.parallelize(range(slots), slots).mapPartitions(_import_copy_engine).collect()
         except Exception as exc:  # only an optimisation: the copy reports what is broken
             log.warning("warming up the executors failed: %s", _first_line(str(exc)))
             return
-        log.info("executors ready in %.1f s (%d tasks' Python workers started, source and copy engine imported)",
+        log.info("executors ready in %.1f s (%d tasks' Python workers started, copy engine imported)",
                  time.perf_counter() - began, slots)
 
     thread = threading.Thread(target=warm, name="kmirror-warm-up", daemon=True)
@@ -176,17 +179,9 @@ def _warm_up_executors(spark, slots: int) -> threading.Thread:
     return thread
 
 
-def _import_source(batches):
-    import mirror.spark.source  # noqa: F401  (the import is the point)
-
-    yield from batches
-
-
-def _import_copy_engine(rows):
+def _import_copy_engine(_):
     import mirror.engine.copy  # noqa: F401  (the import is the point)
 
-    for _ in rows:  # pulls the Arrow stage through, so both workers start
-        pass
     return iter(())
 
 
@@ -252,6 +247,8 @@ class _MicroBatchRunner:
         self.copied_to: dict[TopicPartition, int] = {}
         """Per source partition, where this run's copy got to: group offsets past it are clamped."""
         self.group_sync = _group_sync(config, routes) if config.groups else None
+        self.reading_rows = False
+        """The groups were not in a micro-batch's plan, so its rows were read (logged once)."""
 
     def sync_groups(self, *, final: bool = False) -> GroupSyncReport | None:
         """A round of group offset translation if one is due (or ``final``). A failure is logged
@@ -271,8 +268,13 @@ class _MicroBatchRunner:
 
     def __call__(self, rows, batch_id: int) -> None:
         began = time.perf_counter()
+        planned = planned_groups(rows)
+        if planned is None and not self.reading_rows:
+            self.reading_rows = True
+            log.warning("the copy groups are not in this Spark's plan of the micro-batch; reading the source's "
+                        "rows instead, which costs a Python worker per task (see mirror/spark/planned.py)")
         try:
-            tasks = self._copy_through_outages(rows)
+            tasks = self._copy_through_outages(rows, planned)
         except OutageInterrupted:
             self.interrupted = True
             raise
@@ -293,9 +295,10 @@ class _MicroBatchRunner:
         if self.on_report is not None:
             self.on_report(report)
 
-    def _copy_through_outages(self, rows) -> list[TaskStats]:
+    def _copy_through_outages(self, rows, planned: list[CopyGroup] | None) -> list[TaskStats]:
         """Every task's stats; tasks that failed on an outage run again, after a wait, until
-        they succeed or the outage outlasts ``max_outage_s``."""
+        they succeed or the outage outlasts ``max_outage_s``. ``planned``: the micro-batch's
+        groups, or None to read them from ``rows``."""
         outage = Outage(self.config.outage_limit_s)
         done: list[TaskStats] = []
         todo: frozenset[int] | None = None  # None: every task of the micro-batch
@@ -303,7 +306,7 @@ class _MicroBatchRunner:
         def attempt() -> None:
             nonlocal todo
             try:
-                results = self._copy(rows, todo)
+                results = self._copy(rows, planned, todo)
             except KMirrorError as exc:
                 self._count_error(exc.kind if isinstance(exc, MirrorJobError) else type(exc).__name__)
                 raise
@@ -325,19 +328,31 @@ class _MicroBatchRunner:
             raise MirrorJobError(exc.failures[0].kind, exc.failures[0].message) from None
         return done
 
-    def _copy(self, rows, tasks: frozenset[int] | None) -> list[TaskStats]:
-        """The destination topics checked, then one Spark job copying ``tasks`` (None: all)."""
+    def _copy(self, rows, planned: list[CopyGroup] | None, tasks: frozenset[int] | None) -> list[TaskStats]:
+        """The destination topics checked, then one Spark job copying ``tasks`` (None: all).
+
+        Checking costs a metadata request to the source, so it is skipped when the planned
+        ranges are all of topics and partitions the routes already know: a topic or partition
+        new at the source first appears with nothing to copy (:mod:`.source`), and is checked
+        when its first range comes."""
         config = self.config
-        source = client_for(config.source, config.retry)
-        destination = client_for(config.destination, config.retry)
-        self.routes = sync_destination_topics(config, source, destination, self.routes)
+        if planned is None or not _routed(planned, self.routes):
+            source = client_for(config.source, config.retry)
+            destination = client_for(config.destination, config.retry)
+            self.routes = sync_destination_topics(config, source, destination, self.routes)
         job = CopyJob(config.source, config.destination, config.retry, self.routes, config.fetch_max_bytes,
                       config.max_buffer_bytes, config.max_in_flight, config.on_data_loss, config.delivery,
                       config.job_name, int(config.transaction_timeout_s * 1000), self.run_id)
-        selected = rows.rdd if tasks is None else rows.rdd.filter(lambda row: row.task in tasks)
         try:
-            # One task per Spark partition of the micro-batch: a group of ranges (see .grouping).
-            return selected.mapPartitions(job.copy_rows).collect()
+            # One Spark task per group of ranges (see .grouping), numbered as the source planned it.
+            if planned is None:
+                selected = rows.rdd if tasks is None else rows.rdd.filter(lambda row: row.task in tasks)
+                return selected.mapPartitions(job.copy_rows).collect()
+            chosen = [_task(group) for group in planned if tasks is None or group.index in tasks]
+            if not chosen:
+                return []
+            spark_context = rows.sparkSession.sparkContext
+            return spark_context.parallelize(chosen, len(chosen)).mapPartitions(job.copy_tasks).collect()
         except Exception as exc:  # Spark's report of a task that failed every attempt
             log.debug("the copy failed in Spark: %s", exc)
             raise _job_failure(exc) from None
@@ -355,6 +370,17 @@ class _MicroBatchRunner:
         what = failures[0].message if failures else str(error)
         tasks = f" ({len(failures)} copy task{'s' if len(failures) > 1 else ''} waiting)" if failures else ""
         return f"outage: {role + ' ' if role else ''}{what}{tasks}"
+
+
+def _routed(planned: list[CopyGroup], routes) -> bool:
+    """Every planned range is of a topic with a route, and of a partition that route counts."""
+    return all(r.topic in routes and r.partition < routes[r.topic].source_partitions
+               for group in planned for r in group.ranges)
+
+
+def _task(group: CopyGroup) -> tuple[int, list[CopyRequest]]:
+    """A planned group as :meth:`CopyJob.copy_tasks` takes it."""
+    return group.index, [CopyRequest(r.tp, r.start, r.end) for r in group.ranges]
 
 
 def _merged_latency(tasks: list[TaskStats]) -> LatencyHistogram:

@@ -144,10 +144,11 @@ def _runner(monkeypatch, results, *, stop=None):
     runner.reports = reports
     asked = []
 
-    def copy(rows, tasks):
+    def copy(rows, planned, tasks):
         asked.append(tasks)
         return results.pop(0)
 
+    monkeypatch.setattr(job, "planned_groups", lambda rows: [])
     monkeypatch.setattr(runner, "_copy", copy)
     return runner, asked
 

@@ -28,6 +28,7 @@ from ._rewrite import (
     set_partition_leader_epoch,
     set_producer_state,
     set_wrapper_offset,
+    stamp_v2,
 )
 from ._v2 import NO_KEYS_MASK, V2Batch, V2Header
 from ._v2 import empty_v2 as empty_batch
@@ -62,6 +63,7 @@ __all__ = [
     "clear_log_append_time",
     "set_producer_state",
     "clear_producer_state",
+    "stamp_v2",
     "KMirrorError",
     "KcodecsError",
     "CorruptBatchError",

@@ -16,7 +16,12 @@ set_log_append_time        1, 2     recomputed, and only when a byte changed
 clear_log_append_time      1, 2     recomputed, and only when a byte changed
 set_producer_state         2        recomputed, and only when a byte changed
 clear_producer_state       2        recomputed, and only when a byte changed
+stamp_v2                   2        recomputed once, and only when a covered byte changed
 =========================  =======  ====================================================
+
+``stamp_v2`` makes the patches a broker's append or a mirror's forward needs (offsets,
+leader epoch, timestamp type, and for a forward no producer state) in one call: on a
+16 KiB batch, each separate patch's checks cost about as much as the CRC itself.
 """
 
 from __future__ import annotations
@@ -34,6 +39,7 @@ __all__ = [
     "clear_log_append_time",
     "set_producer_state",
     "clear_producer_state",
+    "stamp_v2",
 ]
 
 
@@ -148,6 +154,46 @@ def clear_producer_state(buf: bytearray | memoryview) -> None:
     (a transactional batch without a producer id is invalid). CRC recomputed when anything changed.
     """
     set_producer_state(buf, -1, -1, -1, transactional=False)
+
+
+def stamp_v2(
+    buf: bytearray | memoryview,
+    *,
+    base_offset: int,
+    partition_leader_epoch: int,
+    log_append_time: int | None = None,
+    clear_producer_state: bool = False,
+) -> None:
+    """What :func:`set_base_offset`, :func:`set_partition_leader_epoch`, then
+    :func:`set_log_append_time` (``log_append_time`` given) or :func:`clear_log_append_time`
+    (None), then with ``clear_producer_state`` :func:`clear_producer_state` do, in one patch:
+    the header is checked once, every value before a byte is written, and the CRC is
+    recomputed once, only when a byte it covers changed."""
+    view, _ = _patchable(buf, (2,), "stamp_v2")
+    check_int(base_offset, 64, "baseOffset")
+    check_int(partition_leader_epoch, 32, "partitionLeaderEpoch")
+    old_attributes = _v2.INT16.unpack_from(view, _v2.ATTRIBUTES)[0]
+    old_max = _v2.INT64.unpack_from(view, _v2.MAX_TIMESTAMP)[0]
+    if log_append_time is None:
+        attributes, max_timestamp = old_attributes & ~_v2.TIMESTAMP_TYPE_MASK, old_max
+    else:
+        attributes, max_timestamp = old_attributes | _v2.TIMESTAMP_TYPE_MASK, check_int(log_append_time, 64, "timestamp")
+    _v2.INT64.pack_into(view, _v2.BASE_OFFSET, base_offset)
+    _v2.INT32.pack_into(view, _v2.PARTITION_LEADER_EPOCH, partition_leader_epoch)
+    changed = max_timestamp != old_max
+    if clear_producer_state:
+        attributes &= ~_v2.TRANSACTIONAL_MASK
+        if _v2.PRODUCER_STATE.unpack_from(view, _v2.PRODUCER_ID) != _NO_PRODUCER:
+            _v2.PRODUCER_STATE.pack_into(view, _v2.PRODUCER_ID, *_NO_PRODUCER)
+            changed = True
+    if changed or attributes != old_attributes:
+        _v2.INT16.pack_into(view, _v2.ATTRIBUTES, attributes)
+        _v2.INT64.pack_into(view, _v2.MAX_TIMESTAMP, max_timestamp)
+        _v2.write_crc(view)
+
+
+_NO_PRODUCER = (-1, -1, -1)
+"""producerId, producerEpoch, baseSequence of a batch from no idempotent producer."""
 
 
 def _patch_v2(view: memoryview, attributes: int, max_timestamp: int) -> None:

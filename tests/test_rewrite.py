@@ -236,6 +236,8 @@ ALL_PATCHES = {
     "clear_log_append_time": (kcodecs.clear_log_append_time, {1, 2}),
     "clear_producer_state": (kcodecs.clear_producer_state, {2}),
     "set_producer_state": (lambda b: kcodecs.set_producer_state(b, 1, 0, 0), {2}),
+    "stamp_v2": (lambda b: kcodecs.stamp_v2(b, base_offset=5, partition_leader_epoch=3, log_append_time=T1,
+                                            clear_producer_state=True), {2}),
 }
 
 
@@ -381,4 +383,66 @@ def test_set_producer_state_refuses_values_its_fields_cannot_hold_untouched(fiel
     args = {"producer_id": PID, "producer_epoch": 2, "base_sequence": 3, field: value}
     with pytest.raises(InvalidRecordError, match="does not fit"):
         kcodecs.set_producer_state(buf, **args, transactional=False)
+    assert bytes(buf) == before
+
+
+# --- stamp_v2 ----------------------------------------------------------------------------------------------
+
+_V2_CRC_OFFSET = 17
+
+
+def _stamped_apart(buf: bytearray, base_offset: int, epoch: int, log_append_time: int | None, clear: bool) -> None:
+    """The separate patches stamp_v2 stands for, each checked against kafka-python above."""
+    kcodecs.set_base_offset(buf, base_offset)
+    kcodecs.set_partition_leader_epoch(buf, epoch)
+    if log_append_time is None:
+        kcodecs.clear_log_append_time(buf)
+    else:
+        kcodecs.set_log_append_time(buf, log_append_time)
+    if clear:
+        kcodecs.clear_producer_state(buf)
+
+
+def _stamp_sources(codec: str) -> list[bytearray]:
+    records = sample_records(2, count=6)
+    return [
+        bytearray(kcodecs.build_batch(records, compression=codec, base_offset=100)),
+        bytearray(kcodecs.build_batch(records, compression=codec, timestamp_type=TimestampType.LOG_APPEND_TIME,
+                                      max_timestamp=T0, partition_leader_epoch=4)),
+        _producer_batch(codec, transactional=True),
+        bytearray(kcodecs.build_batch(records, compression=codec, producer_id=PID, producer_epoch=2, base_sequence=9)),
+    ]
+
+
+@pytest.mark.parametrize("codec", ["none", "lz4", "zstd"])
+@pytest.mark.parametrize("log_append_time", [None, T1])
+@pytest.mark.parametrize("clear", [False, True])
+@pytest.mark.parametrize(("base_offset", "epoch"), [(0, -1), (1 << 40, 7)])
+def test_stamp_v2_is_the_separate_patches_in_one(codec, log_append_time, clear, base_offset, epoch):
+    for source in _stamp_sources(codec):
+        apart, together = bytearray(source), bytearray(source)
+        _stamped_apart(apart, base_offset, epoch, log_append_time, clear)
+        kcodecs.stamp_v2(together, base_offset=base_offset, partition_leader_epoch=epoch,
+                         log_append_time=log_append_time, clear_producer_state=clear)
+        assert together == apart
+        kcodecs.read_batch(together).validate(deep=True)
+
+
+def test_stamp_v2_recomputes_the_crc_only_when_a_covered_byte_changes():
+    buf = _stamp_sources("gzip")[0]
+    crc = kcodecs.read_batch(buf).crc
+    buf[_V2_CRC_OFFSET] ^= 0xFF  # a wrong CRC stays wrong when only uncovered fields change
+    kcodecs.stamp_v2(buf, base_offset=7, partition_leader_epoch=2, clear_producer_state=True)
+    assert kcodecs.read_batch(buf).crc == crc ^ (0xFF << 24) and kcodecs.read_batch(buf).base_offset == 7
+    kcodecs.stamp_v2(buf, base_offset=7, partition_leader_epoch=2, log_append_time=T1)
+    kcodecs.read_batch(buf).validate(deep=True)  # the timestamp type changed: CRC recomputed
+
+
+@pytest.mark.parametrize("field, value", [("base_offset", 1 << 63), ("partition_leader_epoch", 1 << 31),
+                                          ("log_append_time", -(1 << 63) - 1)])
+def test_stamp_v2_refuses_values_its_fields_cannot_hold_untouched(field, value):
+    buf = _stamp_sources("lz4")[1]
+    before = bytes(buf)
+    with pytest.raises(InvalidRecordError):
+        kcodecs.stamp_v2(buf, **{"base_offset": 0, "partition_leader_epoch": 0, field: value})
     assert bytes(buf) == before

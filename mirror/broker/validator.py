@@ -79,14 +79,9 @@ def assign_offsets(batch: V2Batch, *, next_offset: int, now_ms: int, config: Top
         buf = _recompress(batch, target)
     else:
         buf = bytearray(batch.raw)
-    kcodecs.set_base_offset(buf, next_offset)
-    kcodecs.set_partition_leader_epoch(buf, LEADER_EPOCH)
-    if config.timestamp_type is TimestampType.LOG_APPEND_TIME:
-        kcodecs.set_log_append_time(buf, now_ms)
-        log_append_time = now_ms
-    else:
-        kcodecs.clear_log_append_time(buf)
-        log_append_time = -1
+    log_append_time = now_ms if config.timestamp_type is TimestampType.LOG_APPEND_TIME else -1
+    kcodecs.stamp_v2(buf, base_offset=next_offset, partition_leader_epoch=LEADER_EPOCH,
+                     log_append_time=None if log_append_time == -1 else log_append_time)
     stored = kcodecs.read_batch(buf).header()
     return ValidationResult(
         data=buf,

@@ -197,10 +197,7 @@ def _forward(batch: Batch, partition: int, route: RouteClass, in_place: bool) ->
     destination stamps its own time where its topic asks for it.
     """
     data = batch.raw if in_place else bytearray(batch.raw)
-    kcodecs.set_base_offset(data, 0)
-    kcodecs.set_partition_leader_epoch(data, NO_PARTITION_LEADER_EPOCH)
-    kcodecs.clear_producer_state(data)
-    kcodecs.clear_log_append_time(data)
+    kcodecs.stamp_v2(data, base_offset=0, partition_leader_epoch=NO_PARTITION_LEADER_EPOCH, clear_producer_state=True)
     count = batch.record_count or 0  # v2 only here: the header knows
     return Routed(route, (Outgoing(partition, data, count),), count, batch.size)
 

@@ -119,6 +119,7 @@ def copy_spark(spec: ModeRun) -> Sample:
         "topics": re.escape(spec.source_topic), "rename": "{topic}" + suffix, "partitioning": "preserve",
         "once": True, "checkpoint": str(Path(spec.work_dir) / "checkpoint"), "master": "local[2]",
         "fetch_max_bytes": spec.fetch_max_bytes,
+        **({} if spec.copy_tasks is None else {"copy_tasks": spec.copy_tasks}),
     })
     spark_session(config)  # the session run_mirror will reuse
     meter = TreeMeter()

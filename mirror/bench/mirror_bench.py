@@ -147,6 +147,7 @@ class Settings:
     source: str | None
     destination: str | None
     profile: bool
+    spark_copy_tasks: int | None = None
 
     def data_spec(self, scenario: Scenario) -> DataSpec:
         return DataSpec(Compression.parse(scenario.codec), scenario.record_bytes, self.total_bytes, scenario.batch_bytes,
@@ -172,10 +173,12 @@ def settings_from(args: argparse.Namespace) -> Settings:
         total_bytes=int((preset.total_mb if args.total_mb is None else args.total_mb) * _MB),
         keyed_ratio=args.keyed_ratio, repeats=preset.repeats if args.repeats is None else args.repeats, modes=modes,
         seed=args.seed, fetch_max_bytes=args.fetch_max_bytes, source=args.source, destination=args.destination,
-        profile=args.profile,
+        profile=args.profile, spark_copy_tasks=args.spark_copy_tasks,
     )
     if settings.repeats < 1:
         raise BenchError(f"--repeats must be at least 1, not {settings.repeats}")
+    if settings.spark_copy_tasks is not None and settings.spark_copy_tasks < 1:
+        raise BenchError(f"--spark-copy-tasks must be at least 1, not {settings.spark_copy_tasks}")
     for scenario in settings.scenarios:
         try:
             settings.data_spec(scenario)
@@ -232,6 +235,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--delivery", help="comma-separated exactly-once,at-least-once: the pass-through copy at "
                                            "these guarantees, side by side (default: both)")
     parser.add_argument("--spark", action="store_true", help=f"also run {SPARK_MODE}: the Spark job's micro-batch overhead")
+    parser.add_argument("--spark-copy-tasks", type=int, metavar="N",
+                        help=f"{SPARK_MODE}'s copy_tasks (default: kmirror run's, the executor slots: 2 on its "
+                             "local[2]); 1 copies in the shape of the pass-through mode, one task for all partitions")
     parser.add_argument("--keyed-ratio", type=float, default=1.0,
                         help="share of keyed records in the recompress mode's topic (default 1.0)")
     parser.add_argument("--partitions", type=int, default=4, help="source partitions (default 4; recompress copies into one more)")
@@ -257,8 +263,9 @@ def run(args: argparse.Namespace) -> int:
     print("\nResults (medians of %d rounds)\n%s\n\nPass-through against the targets (medians of round-by-round ratios)\n%s"
           % (settings.repeats, results_table(results), ratios_table(ratios(results))), flush=True)
     if run_copy_ratios(results):
-        print(f"\nkmirror run ({SPARK_MODE}) against pass-through, {settings.scenarios[0].partitions} source partitions "
-              f"(medians of round-by-round ratios)\n{run_copy_table(run_copy_ratios(results))}", flush=True)
+        tasks = "the default copy tasks" if settings.spark_copy_tasks is None else f"{settings.spark_copy_tasks} copy tasks"
+        print(f"\nkmirror run ({SPARK_MODE}, {tasks}) against pass-through, {settings.scenarios[0].partitions} source "
+              f"partitions (medians of round-by-round ratios)\n{run_copy_table(run_copy_ratios(results))}", flush=True)
     if args.json:
         args.json.write_text(json.dumps(to_json(results, settings.parameters() | {"command": sys.argv},
                                                 machine_info()), indent=2) + "\n")
@@ -383,7 +390,7 @@ def _runner(settings: Settings, source: str, destination: str, spec: DataSpec, d
         topic = f"{prefix}-{LAYOUT_OF_MODE[mode].value}"
         run = ModeRun(mode, source, destination, topic, f"{topic}.{name}.{number}", data.end_offsets(spec.partitions),
                       destination_partitions, spec.codec.name.lower(), settings.fetch_max_bytes,
-                      str(work / f"{name}-{number}"), profile)
+                      str(work / f"{name}-{number}"), profile, settings.spark_copy_tasks)
         with KafkaClient(destination) as client:
             client.create_topics([NewTopic(run.destination_topic, destination_partitions)])
             sample = run_worker(run)

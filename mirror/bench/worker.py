@@ -46,6 +46,8 @@ class ModeRun:
     fetch_max_bytes: int
     work_dir: str
     profile: bool = False
+    copy_tasks: int | None = None
+    """The Spark mode's ``copy_tasks`` (None: kmirror run's default)."""
 
     @property
     def records(self) -> int:

@@ -63,6 +63,8 @@ def test_quick_preset_has_16_kib_batches_and_overrides_and_spark():
                                  "--partitions", "2", "--spark", "--repeats", "1"))
     assert custom.scenarios == (Scenario("none", 100, 1 << 20, 2), Scenario("none", 10240, 1 << 20, 2))
     assert custom.repeats == 1 and custom.modes[-1] == "pass-through-spark"
+    assert quick.spark_copy_tasks is None  # kmirror run's default
+    assert settings_from(parse("--spark", "--spark-copy-tasks", "1")).spark_copy_tasks == 1
 
 
 def test_full_preset_crosses_batch_sizes_at_1_kib_and_the_other_record_sizes_at_16_kib():
@@ -96,6 +98,7 @@ def test_settings_travel_as_json_parameters():
     (("--partitions", "0"), "partitions"),
     (("--keyed-ratio", "0"), "keyed_ratio"),
     (("--repeats", "0"), "at least 1"),
+    (("--spark-copy-tasks", "0"), "--spark-copy-tasks must be at least 1"),
     (("--source", "h:1"), "go together"),
 ])
 def test_bad_settings_are_refused_with_a_reason(argv, message):

@@ -263,7 +263,8 @@ def run(args: argparse.Namespace) -> int:
     print("\nResults (medians of %d rounds)\n%s\n\nPass-through against the targets (medians of round-by-round ratios)\n%s"
           % (settings.repeats, results_table(results), ratios_table(ratios(results))), flush=True)
     if run_copy_ratios(results):
-        tasks = "the default copy tasks" if settings.spark_copy_tasks is None else f"{settings.spark_copy_tasks} copy task{'s' if settings.spark_copy_tasks > 1 else ''}"
+        count = settings.spark_copy_tasks
+        tasks = "the default copy tasks" if count is None else f"{count} copy task{'s' if count > 1 else ''}"
         print(f"\nkmirror run ({SPARK_MODE}, {tasks}) against pass-through, {settings.scenarios[0].partitions} source "
               f"partitions (medians of round-by-round ratios)\n{run_copy_table(run_copy_ratios(results))}", flush=True)
     if args.json:

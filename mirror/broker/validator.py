@@ -79,9 +79,8 @@ def assign_offsets(batch: V2Batch, *, next_offset: int, now_ms: int, config: Top
         buf = _recompress(batch, target)
     else:
         buf = bytearray(batch.raw)
-    log_append_time = now_ms if config.timestamp_type is TimestampType.LOG_APPEND_TIME else -1
-    kcodecs.stamp_v2(buf, base_offset=next_offset, partition_leader_epoch=LEADER_EPOCH,
-                     log_append_time=None if log_append_time == -1 else log_append_time)
+    stamp = now_ms if config.timestamp_type is TimestampType.LOG_APPEND_TIME else None
+    kcodecs.stamp_v2(buf, base_offset=next_offset, partition_leader_epoch=LEADER_EPOCH, log_append_time=stamp)
     stored = kcodecs.read_batch(buf).header()
     return ValidationResult(
         data=buf,
@@ -89,7 +88,7 @@ def assign_offsets(batch: V2Batch, *, next_offset: int, now_ms: int, config: Top
         last_offset=stored.last_offset,
         max_timestamp=stored.max_timestamp,
         offset_of_max_timestamp=stored.last_offset,
-        log_append_time=log_append_time,
+        log_append_time=-1 if stamp is None else stamp,
     )
 
 

@@ -64,7 +64,11 @@ def test_sigkill_mid_traffic_loses_no_acknowledged_record(tmp_path):
                              "message.timeout.ms": 4000, "retries": 2})
         i = 0
         while not stop.is_set():
-            producer.produce("crash", value=b"record-%08d-" % i + b"x" * (i % 300), on_delivery=on_delivery)
+            try:
+                producer.produce("crash", value=b"record-%08d-" % i + b"x" * (i % 300), on_delivery=on_delivery)
+            except BufferError:  # librdkafka's local queue is full: serve deliveries, then send record i again
+                producer.poll(0.05)
+                continue
             producer.poll(0)
             i += 1
             if i % 200 == 0:

@@ -231,8 +231,8 @@ class MirrorConfig(_Strict):
     max_records_per_trigger: int | None = Field(None, ge=1, description="cap on source offsets per micro-batch")
     fetch_max_bytes: int = Field(8 * 1024 * 1024, ge=1024, description="bytes asked for per fetch request")
     max_buffer_bytes: int = Field(
-        64 * 1024 * 1024, ge=1024, description="per copy task: bytes fetched and not yet acknowledged by the "
-        "destination, at most; a slow destination slows fetching instead of growing memory")
+        64 * 1024 * 1024, ge=1024, description="per copy task: bytes of fetch buffers and rebuilt batches not yet "
+        "acknowledged by the destination, at most; a slow destination slows fetching instead of growing memory")
     max_in_flight: int = Field(5, ge=1, le=5, description="produce requests in flight per destination broker "
                                "connection (the idempotent producer keeps order with up to 5, as Kafka's)")
     copy_tasks: int | None = Field(

@@ -127,7 +127,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                           "before the job fails (default: no limit; 300 with --once; inf: no limit)")
     run.add_argument("--fetch-max-bytes", type=int, metavar="N", help="bytes per fetch request (default 8 MiB)")
     run.add_argument("--max-buffer-bytes", type=int, metavar="N",
-                     help="per copy task, bytes fetched and not yet acknowledged by the destination (default 64 MiB)")
+                     help="per copy task, bytes of fetch buffers and rebuilt batches not yet acknowledged by the "
+                          "destination (default 64 MiB)")
     run.add_argument("--max-in-flight", type=int, metavar="N",
                      help="produce requests in flight per destination broker, 1 to 5 (default 5)")
     run.add_argument("--copy-tasks", type=int, metavar="N",

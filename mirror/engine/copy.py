@@ -14,9 +14,11 @@ range of the task it leads (:class:`~mirror.kafka.Fetcher`), the routed batches 
 idempotent producer that keeps up to five Produce requests in flight per destination broker
 (:class:`~mirror.kafka.IdempotentProducer`), and the next fetches go out while produce
 requests are in flight, all in one thread (:func:`~mirror.kafka.wait_readable`). Memory is
-bounded by ``max_buffer_bytes``: fetched bytes count until the last batch taken from them is
-acknowledged, a fetch goes out only while what it may bring still fits, so a slow
-destination slows the fetching and memory stays flat however long the backlog.
+bounded by ``max_buffer_bytes``: what counts is the buffers fetch responses are read into,
+pinned until the last batch taken from them is acknowledged or kept idle for the next
+responses (:class:`~mirror.kafka.FrameBuffers`), and the batches rebuilt from them until
+acknowledged. A fetch goes out only while what it may bring still fits, so a slow destination
+slows the fetching and memory stays flat however long the backlog.
 
 Forwarded batches are rewritten inside the fetch response's own buffer and produced as views
 of it: the bytes of a batch are never copied between the socket that read them and the
@@ -33,9 +35,11 @@ from typing import Callable, Literal, Mapping, Sequence
 from kcodecs import CorruptBatchError, KcodecsError, iter_batches
 
 from ..kafka import (
+    FRAME_SLACK,
     READ_COMMITTED,
     FetchedData,
     Fetcher,
+    FrameBuffers,
     IdempotentProducer,
     KafkaClient,
     OffsetOutOfRangeError,
@@ -55,7 +59,8 @@ __all__ = ["CopyRequest", "RangeStats", "TaskStats", "copy_ranges", "route_fetch
 log = logging.getLogger(__name__)
 
 DEFAULT_MAX_BUFFER_BYTES = 64 * 1024 * 1024
-"""Bytes fetched and not yet acknowledged by the destination, at most (Kafka's ``buffer.memory`` is 32 MiB)."""
+"""Bytes of fetch buffers and rebuilt batches not yet acknowledged by the destination, at most
+(Kafka's ``buffer.memory`` is 32 MiB)."""
 _MAX_WAIT_S = 1.0
 _ONE_FOR_ONE = (RouteClass.PASSED_THROUGH, RouteClass.INSPECTED)
 """Classes whose outgoing batch is the source batch, record for record."""
@@ -122,7 +127,7 @@ class TaskStats:
     ranges: list[RangeStats]
     seconds: float = 0.0
     peak_held_bytes: int = 0
-    """The most bytes fetched and not yet acknowledged at once (bounded by ``max_buffer_bytes``)."""
+    """The most bytes of fetch buffers and rebuilt batches held at once (bounded by ``max_buffer_bytes``)."""
     failure: TaskFailure | None = None
     """Set when the task failed on an outage or a permanent error (:mod:`.failures`): the
     driver decides what follows, and ``ranges`` is empty."""
@@ -134,8 +139,9 @@ class TaskStats:
 
 @dataclass
 class _Held:
-    """Bytes kept alive for the producer: one fetched record set (its forwarded batches are
-    views of it) plus the batches rebuilt from it, until the last of them is acknowledged."""
+    """Bytes of the batches rebuilt from one fetched record set, kept alive for the producer
+    until the last batch of the set is acknowledged. (The record set itself, which forwarded
+    batches are views of, is counted with its fetch buffer: :class:`~mirror.kafka.FrameBuffers`.)"""
 
     size: int
     batches: int = 0
@@ -177,27 +183,30 @@ def copy_ranges(requests: Sequence[CopyRequest], routes: Mapping[str, TopicRoute
     copies = {request.tp: _RangeCopy(request, routes[request.tp.topic]) for request in requests}
     if len(copies) != len(requests):
         raise ValueError("copy_ranges takes at most one range per partition")
-    fetcher = Fetcher(source, max_bytes=fetch_max_bytes, isolation_level=READ_COMMITTED)
-    held = peak = 0
+    # Idle buffers beyond what the bound leaves room for would only sit there.
+    frames = FrameBuffers(fetch_max_bytes + FRAME_SLACK, keep=max(1, max_buffer_bytes // (fetch_max_bytes + FRAME_SLACK)))
+    fetcher = Fetcher(source, max_bytes=fetch_max_bytes, isolation_level=READ_COMMITTED, frames=frames)
+    rebuilt = peak = 0
     syncs = SyncLog()
     latency = LatencyHistogram()
     try:
         while any(copy.active for copy in copies.values()) or not producer.idle:
             wanted = {tp: c.offset for tp, c in copies.items() if c.active and not fetcher.fetching(tp)}
             in_flight = fetcher.in_flight()
-            if wanted and (held + fetch_max_bytes * (in_flight + 1) <= max_buffer_bytes or held + in_flight == 0):
+            usage = frames.usage()
+            # Each fetch in flight may fill a buffer: an idle one, or a new one.
+            needed = usage.pinned + rebuilt + max(usage.idle, frames.size * (in_flight + 1))
+            if wanted and (needed <= max_buffer_bytes or (in_flight == 0 and producer.idle)):
                 fetcher.send(wanted)
             producer.send_ready()
             for conn in wait_readable(fetcher.connections() + producer.connections(), _timeout(fetcher, producer)):
                 if fetcher.owns(conn):
-                    for tp, outcome in fetcher.on_readable(conn).items():
-                        held += _take(copies[tp], outcome, producer, source, on_data_loss, len(copies),
-                                      router or route_fetched)
-                        peak = max(peak, held)
+                    rebuilt += _read_fetch(fetcher, conn, copies, producer, source, on_data_loss,
+                                           router or route_fetched)
+                    peak = max(peak, frames.usage().pinned + rebuilt)
                 else:
                     producer.on_readable(conn)
-            for ack in producer.take_acks():
-                held -= _acknowledged(ack, syncs, latency)
+            rebuilt -= _take_acks(producer, syncs, latency)
     except BaseException as exc:
         # Whatever the producer still holds belongs to this failed copy: it must not go out
         # with the next task's batches. A new producer (a new id) takes over.
@@ -205,6 +214,7 @@ def copy_ranges(requests: Sequence[CopyRequest], routes: Mapping[str, TopicRoute
         raise
     finally:
         fetcher.close()
+        frames.clear()
     return TaskStats([copy.stats for copy in copies.values()], time.perf_counter() - began, peak, syncs=syncs,
                      latency=latency)
 
@@ -217,9 +227,24 @@ def _timeout(fetcher: Fetcher, producer: IdempotentProducer) -> float:
     return min(_MAX_WAIT_S, max(0.0, min(deadlines) - time.monotonic()))
 
 
+def _read_fetch(fetcher: Fetcher, conn, copies: Mapping[TopicPartition, _RangeCopy], producer: IdempotentProducer,
+                source: KafkaClient, on_data_loss: str, router: Router) -> int:
+    """Take the fetch answered on ``conn``; return the bytes of the batches rebuilt from it.
+    A function of its own so that no view of the response outlives it here: a lingering view
+    would keep the response's buffer from being reused."""
+    return sum(_take(copies[tp], outcome, producer, source, on_data_loss, len(copies), router)
+               for tp, outcome in fetcher.on_readable(conn).items())
+
+
+def _take_acks(producer: IdempotentProducer, syncs: SyncLog, latency: LatencyHistogram) -> int:
+    """Handle the producer's acknowledgements; return the bytes of rebuilt batches let go."""
+    return sum(_acknowledged(ack, syncs, latency) for ack in producer.take_acks())
+
+
 def _take(copy: _RangeCopy, outcome, producer: IdempotentProducer, source: KafkaClient, on_data_loss: str,
           fetched_together: int, router: Router) -> int:
-    """Route one partition's fetched bytes and enqueue what it owns; return the bytes now held."""
+    """Route one partition's fetched bytes and enqueue what it owns; return the bytes of the
+    batches rebuilt from them."""
     request, stats = copy.request, copy.stats
     if isinstance(outcome, OffsetOutOfRangeError):
         skipped_to = _after_data_loss(source, request.tp, copy.offset, request.end, on_data_loss, outcome)
@@ -233,8 +258,7 @@ def _take(copy: _RangeCopy, outcome, producer: IdempotentProducer, source: Kafka
         _no_progress(copy, fetched, fetched_together)
         return 0
     copy.offset, copy.stalls = next_offset, 0
-    hold = _Held(len(fetched.records) + sum(len(out.data) for out in outgoing if not isinstance(out.data, memoryview)),
-                 len(outgoing))
+    hold = _Held(sum(len(out.data) for out in outgoing if not isinstance(out.data, memoryview)), len(outgoing))
     for out in outgoing:
         producer.enqueue(out.tp, out.data, out.records, _Sent(out, hold))
         stats.produced_batches += 1
@@ -245,7 +269,7 @@ def _take(copy: _RangeCopy, outcome, producer: IdempotentProducer, source: Kafka
 
 def _acknowledged(ack, syncs: SyncLog, latency: LatencyHistogram) -> int:
     """Record where an acknowledged batch landed, and its replication latency; return the
-    bytes it no longer holds."""
+    bytes of rebuilt batches it no longer holds."""
     sent: _Sent = ack.token
     batch = sent.batch
     if batch.max_timestamp >= 0:

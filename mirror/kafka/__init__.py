@@ -6,6 +6,7 @@ and the data plane built on it: a multi-partition :class:`Fetcher` and a pipelin
 
 from .client import READ_COMMITTED, READ_UNCOMMITTED, KafkaClient, RetryPolicy
 from .fetcher import Fetcher
+from .frames import FRAME_SLACK, FrameBuffers
 from .pipeline import PipelinedConnection, wait_readable
 from .producer import Ack, IdempotentProducer, ProducerSequenceError
 from .connection import ConnectionFailedError, KafkaConnection, ProtocolError
@@ -28,6 +29,8 @@ __all__ = [
     "Ack",
     "ProducerSequenceError",
     "Fetcher",
+    "FrameBuffers",
+    "FRAME_SLACK",
     "PipelinedConnection",
     "wait_readable",
     "RetryPolicy",

@@ -19,6 +19,7 @@ from kafka.protocol.metadata import ApiVersionsResponse
 
 from kcodecs import KMirrorError
 
+from .frames import FrameBuffers
 from .security import tls_failure
 
 __all__ = ["KafkaConnection", "ConnectionFailedError", "ProtocolError"]
@@ -93,10 +94,11 @@ class KafkaConnection:
         except OSError as exc:
             raise self._failure("send failed", exc) from exc
 
-    def receive_body(self, correlation_id: int, flexible: bool, what: str) -> memoryview:
+    def receive_body(self, correlation_id: int, flexible: bool, what: str,
+                     frames: FrameBuffers | None = None) -> memoryview:
         """Read the next response frame and return its body (after the header) as a view of a
-        buffer of our own, which the caller may rewrite in place."""
-        payload = memoryview(self.read_frame())
+        buffer of our own (from ``frames`` if given), which the caller may rewrite in place."""
+        payload = memoryview(self.read_frame(frames))
         try:
             (got,) = _SIZE.unpack_from(payload, 0)
             body = _header_size(payload, flexible)
@@ -137,11 +139,16 @@ class KafkaConnection:
         except OSError as exc:
             raise self._failure("send failed", exc) from exc
 
-    def read_frame(self) -> bytearray:
+    def read_frame(self, frames: FrameBuffers | None = None) -> bytearray | memoryview:
+        """The next frame's bytes: a fresh bytearray, or a view of a buffer taken from ``frames``."""
         (size,) = _SIZE.unpack(self._read(4))
         if size < 0:
             raise ProtocolError(f"{self.address}: negative frame size {size}")
-        return self._read(size)
+        if frames is None:
+            return self._read(size)
+        view = memoryview(frames.take(size))[:size]
+        self._fill(view)
+        return view
 
     def is_closed(self) -> bool:
         """True once the peer has closed the connection (blocks until it says something)."""
@@ -152,8 +159,12 @@ class KafkaConnection:
 
     def _read(self, n: int) -> bytearray:
         out = bytearray(n)
-        view = memoryview(out)
-        got = 0
+        self._fill(memoryview(out))
+        return out
+
+    def _fill(self, view: memoryview) -> None:
+        """Read exactly ``len(view)`` bytes into ``view``."""
+        n, got = len(view), 0
         try:
             while got < n:
                 chunk = self.sock.recv_into(view[got:], n - got)
@@ -162,7 +173,6 @@ class KafkaConnection:
                 got += chunk
         except OSError as exc:
             raise self._failure("receive failed", exc) from exc
-        return out
 
     def _failure(self, what: str, exc: OSError) -> KMirrorError:
         """A refused certificate is an authentication failure (TLS 1.3 reports the broker's

@@ -1,5 +1,6 @@
 """The source side of the data plane: one Fetch per leader for all the partitions it leads,
-answers decoded without copying the record sets (Kafka's consumer ``Fetcher``).
+answers decoded without copying the record sets (Kafka's consumer ``Fetcher``), into
+buffers the caller may pass for reuse (:mod:`.frames`).
 
 Each leader has at most one fetch in flight, covering every partition the caller wants from
 it that is not already being fetched. The partitions' order in the request rotates from one
@@ -35,6 +36,7 @@ from .backoff import Backoff
 from .client import READ_COMMITTED, READ_UNCOMMITTED, KafkaClient, is_retriable
 from .connection import ConnectionFailedError, ProtocolError
 from .errors import BrokerApiError, HangingTransactionError, OffsetOutOfRangeError
+from .frames import FrameBuffers
 from .pipeline import PipelinedConnection
 from .types import FetchedData, TopicPartition
 from .wire import decode_fetch_response
@@ -64,8 +66,10 @@ class Fetcher:
 
     def __init__(self, client: KafkaClient, *, max_bytes: int, max_wait_ms: int = 100,
                  isolation_level: int = READ_UNCOMMITTED, max_transaction_wait_s: float = MAX_TRANSACTION_WAIT_S,
-                 clock: Callable[[], float] = time.monotonic):
+                 frames: FrameBuffers | None = None, clock: Callable[[], float] = time.monotonic):
+        """``frames`` are the buffers responses are read into (default: a fresh buffer for each)."""
         self._client = client
+        self._frames = frames
         self._max_bytes = max_bytes
         self._max_wait_ms = max_wait_ms
         self._isolation_level = isolation_level
@@ -126,7 +130,7 @@ class Fetcher:
     def on_readable(self, conn: PipelinedConnection) -> dict[TopicPartition, FetchOutcome]:
         """Read the oldest answer on ``conn``; the partitions it settled (retried ones left out)."""
         try:
-            pending, body = conn.receive(FetchResponse)
+            pending, body = conn.receive(FetchResponse, self._frames)
             response = decode_fetch_response(body, pending.version)
         except (ConnectionFailedError, ProtocolError) as exc:
             self._lost(conn, exc, [tp for p in conn.in_flight for tp in p.context.offsets])

@@ -22,6 +22,7 @@ from typing import Any, Callable, Iterable, Sequence
 
 from .broker_connection import BrokerConnection
 from .connection import ProtocolError
+from .frames import FrameBuffers
 
 __all__ = ["InFlight", "PipelinedConnection", "wait_readable", "Encoder"]
 
@@ -75,14 +76,15 @@ class PipelinedConnection:
         self.broker.conn.send_buffers(list(encode(correlation_id, version)))
         return self._sent(correlation_id, version, context)
 
-    def receive(self, response_class) -> tuple[InFlight, memoryview]:
+    def receive(self, response_class, frames: FrameBuffers | None = None) -> tuple[InFlight, memoryview]:
         """The oldest request's answer: its :class:`InFlight` and the response body (after the
-        header), a writable view of a buffer of its own. Blocks until the whole frame is in."""
+        header), a writable view of a buffer of its own (from ``frames`` if given). Blocks until
+        the whole frame is in."""
         if not self.in_flight:
             raise ProtocolError(f"{self.address}: nothing in flight to receive")
         pending = self.in_flight[0]
         flexible = response_class.flexible_version_q(pending.version)
-        body = self.broker.conn.receive_body(pending.correlation_id, flexible, response_class.__name__)
+        body = self.broker.conn.receive_body(pending.correlation_id, flexible, response_class.__name__, frames)
         self.in_flight.popleft()
         return pending, body
 

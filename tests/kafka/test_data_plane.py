@@ -5,7 +5,8 @@ fetcher, driven by the copy engine between two embedded brokers, with librdkafka
 - Connections cut at random points in both directions, mid-pipeline: every partition
   arrives complete, in order, with nothing duplicated.
 - A producer whose sequences the destination refuses stops with a typed error naming the partition.
-- A slow destination: the bytes held stay within ``max_buffer_bytes`` however large the backlog.
+- A slow destination: the bytes held stay within ``max_buffer_bytes`` however large the
+  backlog, and fetch buffers reused along the way carry every record intact.
 """
 
 from __future__ import annotations
@@ -24,7 +25,8 @@ from kcodecs import Record
 from mirror.broker import EmbeddedBroker
 from mirror.config import load_config
 from mirror.engine import CopyRequest, copy_ranges, sync_destination_topics
-from mirror.kafka import IdempotentProducer, KafkaClient, NewTopic, ProducerSequenceError, RetryPolicy, TopicPartition
+from mirror.engine import copy as copy_module
+from mirror.kafka import FrameBuffers, IdempotentProducer, KafkaClient, NewTopic, ProducerSequenceError, RetryPolicy, TopicPartition
 
 PARTITIONS = 4
 PATIENT = RetryPolicy(attempts=12, initial_backoff_s=0.01, max_backoff_s=0.2)
@@ -128,16 +130,38 @@ def test_a_refused_sequence_is_a_typed_error_naming_the_partition(clusters, monk
     first.close()
 
 
-def test_a_slow_destination_keeps_held_bytes_within_the_bound(clusters, proxy):
+class _CountingFrames(FrameBuffers):
+    """Remembers every buffer it hands out, to tell whether any was handed out twice."""
+
+    def __init__(self, size: int, keep: int):
+        super().__init__(size, keep)
+        self.taken: list[int] = []
+
+    def take(self, n: int) -> bytearray:
+        buf = super().take(n)
+        self.taken.append(id(buf))
+        return buf
+
+
+def test_a_slow_destination_keeps_held_bytes_within_the_bound(clusters, proxy, monkeypatch):
     src, dst, source, destination = clusters
     produced = _fill(source, "slow", batches=50, per_batch=50, value_bytes=400)  # about 4 MB
     proxy.delay_s = 0.003
     bound = 1024 * 1024
+    made: list[_CountingFrames] = []
+    monkeypatch.setattr(copy_module, "FrameBuffers", lambda *a, **k: made.append(_CountingFrames(*a, **k)) or made[-1])
     stats = _copy(src, source, destination, "slow", fetch_max_bytes=128 * 1024, max_buffer_bytes=bound)
     assert sum(r.counters.total_records for r in stats.ranges) == sum(map(len, produced.values()))
     assert stats.peak_held_bytes <= bound
     # The bound was what held the fetcher back, not a fast destination.
     assert stats.peak_held_bytes > bound // 2
+    # Fetch buffers were reused, and what arrived is what the source has: a buffer handed out
+    # again while batches still viewed it would show as changed or repeated records.
+    taken = made[0].taken
+    assert len(set(taken)) < len(taken), "no fetch buffer was reused: the test did not exercise reuse"
+    got = _read_confluent(dst.bootstrap, "slow", {p: len(v) for p, v in produced.items()})
+    for p in range(PARTITIONS):
+        assert got[p] == produced[p], f"partition {p}: order or content differs"
 
 
 def test_a_batch_refused_while_the_next_one_is_written_is_reported_not_left_behind(clusters, monkeypatch):

@@ -1,0 +1,94 @@
+"""Receive buffers for fetch responses, reused once nothing views them any more.
+
+A fetch response is read into a buffer of its own, and its record sets go on as views of
+that buffer: forwarded batches are rewritten in place and produced from there, so the buffer
+lives until the last of its batches is acknowledged. A fresh buffer per response cost more
+than any other item of the mirror's own work in a sampling profile (docs/performance.md):
+``bytearray(n)`` of up to ``fetch_max_bytes`` maps new pages, zeroes them, and the socket then
+writes every byte again. :class:`FrameBuffers` keeps the large buffers and hands one out again
+once nothing views it.
+
+Whether anything still views a buffer is CPython's own count of its buffer exports, not
+something the caller must remember to release: a bytearray with exports refuses to change
+size (``BufferError``), so a one-byte append tells exactly. A view kept anywhere (a batch
+waiting for a retry, a traceback) keeps its buffer out of reuse; a buffer is never reused
+while something can still read it.
+
+The buffers are memory the caller must bound (``max_buffer_bytes``): :meth:`FrameBuffers.usage`
+says how much is pinned by views and how much lies idle, ready for the next responses.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["FrameBuffers", "FrameUsage", "FRAME_SLACK"]
+
+FRAME_SLACK = 64 * 1024
+"""Room in a buffer for a fetch response's framing beyond ``max_bytes`` of records (headers of
+up to about a thousand partitions), so that a full response fits a kept buffer."""
+
+
+@dataclass(frozen=True)
+class FrameUsage:
+    pinned: int
+    """Bytes of buffers that something still views."""
+    idle: int
+    """Bytes of buffers kept for the next responses."""
+
+
+class FrameBuffers:
+    """Buffers for response frames: ``size`` bytes each (more for a larger frame), at most
+    ``keep`` of them kept while idle. A frame smaller than half of ``size`` gets a buffer of its
+    own size, never kept: small allocations are cheap, and a large buffer would pin more memory
+    than the frame needs."""
+
+    def __init__(self, size: int, keep: int):
+        if size < 1 or keep < 0:
+            raise ValueError(f"frame buffers need a positive size and keep >= 0, not {size} and {keep}")
+        self.size = size
+        self.keep = keep
+        self._buffers: list[bytearray] = []
+        """Every buffer handed out and not yet found idle-and-surplus: pinned ones and kept ones."""
+
+    def take(self, n: int) -> bytearray:
+        """A buffer of at least ``n`` bytes that nothing views (its contents are stale)."""
+        self.usage()  # let surplus buffers go, so a caller that never asks does not collect them
+        if n * 2 >= self.size:
+            free = [buf for buf in self._buffers if len(buf) >= n and _unviewed(buf)]
+            if free:
+                return min(free, key=len)
+        buf = bytearray(max(n, self.size) if n * 2 >= self.size else n)
+        self._buffers.append(buf)
+        return buf
+
+    def usage(self) -> FrameUsage:
+        """What the buffers take now; idle ones beyond ``keep`` (and small ones) are let go."""
+        pinned = idle = kept = 0
+        buffers = []
+        for buf in self._buffers:
+            if not _unviewed(buf):
+                pinned += len(buf)
+            elif kept < self.keep and len(buf) >= self.size:
+                idle += len(buf)
+                kept += 1
+            else:
+                continue
+            buffers.append(buf)
+        self._buffers = buffers
+        return FrameUsage(pinned, idle)
+
+    def clear(self) -> None:
+        """Let every buffer go (views still held stay valid: they keep their buffer alive)."""
+        self._buffers.clear()
+
+
+def _unviewed(buf: bytearray) -> bool:
+    """No memoryview of ``buf`` is alive. A bytearray with buffer exports cannot be resized;
+    after the first probe the append fits the allocation's spare room, so this costs ~0.1 us."""
+    try:
+        buf.append(0)
+    except BufferError:
+        return False
+    del buf[-1]
+    return True

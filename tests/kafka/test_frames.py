@@ -1,0 +1,62 @@
+"""Fetch-response buffers are reused only once nothing views them (mirror.kafka.frames)."""
+
+from __future__ import annotations
+
+import pytest
+
+from mirror.kafka import FrameBuffers
+
+
+def test_a_buffer_comes_back_once_its_last_view_is_gone():
+    frames = FrameBuffers(1000, keep=2)
+    first = frames.take(900)
+    view = memoryview(first)[:900]
+    batch = view[100:200]  # a view of a view still pins the buffer
+    del view
+    assert frames.take(900) is not first
+    del batch
+    assert frames.take(900) is first
+
+
+def test_a_reused_buffer_is_at_least_as_large_as_the_frame():
+    frames = FrameBuffers(1000, keep=2)
+    frames.take(1500)  # larger than size: a buffer of the frame's own size
+    again = frames.take(1200)
+    assert len(again) >= 1200
+
+
+def test_usage_counts_pinned_and_idle_bytes_and_keeps_at_most_keep_idle():
+    frames = FrameBuffers(1000, keep=1)
+    views = [memoryview(frames.take(800)) for _ in range(3)]  # each viewed before the next is taken
+    usage = frames.usage()
+    assert (usage.pinned, usage.idle) == (3000, 0)
+    del views[1:]
+    usage = frames.usage()
+    assert (usage.pinned, usage.idle) == (1000, 1000)  # one of b and c kept, the other let go
+    views.clear()
+    assert frames.usage().idle == 1000
+
+
+def test_a_small_frame_gets_its_own_buffer_which_is_counted_while_viewed_and_never_kept():
+    frames = FrameBuffers(1000, keep=4)
+    small = memoryview(frames.take(100))
+    assert len(small) == 100
+    assert frames.usage().pinned == 100
+    del small
+    assert frames.usage().idle == 0 and frames.usage().pinned == 0
+
+
+def test_contents_survive_while_viewed():
+    frames = FrameBuffers(10, keep=1)
+    buf = frames.take(10)
+    buf[:] = b"0123456789"
+    view = memoryview(buf)[2:5]
+    other = frames.take(10)
+    other[:] = b"x" * 10
+    assert bytes(view) == b"234"
+
+
+@pytest.mark.parametrize("size, keep", [(0, 1), (10, -1)])
+def test_nonsense_sizes_are_refused(size, keep):
+    with pytest.raises(ValueError):
+        FrameBuffers(size, keep)

@@ -47,3 +47,33 @@ def test_header_size_matches_kafka_python_for_tagged_fields():
     theirs = io.BytesIO(tagged + b"body")
     assert ResponseHeader.decode(theirs, flexible=True).correlation_id == 9
     assert _header_size(memoryview(tagged + b"body"), True) == theirs.tell() == len(tagged)
+
+
+def test_a_broker_that_stops_answering_mid_frame_is_a_timed_out_connection_failure():
+    """Each receive is bounded by the connection's timeout (in the kernel, SO_RCVTIMEO): a broker
+    that sends half a frame and then nothing is a typed failure, not a hang."""
+    import socket
+    import threading
+
+    from mirror.kafka import ConnectionFailedError
+
+    server = socket.create_server(("127.0.0.1", 0))
+    accepted: list[socket.socket] = []
+
+    def half_answer():
+        peer, _ = server.accept()
+        accepted.append(peer)
+        peer.recv(1024)
+        peer.sendall(b"\x00\x00\x00\x40\x00\x00")  # a 64-byte frame's size, then 2 of its bytes
+
+    thread = threading.Thread(target=half_answer, daemon=True)
+    thread.start()
+    try:
+        with KafkaConnection(f"127.0.0.1:{server.getsockname()[1]}", timeout_s=0.2) as conn:
+            with pytest.raises(ConnectionFailedError, match="timed out"):
+                conn.call(ApiVersionsRequest(client_software_name="kmirror", client_software_version="1"), 0)
+    finally:
+        thread.join(5)
+        for peer in accepted:
+            peer.close()
+        server.close()

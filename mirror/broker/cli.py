@@ -32,6 +32,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "'os': leave writes to the page cache (survives a process crash, not a power loss). Default os")
     parser.add_argument("--max-request-bytes", type=int, default=100 * 1024 * 1024, metavar="N",
                         help="largest request frame accepted (socket.request.max.bytes, default 100 MiB)")
+    parser.add_argument("--producer-id-expiration-ms", type=int, default=86_400_000, metavar="MS",
+                        help="forget a producer's sequence state in a partition it has not written to for this long, "
+                             "unless its transaction is open there (producer.id.expiration.ms, default 86400000: a day)")
     add_security_arguments(parser)
     cleaning = parser.add_argument_group("log cleaner and retention")
     cleaning.add_argument("--no-log-cleaner", dest="log_cleaner", action="store_false",
@@ -61,4 +64,5 @@ def run(args: argparse.Namespace) -> int:
         cleaner=CleanerConfig(enable=args.log_cleaner, dedupe_buffer_bytes=args.cleaner_dedupe_buffer_bytes,
                               backoff_ms=args.cleaner_backoff_ms),
         retention_check_interval_ms=args.retention_check_interval_ms,
+        producer_id_expiration_ms=args.producer_id_expiration_ms,
     ))

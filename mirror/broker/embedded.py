@@ -49,11 +49,14 @@ class _Runtime:
         config = self.state.config
         # Kafka's scheduled ``transaction-abort`` task times out abandoned transactions; the
         # group coordinator's timer expires sessions and ends join and sync phases;
-        # ``kafka-log-retention`` deletes expired segments of idle partitions too.
+        # ``kafka-log-retention`` deletes expired segments of idle partitions too;
+        # ``PeriodicProducerExpirationCheck`` forgets idle producers.
         self._timers = [
             asyncio.create_task(_every(config.transaction_abort_interval_ms, self.state.transactions.tick, "transaction coordinator")),
             asyncio.create_task(_every(config.groups.tick_interval_ms, self.state.groups.tick, "group coordinator")),
             asyncio.create_task(_every(config.retention_check_interval_ms, self._enforce_retention, "retention")),
+            asyncio.create_task(_every(config.producer_id_expiration_check_interval_ms, self._expire_producers,
+                                       "producer id expiration")),
         ]
         self.cleaner.start(asyncio.get_running_loop())
         host, advertised_port = self.state.advertised
@@ -63,6 +66,12 @@ class _Runtime:
 
     def _enforce_retention(self) -> None:
         self.state.topics.enforce_retention(self.state.clock())
+
+    def _expire_producers(self) -> None:
+        expired = self.state.topics.expire_producers(self.state.clock(), self.state.config.producer_id_expiration_ms)
+        if expired:
+            log.info("forgot %d idle producer state entries (producer.id.expiration.ms %d)", expired,
+                     self.state.config.producer_id_expiration_ms)
 
     async def stop(self) -> None:
         for timer in self._timers:

@@ -31,6 +31,17 @@ The state is rebuilt from the log's batch headers (and each marker's one control
 when the partition loads, :meth:`ProducerStateTable.replay` per batch, as Kafka's log does
 when it has no snapshot: a retry that straddles a broker restart is still recognised as a
 duplicate, and an open transaction is still open.
+
+Expiry (Kafka's ``producer.id.expiration.ms``, KIP-854): a producer without an open
+transaction that has written nothing here for that long is forgotten
+(:meth:`ProducerStateTable.expire`), so a broker that runs for weeks under mirrors that each
+restart with a new producer id does not keep every id it ever saw. Its next batch, if any,
+is taken at any sequence, as from any producer this partition has no state for. Kafka times
+a producer by its last batch's max timestamp; here it is the broker's clock at its last
+append or marker, because a mirror writes batches that keep their source's (CreateTime)
+timestamps, which may be days old, and would otherwise be forgotten while it is still
+writing. Producers rebuilt from the log at load are timed from the first expiry check after
+it: their append times are not in the log.
 """
 
 from __future__ import annotations
@@ -77,6 +88,8 @@ class _ProducerEntry:
     coordinator_epoch: int = -1
     txn_first_offset: int | None = None
     """First offset of this producer's open transaction in this partition, if one is open."""
+    last_activity_ms: int | None = None
+    """Broker time of its last append or marker here; None when rebuilt from the log and not seen since."""
 
 
 class ProducerStateTable:
@@ -131,8 +144,10 @@ class ProducerStateTable:
                            f"producer {producer_id} sent a non-transactional batch inside its open transaction")
         return None
 
-    def record(self, producer_id: int, epoch: int, meta: BatchMetadata, *, transactional: bool = False) -> None:
-        """Remember an appended batch; call only after :meth:`check` accepted it and the append succeeded."""
+    def record(self, producer_id: int, epoch: int, meta: BatchMetadata, *, now_ms: int | None,
+               transactional: bool = False) -> None:
+        """Remember an appended batch; call only after :meth:`check` accepted it and the append
+        succeeded (``now_ms``: the broker's time of the append; None when replaying the log)."""
         if producer_id == NO_PRODUCER_ID:
             return
         entry = self._producers.get(producer_id)
@@ -142,6 +157,7 @@ class ProducerStateTable:
             entry.epoch = epoch
             entry.batches.clear()
         entry.batches.append(meta)
+        entry.last_activity_ms = now_ms
         if transactional and entry.txn_first_offset is None:
             entry.txn_first_offset = meta.first_offset
             self._ongoing[meta.first_offset] = producer_id
@@ -170,8 +186,9 @@ class ProducerStateTable:
         others = (first for first, pid in self._ongoing.items() if pid != producer_id)
         return AbortedTxn(producer_id, entry.txn_first_offset, marker_offset, next(others, marker_offset + 1))
 
-    def record_marker(self, producer_id: int, epoch: int, coordinator_epoch: int) -> None:
-        """Close the producer's open transaction (if any) and adopt the marker's epochs."""
+    def record_marker(self, producer_id: int, epoch: int, coordinator_epoch: int, *, now_ms: int | None) -> None:
+        """Close the producer's open transaction (if any) and adopt the marker's epochs
+        (``now_ms`` as for :meth:`record`)."""
         entry = self._producers.get(producer_id)
         if entry is None:
             entry = self._producers[producer_id] = _ProducerEntry(epoch)
@@ -179,9 +196,30 @@ class ProducerStateTable:
             entry.epoch = epoch
             entry.batches.clear()  # Kafka's maybeUpdateProducerEpoch: the new epoch starts at sequence 0
         entry.coordinator_epoch = coordinator_epoch
+        entry.last_activity_ms = now_ms
         if entry.txn_first_offset is not None:
             del self._ongoing[entry.txn_first_offset]
             entry.txn_first_offset = None
+
+    # -- expiry --------------------------------------------------------------------------------
+
+    def expire(self, now_ms: int, expiration_ms: int) -> list[int]:
+        """Forget the producers idle for ``expiration_ms`` with no transaction open here (Kafka's
+        ``removeExpiredProducers``); return their ids. One rebuilt from the log starts its idle
+        time now."""
+        expired = []
+        for producer_id, entry in self._producers.items():
+            if entry.last_activity_ms is None:
+                entry.last_activity_ms = now_ms
+            elif entry.txn_first_offset is None and now_ms - entry.last_activity_ms >= expiration_ms:
+                expired.append(producer_id)
+        for producer_id in expired:
+            del self._producers[producer_id]
+        return expired
+
+    def __len__(self) -> int:
+        """Producers with state here."""
+        return len(self._producers)
 
     # -- loading -------------------------------------------------------------------------------
 
@@ -196,12 +234,12 @@ class ProducerStateTable:
                 return None
             kind, coordinator_epoch = marker
             aborted = self.aborted_by(producer_id, batch.base_offset) if kind is ControlType.ABORT else None
-            self.record_marker(producer_id, epoch, coordinator_epoch)
+            self.record_marker(producer_id, epoch, coordinator_epoch, now_ms=None)
             return aborted
         append_time = batch.max_timestamp if batch.timestamp_type == TimestampType.LOG_APPEND_TIME else -1
         self.record(producer_id, epoch, BatchMetadata(
             batch.base_sequence, last_sequence(batch), batch.base_offset, batch.last_offset, append_time,
-        ), transactional=batch.is_transactional)
+        ), now_ms=None, transactional=batch.is_transactional)
         return None
 
 

@@ -59,6 +59,11 @@ class BrokerConfig:
     retention_check_interval_ms: int = 300_000
     """Kafka's ``log.retention.check.interval.ms``: how often retention runs on every partition,
     idle ones included (busy ones also check on each append)."""
+    producer_id_expiration_ms: int = 86_400_000
+    """Kafka's ``producer.id.expiration.ms`` (KIP-854): a partition forgets a producer that
+    wrote nothing to it for this long and has no transaction open there (one day)."""
+    producer_id_expiration_check_interval_ms: int = 600_000
+    """Kafka's ``producer.id.expiration.check.interval.ms``: how often that is checked."""
     security: ListenerSecurity = ListenerSecurity()
     """TLS and SASL on the listener (``mirror.broker.security``); plaintext by default."""
 

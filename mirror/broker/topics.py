@@ -84,7 +84,7 @@ class Partition:
         self._write(result, now_ms)
         self.producers.record(producer_id, epoch, BatchMetadata(
             first_sequence, last_seq, result.first_offset, result.last_offset, result.log_append_time,
-        ), transactional=transactional)
+        ), now_ms=now_ms, transactional=transactional)
         return AppendOutcome(result.first_offset, result.log_append_time, duplicate=False)
 
     def write_marker(self, producer_id: int, producer_epoch: int, *, commit: bool, coordinator_epoch: int,
@@ -104,7 +104,7 @@ class Partition:
         aborted = None if commit else self.producers.aborted_by(producer_id, result.first_offset)
         if aborted is not None:
             self.log.append_aborted_txn(aborted)
-        self.producers.record_marker(producer_id, producer_epoch, coordinator_epoch)
+        self.producers.record_marker(producer_id, producer_epoch, coordinator_epoch, now_ms=now_ms)
         return result.first_offset
 
     def aborted_transactions(self, fetch_offset: int, upper_bound: int) -> list[tuple[int, int]]:
@@ -203,6 +203,12 @@ class TopicStore:
         """Apply retention to every partition, busy or idle (Kafka's ``log.retention.check.interval.ms``
         task); return how many segments went."""
         return sum(partition.enforce_retention(now_ms)
+                   for topic in list(self.topics.values()) for partition in topic.partitions)
+
+    def expire_producers(self, now_ms: int, expiration_ms: int) -> int:
+        """Forget, in every partition, the producers idle for ``expiration_ms`` (Kafka's
+        ``PeriodicProducerExpirationCheck``); return how many entries went."""
+        return sum(len(partition.producers.expire(now_ms, expiration_ms))
                    for topic in list(self.topics.values()) for partition in topic.partitions)
 
     def close(self) -> None:

@@ -77,13 +77,13 @@ def test_bad_topic_configs_name_the_field(configs, fragment):
 def test_producer_state_follows_kafka_rules():
     table = ProducerStateTable()
     assert table.check(7, 0, 0, 4) is None
-    table.record(7, 0, BatchMetadata(0, 4, 100, 104, -1))
+    table.record(7, 0, BatchMetadata(0, 4, 100, 104, -1), now_ms=0)
     assert table.check(7, 0, 0, 4) == BatchMetadata(0, 4, 100, 104, -1)  # duplicate of a retained batch
     assert table.check(7, 0, 5, 9) is None
     with pytest.raises(ApiError) as gap:
         table.check(7, 0, 6, 9)
     assert gap.value.code == 45
-    table.record(7, 3, BatchMetadata(0, 0, 200, 200, -1))  # a new epoch starts over at sequence 0
+    table.record(7, 3, BatchMetadata(0, 0, 200, 200, -1), now_ms=0)  # a new epoch starts over at sequence 0
     with pytest.raises(ApiError) as fenced:
         table.check(7, 2, 1, 1)
     assert fenced.value.code == 47

@@ -163,12 +163,18 @@ def stamp_v2(
     partition_leader_epoch: int,
     log_append_time: int | None = None,
     clear_producer_state: bool = False,
+    clear_delete_horizon: bool = False,
 ) -> None:
     """What :func:`set_base_offset`, :func:`set_partition_leader_epoch`, then
     :func:`set_log_append_time` (``log_append_time`` given) or :func:`clear_log_append_time`
     (None), then with ``clear_producer_state`` :func:`clear_producer_state` do, in one patch:
     the header is checked once, every value before a byte is written, and the CRC is
-    recomputed once, only when a byte it covers changed."""
+    recomputed once, only when a byte it covers changed.
+
+    ``clear_delete_horizon`` clears attribute bit 6 (KIP-534): a log cleaner set it, and
+    the base timestamp holds the time after which the batch's tombstones may go. The base
+    timestamp stays, as the base its records' timestamp deltas are read from, so every
+    record keeps its timestamp; only the horizon no longer applies."""
     view, _ = _patchable(buf, (2,), "stamp_v2")
     check_int(base_offset, 64, "baseOffset")
     check_int(partition_leader_epoch, 32, "partitionLeaderEpoch")
@@ -181,6 +187,8 @@ def stamp_v2(
     _v2.INT64.pack_into(view, _v2.BASE_OFFSET, base_offset)
     _v2.INT32.pack_into(view, _v2.PARTITION_LEADER_EPOCH, partition_leader_epoch)
     changed = max_timestamp != old_max
+    if clear_delete_horizon:
+        attributes &= ~_v2.DELETE_HORIZON_MASK
     if clear_producer_state:
         attributes &= ~_v2.TRANSACTIONAL_MASK
         if _v2.PRODUCER_STATE.unpack_from(view, _v2.PRODUCER_ID) != _NO_PRODUCER:

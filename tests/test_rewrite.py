@@ -438,6 +438,22 @@ def test_stamp_v2_recomputes_the_crc_only_when_a_covered_byte_changes():
     kcodecs.read_batch(buf).validate(deep=True)  # the timestamp type changed: CRC recomputed
 
 
+@pytest.mark.parametrize("codec", ["none", "gzip"])
+def test_stamp_v2_clears_a_delete_horizon_alone_and_kafka_python_validates_it(codec):
+    from kafka.record.default_records import DefaultRecordBatch
+
+    records = sample_records(2, count=6)
+    stored = kcodecs.read_batch(bytearray(kcodecs.build_batch(records, compression=codec, base_offset=100)))
+    with_horizon = bytearray(kcodecs.retain_records(stored, list(stored.records()), delete_horizon_ms=T1))
+    before = bytes(with_horizon)
+    kcodecs.stamp_v2(with_horizon, base_offset=100, partition_leader_epoch=-1, clear_delete_horizon=True)
+    assert with_horizon[22] == before[22] & ~0x40 and with_horizon[21] == before[21]
+    assert with_horizon[23:] == before[23:] and with_horizon[:17] == before[:17]  # only attributes and CRC
+    theirs = DefaultRecordBatch(bytes(with_horizon))
+    assert theirs.validate_crc()
+    assert [r.timestamp for r in theirs] == [r.timestamp for r in kcodecs.read_batch(before).records()]
+
+
 @pytest.mark.parametrize("field, value", [("base_offset", 1 << 63), ("partition_leader_epoch", 1 << 31),
                                           ("log_append_time", -(1 << 63) - 1)])
 def test_stamp_v2_refuses_values_its_fields_cannot_hold_untouched(field, value):

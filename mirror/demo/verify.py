@@ -18,9 +18,9 @@ What "mirrored correctly" means, per topic:
   the destination is LogAppendTime too, stamped by its broker after the mirror started;
 * **batches** (passed-through topics): each destination batch is a source batch byte for byte
   from the attributes to the max timestamp and from the record count on (bytes 21-42 and 61+
-  of the v2 header, ``DefaultRecordBatch``); only base offset, length, leader epoch, CRC and
-  producer state (id, epoch, sequence, the transactional bit) may be rewritten, in the same
-  order per source partition;
+  of the v2 header, ``DefaultRecordBatch``); only base offset, length, leader epoch, CRC,
+  producer state (id, epoch, sequence, the transactional bit) and a source cleaner's delete
+  horizon bit may be rewritten, in the same order per source partition;
 * **routes**: the run's routing classes for the topic are the ones its data should take.
 """
 
@@ -64,6 +64,7 @@ EXAMPLES = 3
 # v2 header spans compared for passed-through batches (DefaultRecordBatch): attributes (21)
 # through max timestamp (43), and record count (57) plus the records section.
 _TRANSACTIONAL_BIT = 0x10
+_DELETE_HORIZON_BIT = 0x40
 _KEPT_FROM = 57
 
 Headers = tuple[tuple[str, "bytes | None"], ...]
@@ -408,8 +409,9 @@ def _placed_right(r: Rec, homes: Callable[[Rec], set[int]]) -> bool:
 
 def _kept(batch: bytes) -> bytes:
     """The bytes a pass-through must not change (see the module docstring); the transactional
-    attribute bit is producer state, which an exactly-once mirror sets."""
-    attributes = int.from_bytes(batch[21:23], "big") & ~_TRANSACTIONAL_BIT
+    attribute bit is producer state, which an exactly-once mirror sets, and the delete horizon
+    bit the source cleaner's, which the mirror clears."""
+    attributes = int.from_bytes(batch[21:23], "big") & ~(_TRANSACTIONAL_BIT | _DELETE_HORIZON_BIT)
     return attributes.to_bytes(2, "big") + batch[23:43] + batch[_KEPT_FROM:]
 
 

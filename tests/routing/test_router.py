@@ -42,7 +42,7 @@ LEGACY_CODECS = ["none", "gzip", "snappy", "lz4"]
 T0 = 1_700_000_000_000
 APPEND_TIME = 1_800_000_000_000  # the source broker's LogAppendTime
 BASE_OFFSET = 1000
-LAT_AND_TRANSACTIONAL = 0x08 | 0x10  # the attribute bits the rewrites may clear
+LAT_TRANSACTIONAL_HORIZON = 0x08 | 0x10 | 0x40  # the attribute bits the rewrites may clear
 
 
 # ---- helpers ---------------------------------------------------------------------------------
@@ -98,12 +98,12 @@ def keys_routing_to(partition: int, partitions: int, count: int) -> list[bytes]:
 
 
 def assert_forwarded(out: Outgoing, src: bytearray) -> None:
-    """Only baseOffset, the leader epoch, the CRC, the producer state and two attribute bits may differ."""
+    """Only baseOffset, the leader epoch, the CRC, the producer state and three attribute bits may differ."""
     data = out.data
     assert len(data) == len(src)
     assert data[8:12] == src[8:12]  # batchLength
     assert data[16] == src[16] == 2  # magic
-    assert data[22] | LAT_AND_TRANSACTIONAL == src[22] | LAT_AND_TRANSACTIONAL  # attributes, low byte
+    assert data[22] | LAT_TRANSACTIONAL_HORIZON == src[22] | LAT_TRANSACTIONAL_HORIZON  # attributes, low byte
     assert data[21] == src[21]  # attributes, high byte: the no-keys flag
     assert data[23:43] == src[23:43]  # lastOffsetDelta, baseTimestamp, maxTimestamp
     assert data[57:] == src[57:]  # recordCount and the (compressed) records, byte for byte
@@ -395,6 +395,27 @@ def test_requesting_the_source_codec_changes_nothing():
 
 
 # ---- destination rewrites --------------------------------------------------------------------
+
+
+@pytest.mark.interop
+@pytest.mark.parametrize("codec", ["none", "lz4", "zstd"])
+def test_a_source_cleaners_delete_horizon_is_cleared_and_every_record_keeps_its_time(codec):
+    """A batch the source's cleaner rewrote carries a delete horizon (KIP-534: attribute bit 6,
+    the horizon in the base timestamp). At the destination its tombstones have just arrived:
+    the bit goes, so the destination's cleaner gives them its own delete.retention.ms, and the
+    records' timestamps (read by kafka-python from the unchanged base and deltas) stay."""
+    horizon = T0 + 86_400_000
+    records = [Record(key=b"key-%d" % i, value=None if i % 3 == 0 else b"v%d" % i, timestamp=T0 + 7 * i)
+               for i in range(9)]
+    stored = kcodecs.read_batch(source(records, codec))
+    cleaned = bytearray(kcodecs.retain_records(stored, list(stored.records()), delete_horizon_ms=horizon))
+    assert cleaned[22] & 0x40 and kcodecs.read_batch(cleaned).base_timestamp == horizon
+    routed = route(cleaned, 1, destination_partitions=2, partitioning="preserve")
+    assert routed.route is RouteClass.PASSED_THROUGH
+    (out,) = routed.outgoing
+    assert_forwarded(out, cleaned)
+    assert not out.data[22] & 0x40
+    assert [(ts, value) for _, value, _, ts in their_rows(out)] == [(r.timestamp, r.value) for r in records]
 
 
 @pytest.mark.interop

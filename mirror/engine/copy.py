@@ -192,11 +192,7 @@ def copy_ranges(requests: Sequence[CopyRequest], routes: Mapping[str, TopicRoute
     try:
         while any(copy.active for copy in copies.values()) or not producer.idle:
             wanted = {tp: c.offset for tp, c in copies.items() if c.active and not fetcher.fetching(tp)}
-            in_flight = fetcher.in_flight()
-            usage = frames.usage()
-            # Each fetch in flight may fill a buffer: an idle one, or a new one.
-            needed = usage.pinned + rebuilt + max(usage.idle, frames.size * (in_flight + 1))
-            if wanted and (needed <= max_buffer_bytes or (in_flight == 0 and producer.idle)):
+            if wanted and _room_to_fetch(frames, rebuilt, fetcher.in_flight(), max_buffer_bytes, producer.idle):
                 fetcher.send(wanted)
             producer.send_ready()
             for conn in wait_readable(fetcher.connections() + producer.connections(), _timeout(fetcher, producer)):
@@ -227,6 +223,15 @@ def _timeout(fetcher: Fetcher, producer: IdempotentProducer) -> float:
     return min(_MAX_WAIT_S, max(0.0, min(deadlines) - time.monotonic()))
 
 
+def _room_to_fetch(frames: FrameBuffers, rebuilt: int, in_flight: int, max_buffer_bytes: int, idle: bool) -> bool:
+    """Whether another fetch fits the memory bound: each fetch in flight may fill a buffer, an
+    idle one or a new one. With nothing in flight and nothing unacknowledged, one always goes
+    (whatever a lingering view still pins), so the copy cannot stall."""
+    usage = frames.usage()
+    needed = usage.pinned + rebuilt + max(usage.idle, frames.size * (in_flight + 1))
+    return needed <= max_buffer_bytes or (in_flight == 0 and idle)
+
+
 def _read_fetch(fetcher: Fetcher, conn, copies: Mapping[TopicPartition, _RangeCopy], producer: IdempotentProducer,
                 source: KafkaClient, on_data_loss: str, router: Router) -> int:
     """Take the fetch answered on ``conn``; return the bytes of the batches rebuilt from it.
@@ -237,7 +242,9 @@ def _read_fetch(fetcher: Fetcher, conn, copies: Mapping[TopicPartition, _RangeCo
 
 
 def _take_acks(producer: IdempotentProducer, syncs: SyncLog, latency: LatencyHistogram) -> int:
-    """Handle the producer's acknowledgements; return the bytes of rebuilt batches let go."""
+    """Handle the producer's acknowledgements; return the bytes of rebuilt batches let go (a
+    function of its own for the reason :func:`_read_fetch` is: no acknowledged batch's view
+    lingers in the loop)."""
     return sum(_acknowledged(ack, syncs, latency) for ack in producer.take_acks())
 
 

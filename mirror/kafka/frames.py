@@ -53,30 +53,34 @@ class FrameBuffers:
 
     def take(self, n: int) -> bytearray:
         """A buffer of at least ``n`` bytes that nothing views (its contents are stale)."""
-        self.usage()  # let surplus buffers go, so a caller that never asks does not collect them
+        _, free = self._sweep()  # also lets surplus buffers go, for a caller that never asks usage()
         if n * 2 >= self.size:
-            free = [buf for buf in self._buffers if len(buf) >= n and _unviewed(buf)]
-            if free:
-                return min(free, key=len)
+            fitting = [buf for buf in free if len(buf) >= n]
+            if fitting:
+                return min(fitting, key=len)
         buf = bytearray(max(n, self.size) if n * 2 >= self.size else n)
         self._buffers.append(buf)
         return buf
 
     def usage(self) -> FrameUsage:
         """What the buffers take now; idle ones beyond ``keep`` (and small ones) are let go."""
-        pinned = idle = kept = 0
-        buffers = []
+        return self._sweep()[0]
+
+    def _sweep(self) -> tuple[FrameUsage, list[bytearray]]:
+        """Probe every buffer once: keep the pinned ones and up to ``keep`` idle full-size ones;
+        return what they take and the idle ones kept."""
+        pinned = 0
+        kept: list[bytearray] = []
+        free: list[bytearray] = []
         for buf in self._buffers:
             if not _unviewed(buf):
                 pinned += len(buf)
-            elif kept < self.keep and len(buf) >= self.size:
-                idle += len(buf)
-                kept += 1
-            else:
-                continue
-            buffers.append(buf)
-        self._buffers = buffers
-        return FrameUsage(pinned, idle)
+                kept.append(buf)
+            elif len(free) < self.keep and len(buf) >= self.size:
+                free.append(buf)
+                kept.append(buf)
+        self._buffers = kept
+        return FrameUsage(pinned, sum(map(len, free))), free
 
     def clear(self) -> None:
         """Let every buffer go (views still held stay valid: they keep their buffer alive)."""

@@ -24,8 +24,8 @@ import kcodecs
 
 from ..engine import (CommittedOffsets, CopyRequest, TopicRoute, copy_exactly_once, copy_ranges, offset_syncs_topic,
                       offset_syncs_topic_spec, offsets_topic, offsets_topic_spec, transactional_id)
-from ..engine.copy import Outgoing, OutgoingBatch
-from ..kafka import FetchedData, IdempotentProducer, KafkaClient, TopicPartition
+from ..engine.fetched_set import OutgoingBatch, route_one
+from ..kafka import IdempotentProducer, KafkaClient, TopicPartition
 from ..kafka.transactional_producer import TransactionalProducer
 from ..routing import RouteCounters, RoutingPolicy
 from .proctree import TreeMeter
@@ -60,23 +60,13 @@ def prepared(spec: ModeRun) -> Iterator[Callable[[], dict[str, int]]]:
             producer.close()
 
 
-def forward_unchecked(fetched: FetchedData, tp: TopicPartition, offset: int, end: int, route: TopicRoute,
-                      counters: RouteCounters) -> tuple[Outgoing, int]:
-    """The raw ceiling's router: every whole batch of the range, base offset zeroed, nothing
-    checked (the bench's sources have no transactions to leave out)."""
-    outgoing: Outgoing = []
-    out = TopicPartition(route.topic, tp.partition)
-    for batch in kcodecs.iter_batches(fetched.records):  # headers only
-        last = batch.last_offset
-        if last < offset:
-            continue
-        if last >= end:
-            return outgoing, end
-        first = batch.base_offset
-        kcodecs.set_base_offset(batch.raw, 0)
-        outgoing.append(OutgoingBatch(out, batch.raw, batch.record_count, tp, first, last, True))
-        offset = last + 1
-    return outgoing, offset
+def forward_unchecked(batch: kcodecs.Batch, last: int, tp: TopicPartition, route: TopicRoute,
+                      counters: RouteCounters, aborted: bool) -> list[OutgoingBatch]:
+    """The raw ceiling's router: the batch, base offset zeroed, nothing checked (the bench's
+    sources have no transactions to leave out)."""
+    first = batch.base_offset
+    kcodecs.set_base_offset(batch.raw, 0)
+    return [OutgoingBatch(TopicPartition(route.topic, tp.partition), batch.raw, batch.record_count, tp, first, last, True)]
 
 
 def copy_pipeline(spec: ModeRun, source: KafkaClient, producer: IdempotentProducer,
@@ -93,7 +83,7 @@ def copy_pipeline(spec: ModeRun, source: KafkaClient, producer: IdempotentProduc
                                   fetch_max_bytes=spec.fetch_max_bytes)
     else:
         stats = copy_ranges(requests, routes, source, producer, fetch_max_bytes=spec.fetch_max_bytes,
-                            router=forward_unchecked if spec.mode == "raw" else None)
+                            router=forward_unchecked if spec.mode == "raw" else route_one)
     if spec.mode == "raw":
         return {}
     counters = RouteCounters()

@@ -13,7 +13,10 @@ The shape of the copy is Kafka's own clients': one Fetch per source leader cover
 range of the task it leads (:class:`~mirror.kafka.Fetcher`), the routed batches go to an
 idempotent producer that keeps up to five Produce requests in flight per destination broker
 (:class:`~mirror.kafka.IdempotentProducer`), and the next fetches go out while produce
-requests are in flight, all in one thread (:func:`~mirror.kafka.wait_readable`). Memory is
+requests are in flight, all in one thread (:func:`~mirror.kafka.wait_readable`). Fetched
+record sets are routed a few batches per turn of the loop, between reading answers and
+sending requests, so that routing a large fetch never leaves the destination idle
+(:mod:`.fetched_set`); a range is fetched again once its last set is routed. Memory is
 bounded by ``max_buffer_bytes``: what counts is the buffers fetch responses are read into,
 pinned until the last batch taken from them is acknowledged or kept idle for the next
 responses (:class:`~mirror.kafka.FrameBuffers`), and the batches rebuilt from them until
@@ -30,9 +33,7 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass, field
-from typing import Callable, Literal, Mapping, Sequence
-
-from kcodecs import CorruptBatchError, KcodecsError, iter_batches
+from typing import Literal, Mapping, Sequence
 
 from ..kafka import (
     FRAME_SLACK,
@@ -46,15 +47,15 @@ from ..kafka import (
     TopicPartition,
     wait_readable,
 )
-from ..routing import ReadCommitted, RouteClass, RouteCounters, route_batch
+from ..routing import RouteCounters
 from .errors import CorruptSourceError, DataLossError, SourceTruncatedError
+from .fetched_set import BatchRouter, FetchedSet, OutgoingBatch, route_one
 from .failures import TaskFailure
 from .latency import LatencyHistogram
 from .offset_syncs import SyncEntry, SyncLog
 from .topics import TopicRoute
 
-__all__ = ["CopyRequest", "RangeStats", "TaskStats", "copy_ranges", "route_fetched", "Router", "Outgoing", "OutgoingBatch",
-           "DEFAULT_MAX_BUFFER_BYTES"]
+__all__ = ["CopyRequest", "RangeStats", "TaskStats", "copy_ranges", "DEFAULT_MAX_BUFFER_BYTES"]
 
 log = logging.getLogger(__name__)
 
@@ -62,31 +63,6 @@ DEFAULT_MAX_BUFFER_BYTES = 64 * 1024 * 1024
 """Bytes of fetch buffers and rebuilt batches not yet acknowledged by the destination, at most
 (Kafka's ``buffer.memory`` is 32 MiB)."""
 _MAX_WAIT_S = 1.0
-_ONE_FOR_ONE = (RouteClass.PASSED_THROUGH, RouteClass.INSPECTED)
-"""Classes whose outgoing batch is the source batch, record for record."""
-
-@dataclass(frozen=True)
-class OutgoingBatch:
-    """One batch to produce, and where its records came from (for :mod:`.offset_syncs`)."""
-
-    tp: TopicPartition
-    """The destination partition."""
-    data: bytearray | memoryview
-    records: int
-    source: TopicPartition
-    first: int
-    """Source offset of the first record of the source batch it came from (its base offset)."""
-    last: int
-    exact: bool
-    """Forwarded as it was: its records are the source batch's, one for one, in order."""
-    max_timestamp: int = -1
-    """The source batch's max timestamp in ms (-1: none, magic 0), for replication latency."""
-
-
-Outgoing = list[OutgoingBatch]
-Router = Callable[[FetchedData, TopicPartition, int, int, TopicRoute, RouteCounters], tuple[Outgoing, int]]
-"""``(fetched, tp, offset, end, route, counters) -> (outgoing, next offset)``: see :func:`route_fetched`."""
-
 
 @dataclass(frozen=True)
 class CopyRequest:
@@ -139,8 +115,8 @@ class TaskStats:
 
 @dataclass
 class _Held:
-    """Bytes of the batches rebuilt from one fetched record set, kept alive for the producer
-    until the last batch of the set is acknowledged. (The record set itself, which forwarded
+    """Bytes of the batches rebuilt from one slice of a fetched record set, kept alive for the
+    producer until the last batch of the slice is acknowledged. (The record set itself, which forwarded
     batches are views of, is counted with its fetch buffer: :class:`~mirror.kafka.FrameBuffers`.)"""
 
     size: int
@@ -156,12 +132,14 @@ class _Sent:
 
 
 class _RangeCopy:
-    """Progress of one range: the next offset to fetch, and its statistics."""
+    """Progress of one range: the next offset to fetch or route, the fetched set being routed,
+    and its statistics."""
 
     def __init__(self, request: CopyRequest, route: TopicRoute):
         self.request = request
         self.route = route
         self.offset = request.start
+        self.fetched: FetchedSet | None = None
         self.stalls = 0
         self.stats = RangeStats(request.tp, request.start, request.end)
 
@@ -173,12 +151,13 @@ class _RangeCopy:
 def copy_ranges(requests: Sequence[CopyRequest], routes: Mapping[str, TopicRoute], source: KafkaClient,
                 producer: IdempotentProducer, *, fetch_max_bytes: int,
                 max_buffer_bytes: int = DEFAULT_MAX_BUFFER_BYTES,
-                on_data_loss: Literal["fail", "skip-to-earliest"] = "fail", router: Router | None = None) -> TaskStats:
+                on_data_loss: Literal["fail", "skip-to-earliest"] = "fail",
+                router: BatchRouter = route_one) -> TaskStats:
     """Copy every range, returning when the destination acknowledged all of it; raise a typed
     error naming the partition and offset on anything wrong.
 
-    ``router`` replaces :func:`route_fetched` (``kmirror bench``'s raw ceiling forwards without
-    routing or checks, through this same loop)."""
+    ``router`` replaces :func:`~.fetched_set.route_one` (``kmirror bench``'s raw ceiling
+    forwards without routing or checks, through this same loop)."""
     began = time.perf_counter()
     copies = {request.tp: _RangeCopy(request, routes[request.tp.topic]) for request in requests}
     if len(copies) != len(requests):
@@ -191,17 +170,30 @@ def copy_ranges(requests: Sequence[CopyRequest], routes: Mapping[str, TopicRoute
     latency = LatencyHistogram()
     try:
         while any(copy.active for copy in copies.values()) or not producer.idle:
-            wanted = {tp: c.offset for tp, c in copies.items() if c.active and not fetcher.fetching(tp)}
+            wanted = {tp: c.offset for tp, c in copies.items()
+                      if c.active and c.fetched is None and not fetcher.fetching(tp)}
             if wanted and _room_to_fetch(frames, rebuilt, fetcher.in_flight(), max_buffer_bytes, producer.idle):
                 fetcher.send(wanted)
             producer.send_ready()
-            for conn in wait_readable(fetcher.connections() + producer.connections(), _timeout(fetcher, producer)):
+            routing = [copy for copy in copies.values() if copy.fetched is not None]
+            # With batches left to route, only look at the sockets (no wait).
+            readable = wait_readable(fetcher.connections() + producer.connections(),
+                                     0.0 if routing else _timeout(fetcher, producer))
+            for conn in readable:
                 if fetcher.owns(conn):
-                    rebuilt += _read_fetch(fetcher, conn, copies, producer, source, on_data_loss,
-                                           router or route_fetched)
+                    _read_fetch(fetcher, conn, copies, source, on_data_loss, router)
                     peak = max(peak, frames.usage().pinned + rebuilt)
                 else:
                     producer.on_readable(conn)
+            if routing and not readable:
+                # Answers first: an acknowledgement frees a place in the producer's window, to
+                # be filled at once. A slice is routed in a turn with nothing to read, while
+                # the destination works on the requests in flight. (Answers cannot crowd
+                # routing out: none come without requests, and none go without routed batches.)
+                grown = sum(_route_slice(copy, producer, len(copies)) for copy in routing)
+                if grown:
+                    rebuilt += grown
+                    peak = max(peak, frames.usage().pinned + rebuilt)
             rebuilt -= _take_acks(producer, syncs, latency)
     except BaseException as exc:
         # Whatever the producer still holds belongs to this failed copy: it must not go out
@@ -232,13 +224,13 @@ def _room_to_fetch(frames: FrameBuffers, rebuilt: int, in_flight: int, max_buffe
     return needed <= max_buffer_bytes or (in_flight == 0 and idle)
 
 
-def _read_fetch(fetcher: Fetcher, conn, copies: Mapping[TopicPartition, _RangeCopy], producer: IdempotentProducer,
-                source: KafkaClient, on_data_loss: str, router: Router) -> int:
-    """Take the fetch answered on ``conn``; return the bytes of the batches rebuilt from it.
-    A function of its own so that no view of the response outlives it here: a lingering view
-    would keep the response's buffer from being reused."""
-    return sum(_take(copies[tp], outcome, producer, source, on_data_loss, len(copies), router)
-               for tp, outcome in fetcher.on_readable(conn).items())
+def _read_fetch(fetcher: Fetcher, conn, copies: Mapping[TopicPartition, _RangeCopy], source: KafkaClient,
+                on_data_loss: str, router: BatchRouter) -> None:
+    """Take the fetch answered on ``conn``: each partition's record set waits in its range to be
+    routed. A function of its own so that no view of the response outlives it here but those
+    sets: a lingering view would keep the response's buffer from being reused."""
+    for tp, outcome in fetcher.on_readable(conn).items():
+        _take(copies[tp], outcome, source, on_data_loss, router)
 
 
 def _take_acks(producer: IdempotentProducer, syncs: SyncLog, latency: LatencyHistogram) -> int:
@@ -248,23 +240,31 @@ def _take_acks(producer: IdempotentProducer, syncs: SyncLog, latency: LatencyHis
     return sum(_acknowledged(ack, syncs, latency) for ack in producer.take_acks())
 
 
-def _take(copy: _RangeCopy, outcome, producer: IdempotentProducer, source: KafkaClient, on_data_loss: str,
-          fetched_together: int, router: Router) -> int:
-    """Route one partition's fetched bytes and enqueue what it owns; return the bytes of the
-    batches rebuilt from them."""
+def _take(copy: _RangeCopy, outcome, source: KafkaClient, on_data_loss: str, router: BatchRouter) -> None:
+    """One partition's fetched bytes: the set to route, or after data loss the offset to go on from."""
     request, stats = copy.request, copy.stats
     if isinstance(outcome, OffsetOutOfRangeError):
         skipped_to = _after_data_loss(source, request.tp, copy.offset, request.end, on_data_loss, outcome)
         stats.lost_records += min(skipped_to, request.end) - copy.offset
         copy.offset = skipped_to
-        return 0
+        return
     fetched: FetchedData = outcome
     stats.high_watermark = fetched.high_watermark
-    outgoing, next_offset = router(fetched, request.tp, copy.offset, request.end, copy.route, stats.counters)
-    if next_offset == copy.offset:
-        _no_progress(copy, fetched, fetched_together)
-        return 0
-    copy.offset, copy.stalls = next_offset, 0
+    copy.fetched = FetchedSet(fetched, request.tp, copy.offset, request.end, copy.route, stats.counters, router)
+
+
+def _route_slice(copy: _RangeCopy, producer: IdempotentProducer, fetched_together: int) -> int:
+    """Route the next slice of the range's fetched set and enqueue it; return the bytes of the
+    batches rebuilt in it."""
+    fetched_set, stats = copy.fetched, copy.stats
+    outgoing = fetched_set.route_slice()
+    copy.offset = fetched_set.offset
+    if fetched_set.done:
+        copy.fetched = None
+        if not fetched_set.progressed:
+            _no_progress(copy, fetched_set.fetched, fetched_together)
+            return 0
+        copy.stalls = 0
     hold = _Held(sum(len(out.data) for out in outgoing if not isinstance(out.data, memoryview)), len(outgoing))
     for out in outgoing:
         producer.enqueue(out.tp, out.data, out.records, _Sent(out, hold))
@@ -288,42 +288,12 @@ def _acknowledged(ack, syncs: SyncLog, latency: LatencyHistogram) -> int:
     return sent.held.size if not sent.held.batches else 0
 
 
-def route_fetched(fetched: FetchedData, tp: TopicPartition, offset: int, end: int, route: TopicRoute,
-                  counters: RouteCounters) -> tuple[Outgoing, int]:
-    """Route the batches of ``[offset, end)`` found in ``fetched``, all of them before any is
-    produced (a corrupt one stops the copy with nothing of its fetch sent), those of aborted
-    transactions left out (read_committed); return them and the offset to fetch next."""
-    outgoing: Outgoing = []
-    committed = ReadCommitted(fetched.aborted_transactions)
-    try:
-        for batch in iter_batches(fetched.records):
-            last = batch.last_offset
-            if last >= end:
-                return outgoing, end  # this batch belongs to a later range
-            aborted = committed.is_aborted(batch)  # asked of every batch, in order, as it keeps state
-            if last < offset:
-                continue  # the fetch began inside an earlier batch that is not ours
-            # Before the in-place rewrite zeroes it; a v0/v1 wrapper names only its last offset
-            # (and such a batch is rebuilt, so its span is a bound anyway).
-            first = batch.base_offset if batch.magic >= 2 else last
-            stamped = batch.max_timestamp
-            routed = route_batch(batch, tp.partition, route.policy, in_place=True, aborted=aborted)
-            counters.add(routed)
-            exact = routed.route in _ONE_FOR_ONE
-            outgoing.extend(OutgoingBatch(TopicPartition(route.topic, out.partition), out.data, out.records, tp, first,
-                                          last, exact, stamped) for out in routed.outgoing)
-            offset = last + 1
-    except KcodecsError as exc:
-        where = exc.offset if isinstance(exc, CorruptBatchError) and exc.offset is not None else offset
-        raise CorruptSourceError(tp, where, getattr(exc, "reason", str(exc))) from exc
-    return outgoing, offset
-
-
 def _no_progress(copy: _RangeCopy, fetched: FetchedData, fetched_together: int) -> None:
     """A fetch that moved nothing forward. In a fetch of several partitions that is normal for
-    a partition whose share of ``max_bytes`` went to the others (only the first partition of a
-    response is sure to get a whole batch, KIP-74; the fetcher rotates which one is first).
-    Persisting longer than a full rotation would loop forever: say why instead.
+    a partition whose next batch is larger than its share of ``max_bytes`` (only the first
+    partition of a response is sure to get a whole batch, KIP-74; the fetcher puts the most
+    starved one first). Persisting longer than one fetch per partition would loop forever:
+    say why instead.
 
     At the last stable offset nothing moves while the source transaction open there goes on:
     ranges end at the LSO, but one planned before (from the high watermark) or read from a new

@@ -3,11 +3,15 @@ answers decoded without copying the record sets (Kafka's consumer ``Fetcher``), 
 buffers the caller may pass for reuse (:mod:`.frames`).
 
 Each leader has at most one fetch in flight, covering every partition the caller wants from
-it that is not already being fetched. The partitions' order in the request rotates from one
-fetch to the next, because a broker fills a response in request order up to ``max_bytes``
-and the first partition would otherwise always get the most (Kafka's fetch sessions rotate
-the same way). Record sets come back as writable views of the response's own buffer, so
-the caller can rewrite batches in place and produce them as they are.
+it that is not already being fetched. A broker fills a response in request order, each
+partition up to ``partition_max_bytes`` and all up to ``max_bytes``, and only the first
+partition is sure to get a whole batch (KIP-74). So each partition may take an equal share
+of ``max_bytes`` (a response then carries some of every partition, and the producer a batch
+of each per request), and the partitions that got no whole batch for longest go first:
+every fetch moves the most starved one on, whatever else the caller asks for at the time
+(Kafka's fetch sessions likewise move partitions that returned data to the end). Record sets
+come back as writable views of the response's own buffer, so the caller can rewrite batches
+in place and produce them as they are.
 
 Per-partition outcomes are :class:`FetchedData` or :class:`OffsetOutOfRangeError` (the
 caller decides between failing and skipping, ``--on-data-loss``). Retriable errors (leader
@@ -30,7 +34,7 @@ from typing import Callable, Mapping
 import kafka.errors as kerr
 from kafka.protocol.consumer import FetchRequest, FetchResponse
 
-from kcodecs import KMirrorError
+from kcodecs import KcodecsError, KMirrorError, iter_batches
 
 from .backoff import Backoff
 from .client import READ_COMMITTED, READ_UNCOMMITTED, KafkaClient, is_retriable
@@ -79,7 +83,9 @@ class Fetcher:
         self._connections: dict[str, PipelinedConnection] = {}
         self._backoff: dict[TopicPartition, Backoff] = {}
         self._asking: set[TopicPartition] = set()
-        self._rotation = 0
+        self._served: dict[TopicPartition, int] = {}
+        """When each partition last got a whole batch, counted in responses: the order of the next request."""
+        self._responses = 0
 
     def fetching(self, tp: TopicPartition) -> bool:
         return tp in self._asking
@@ -115,9 +121,7 @@ class Fetcher:
             conn = self._connection(address, tps)
             if conn is None or not conn.can_send():
                 continue
-            self._rotation += 1
-            shift = self._rotation % len(tps)
-            offsets = {tp: wanted[tp] for tp in tps[shift:] + tps[:shift]}
+            offsets = {tp: wanted[tp] for tp in sorted(tps, key=lambda tp: self._served.get(tp, -1))}
             try:
                 conn.send_request(self._request(offsets), _Asked(offsets))
             except (ConnectionFailedError, ProtocolError) as exc:
@@ -137,6 +141,7 @@ class Fetcher:
             return {}
         asked: _Asked = pending.context
         self._asking.difference_update(asked.offsets)
+        self._responses += 1
         if response.error_code:  # v7+: the whole request failed (fetch sessions)
             self._failed(list(asked.offsets), BrokerApiError.from_code("Fetch", response.error_code))
             return {}
@@ -156,6 +161,8 @@ class Fetcher:
                 self._failed([tp], error)
             else:
                 self._backoff.pop(tp, None)
+                if _has_whole_batch(part.records):
+                    self._served[tp] = self._responses
                 settled[tp] = FetchedData(part.records, part.high_watermark, part.log_start_offset,
                                           part.last_stable_offset, part.aborted_transactions or ())
                 self._check_stuck(tp, offset, settled[tp])
@@ -171,11 +178,13 @@ class Fetcher:
 
     def _request(self, offsets: Mapping[TopicPartition, int]) -> FetchRequest:
         # A full fetch every time (session id 0, epoch -1: no KIP-227 fetch session); each
-        # partition may fill the response, the broker stops at max_bytes (KIP-74).
+        # partition may take its share, the broker stops at max_bytes (KIP-74). Partitions of
+        # one topic go together, in the order of the first of them.
+        share = max(1, self._max_bytes // len(offsets))
         by_topic: dict[str, list] = {}
         for tp, offset in offsets.items():
             by_topic.setdefault(tp.topic, []).append(FetchRequest.FetchTopic.FetchPartition(
-                partition=tp.partition, fetch_offset=offset, log_start_offset=-1, partition_max_bytes=self._max_bytes))
+                partition=tp.partition, fetch_offset=offset, log_start_offset=-1, partition_max_bytes=share))
         return FetchRequest(replica_id=-1, max_wait_ms=self._max_wait_ms, min_bytes=1, max_bytes=self._max_bytes,
                             isolation_level=self._isolation_level, session_id=0, session_epoch=-1, rack_id="",
                             forgotten_topics_data=[],
@@ -230,3 +239,12 @@ class Fetcher:
             backoff = self._backoff.setdefault(tp, Backoff())
             backoff.failed(error, self._client.retry, now, bootstrap=self._client.bootstrap, what=f"fetch {tp}")
         log.debug("fetch of %s failed (%s); retrying", ", ".join(map(str, tps)), error)
+
+
+def _has_whole_batch(records) -> bool:
+    """Whether a partition's record set begins with a whole batch (beyond its share a broker
+    may return the start of one only)."""
+    try:
+        return next(iter_batches(records), None) is not None
+    except KcodecsError:
+        return True  # not a starved partition but a corrupt one: the copy's routing names it

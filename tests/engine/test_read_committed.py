@@ -1,8 +1,8 @@
 """The copy reads committed data only (issue 10).
 
-- ``route_fetched`` on hand-built fetches: aborted transactions left out and counted, commits
-  forwarded as plain data, markers dropped, across fetch boundaries and from a fetch offset
-  inside a transaction.
+- A fetched set routed on hand-built fetches: aborted transactions left out and counted,
+  commits forwarded as plain data, markers dropped, across fetch boundaries, from a fetch
+  offset inside a transaction, and whatever the slices it is routed in.
 - ``copy_ranges`` between embedded brokers, over a range planned past the last stable offset
   (the source's fetch handler made to answer as if a transaction were open, then a real one
   of librdkafka's): the copy waits there (no false truncation or corruption error) and
@@ -26,7 +26,7 @@ from mirror.broker import EmbeddedBroker
 from mirror.broker.handlers import fetch as fetch_handler
 from mirror.config import load_config
 from mirror.engine import CopyRequest, TopicRoute, copy_ranges, sync_destination_topics
-from mirror.engine.copy import route_fetched
+from mirror.engine.fetched_set import FetchedSet
 from mirror.kafka import (
     READ_COMMITTED,
     FetchedData,
@@ -45,7 +45,7 @@ TP = TopicPartition("t", 0)
 ROUTE = TopicRoute("t", "t.copy", 1, RoutingPolicy(destination_partitions=1, partitioning="preserve"))
 
 
-# ---- route_fetched, pure -----------------------------------------------------------------------
+# ---- FetchedSet, pure ----------------------------------------------------------------------------
 
 
 def _data(base: int, pid: int, count: int) -> bytes:
@@ -72,22 +72,29 @@ def _fetched(batches: list[bytes], aborted=ABORTED) -> FetchedData:
     return FetchedData(memoryview(bytearray(b"".join(batches))), 16, 0, 16, aborted)
 
 
-def _copy(fetches: list[FetchedData], offset: int = 0, end: int = 16) -> tuple[list[bytes], RouteCounters]:
-    """Route fetch after fetch, as the copy does; the values of the outgoing batches."""
-    counters, values = RouteCounters(), []
+def _copy(fetches: list[FetchedData], offset: int = 0, end: int = 16, slice_: int | None = None
+          ) -> tuple[list[bytes], RouteCounters]:
+    """Route fetch after fetch, as the copy does, ``slice_`` batches at a time (None: each fetch
+    at once); the values of the outgoing batches."""
+    counters, values, outgoing = RouteCounters(), [], []
     for fetched in fetches:
-        outgoing, offset = route_fetched(fetched, TP, offset, end, ROUTE, counters)
-        for out in outgoing:
-            batch = DefaultRecordBatch(bytes(out.data))  # kafka-python reads what the destination would get
-            assert out.tp == TopicPartition("t.copy", 0) and batch.validate_crc()
-            assert (batch.producer_id, batch.is_transactional, batch.is_control_batch) == (-1, False, False)
-            values += [record.value for record in batch]
+        fetched_set = FetchedSet(fetched, TP, offset, end, ROUTE, counters)
+        while not fetched_set.done:
+            outgoing += fetched_set.route_slice(slice_)
+        offset = fetched_set.offset
+    for out in outgoing:
+        batch = DefaultRecordBatch(bytes(out.data))  # kafka-python reads what the destination would get
+        assert out.tp == TopicPartition("t.copy", 0) and batch.validate_crc()
+        assert (batch.producer_id, batch.is_transactional, batch.is_control_batch) == (-1, False, False)
+        values += [record.value for record in batch]
     assert offset == end
     return values, counters
 
 
-def test_aborted_transactions_are_left_out_and_counted():
-    values, counters = _copy([_fetched(LOG)])
+@pytest.mark.parametrize("slice_", [None, 1, 2])
+def test_aborted_transactions_are_left_out_and_counted(slice_):
+    # In slices, the transactions' state carries from one slice to the next.
+    values, counters = _copy([_fetched(LOG)], slice_=slice_)
     assert values == COMMITTED
     classes = counters.by_class
     assert (classes[RouteClass.ABORTED].batches, classes[RouteClass.ABORTED].records) == (3, 7)

@@ -1,0 +1,75 @@
+"""How the multi-partition fetcher shares a response among its partitions, against the
+embedded broker (which fills a response in request order, each partition up to
+``partition_max_bytes``, all up to ``max_bytes``, a whole batch promised only to the first
+partition: KIP-74, as Kafka's ``ReplicaManager`` does).
+
+- Every partition asked for gets its share of ``max_bytes``: one partition with a backlog
+  does not take the whole response.
+- A partition whose next batch is larger than its share, passed over in one response, is
+  first in the next one and gets that batch.
+"""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+import kcodecs
+from kcodecs import Record
+from mirror.broker import EmbeddedBroker
+from mirror.kafka import Fetcher, KafkaClient, NewTopic, TopicPartition, wait_readable
+
+MAX_BYTES = 64 * 1024
+SMALL, LARGE = TopicPartition("t", 0), TopicPartition("t", 1)
+
+
+@pytest.fixture
+def source(tmp_path):
+    with EmbeddedBroker(tmp_path / "src") as broker, KafkaClient(broker.bootstrap) as client:
+        client.create_topics([NewTopic("t", 2)])
+        yield client
+
+
+def _fill(client: KafkaClient, tp: TopicPartition, batches: int, batch_bytes: int) -> None:
+    """Uncompressed batches of incompressible values, about ``batch_bytes`` each."""
+    noise = random.Random(str(tp))
+    for _ in range(batches):
+        records = [Record(value=noise.randbytes(batch_bytes // 4)) for _ in range(4)]
+        client.produce([(tp, kcodecs.build_batch(records))])
+
+
+def _fetch(fetcher: Fetcher, offsets: dict[TopicPartition, int]) -> dict[TopicPartition, list[kcodecs.Batch]]:
+    """One fetch of ``offsets`` (in this order): the whole batches each partition got."""
+    assert fetcher.send(offsets) == 1
+    (conn,) = wait_readable(fetcher.connections(), 5.0)
+    return {tp: list(kcodecs.iter_batches(fetched.records)) for tp, fetched in fetcher.on_readable(conn).items()}
+
+
+def test_every_partition_gets_its_share_of_a_response(source):
+    _fill(source, SMALL, batches=40, batch_bytes=4096)
+    _fill(source, LARGE, batches=40, batch_bytes=4096)
+    fetcher = Fetcher(source, max_bytes=MAX_BYTES)
+    try:
+        got = _fetch(fetcher, {SMALL: 0, LARGE: 0})
+    finally:
+        fetcher.close()
+    # 160 KiB wait in each: with the whole of max_bytes open to the first partition, it
+    # would fill the response and leave the second nothing.
+    for tp in (SMALL, LARGE):
+        size = sum(batch.size for batch in got[tp])
+        assert got[tp] and size <= MAX_BYTES // 2, (tp, size)
+
+
+def test_a_partition_passed_over_goes_first_next_time(source):
+    _fill(source, SMALL, batches=40, batch_bytes=4096)
+    _fill(source, LARGE, batches=2, batch_bytes=MAX_BYTES // 2 + 8192)  # each larger than a share
+    fetcher = Fetcher(source, max_bytes=MAX_BYTES)
+    try:
+        first = _fetch(fetcher, {SMALL: 0, LARGE: 0})
+        assert first[SMALL] and not first[LARGE]  # second in the request, its batch beyond its share
+        small_next = first[SMALL][-1].last_offset + 1
+        second = _fetch(fetcher, {SMALL: small_next, LARGE: 0})
+    finally:
+        fetcher.close()
+    assert [batch.base_offset for batch in second[LARGE]] == [0]  # first now: its whole batch (KIP-74)

@@ -18,8 +18,7 @@ slice to the next.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Callable, Iterator
+from typing import Callable, Iterator, NamedTuple
 
 from kcodecs import Batch, CorruptBatchError, KcodecsError, iter_batches
 
@@ -38,9 +37,10 @@ _ONE_FOR_ONE = (RouteClass.PASSED_THROUGH, RouteClass.INSPECTED)
 """Classes whose outgoing batch is the source batch, record for record."""
 
 
-@dataclass(frozen=True)
-class OutgoingBatch:
-    """One batch to produce, and where its records came from (for :mod:`.offset_syncs`)."""
+class OutgoingBatch(NamedTuple):
+    """One batch to produce, and where its records came from (for :mod:`.offset_syncs`). A
+    NamedTuple: one is made per batch, and a tuple is built several times faster than a
+    frozen dataclass."""
 
     tp: TopicPartition
     """The destination partition."""

@@ -28,8 +28,7 @@ own timestamps (seeds 000 and 001).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Iterable, Sequence
+from typing import Iterable, NamedTuple
 
 import kcodecs
 from kcodecs import Batch, Record, TimestampType, V2Batch
@@ -43,9 +42,9 @@ NO_PARTITION_LEADER_EPOCH = -1
 """Kafka's ``RecordBatch.NO_PARTITION_LEADER_EPOCH``: what a producer sends; the leader fills it in."""
 
 
-@dataclass(frozen=True)
-class Outgoing:
-    """One v2 batch for one destination partition, ready to produce."""
+class Outgoing(NamedTuple):
+    """One v2 batch for one destination partition, ready to produce. (This and :class:`Routed`
+    are made per source batch: NamedTuples, cheaper to build than frozen dataclasses.)"""
 
     partition: int
     data: bytearray | memoryview
@@ -53,8 +52,7 @@ class Outgoing:
     records: int
 
 
-@dataclass(frozen=True)
-class Routed:
+class Routed(NamedTuple):
     """What became of one source batch."""
 
     route: RouteClass

@@ -33,7 +33,7 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass, field
-from typing import Literal, Mapping, NamedTuple, Sequence
+from typing import Literal, Mapping, Sequence
 
 from ..kafka import (
     FRAME_SLACK,
@@ -123,9 +123,9 @@ class _Held:
     batches: int = 0
 
 
-class _Sent(NamedTuple):
-    """What an acknowledgement is about: the batch, and the bytes it keeps alive (one per batch:
-    a NamedTuple, as :class:`~.fetched_set.OutgoingBatch`)."""
+@dataclass(frozen=True)
+class _Sent:
+    """What an acknowledgement is about: the batch, and the bytes it keeps alive."""
 
     batch: OutgoingBatch
     held: _Held

@@ -18,7 +18,8 @@ slice to the next.
 
 from __future__ import annotations
 
-from typing import Callable, Iterator, NamedTuple
+from dataclasses import dataclass
+from typing import Callable, Iterator
 
 from kcodecs import Batch, CorruptBatchError, KcodecsError, iter_batches
 
@@ -37,10 +38,9 @@ _ONE_FOR_ONE = (RouteClass.PASSED_THROUGH, RouteClass.INSPECTED)
 """Classes whose outgoing batch is the source batch, record for record."""
 
 
-class OutgoingBatch(NamedTuple):
-    """One batch to produce, and where its records came from (for :mod:`.offset_syncs`). A
-    NamedTuple: one is made per batch, and a tuple is built several times faster than a
-    frozen dataclass."""
+@dataclass(frozen=True)
+class OutgoingBatch:
+    """One batch to produce, and where its records came from (for :mod:`.offset_syncs`)."""
 
     tp: TopicPartition
     """The destination partition."""

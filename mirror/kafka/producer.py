@@ -51,7 +51,7 @@ import logging
 import time
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, NamedTuple
+from typing import Any, Callable, Iterable
 
 import kafka.errors as kerr
 from kafka.protocol.producer import ProduceRequest, ProduceResponse
@@ -87,9 +87,9 @@ class ProducerSequenceError(KMirrorError):
         self.tp, self.sequence, self.error_name, self.detail = tp, sequence, error_name, detail
 
 
-class Ack(NamedTuple):
-    """A batch written at the destination (one per batch: a NamedTuple, cheaper to build than a
-    frozen dataclass)."""
+@dataclass(frozen=True)
+class Ack:
+    """A batch written at the destination."""
 
     tp: TopicPartition
     base_offset: int

@@ -28,7 +28,8 @@ own timestamps (seeds 000 and 001).
 
 from __future__ import annotations
 
-from typing import Iterable, NamedTuple
+from dataclasses import dataclass
+from typing import Iterable, Sequence
 
 import kcodecs
 from kcodecs import Batch, Record, TimestampType, V2Batch
@@ -42,9 +43,9 @@ NO_PARTITION_LEADER_EPOCH = -1
 """Kafka's ``RecordBatch.NO_PARTITION_LEADER_EPOCH``: what a producer sends; the leader fills it in."""
 
 
-class Outgoing(NamedTuple):
-    """One v2 batch for one destination partition, ready to produce. (This and :class:`Routed`
-    are made per source batch: NamedTuples, cheaper to build than frozen dataclasses.)"""
+@dataclass(frozen=True)
+class Outgoing:
+    """One v2 batch for one destination partition, ready to produce."""
 
     partition: int
     data: bytearray | memoryview
@@ -52,7 +53,8 @@ class Outgoing(NamedTuple):
     records: int
 
 
-class Routed(NamedTuple):
+@dataclass(frozen=True)
+class Routed:
     """What became of one source batch."""
 
     route: RouteClass

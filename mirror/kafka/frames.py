@@ -54,11 +54,12 @@ class FrameBuffers:
     def take(self, n: int) -> bytearray:
         """A buffer of at least ``n`` bytes that nothing views (its contents are stale)."""
         _, free = self._sweep()  # also lets surplus buffers go, for a caller that never asks usage()
-        if n * 2 >= self.size:
+        large = n * 2 >= self.size
+        if large:
             fitting = [buf for buf in free if len(buf) >= n]
             if fitting:
                 return min(fitting, key=len)
-        buf = bytearray(max(n, self.size) if n * 2 >= self.size else n)
+        buf = bytearray(max(n, self.size) if large else n)
         self._buffers.append(buf)
         return buf
 

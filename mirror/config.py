@@ -230,7 +230,8 @@ class MirrorConfig(_Strict):
     max_bytes_per_trigger: int | None = Field(None, ge=1, description="approximate cap on source bytes per micro-batch")
     max_records_per_trigger: int | None = Field(None, ge=1, description="cap on source offsets per micro-batch")
     fetch_max_bytes: int = Field(8 * 1024 * 1024, ge=1024,
-                                 description="bytes asked for per fetch request, each partition up to an equal share")
+                                 description="bytes asked for per fetch request, each partition up to an equal share; "
+                                 "a task fetches again only while less than this waits for the destination")
     max_buffer_bytes: int = Field(
         64 * 1024 * 1024, ge=1024, description="per copy task: bytes of fetch buffers and rebuilt batches not yet "
         "acknowledged by the destination, at most; a slow destination slows fetching instead of growing memory")

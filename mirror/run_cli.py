@@ -126,7 +126,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                      help="how long an unreachable or leaderless cluster is waited out, retrying with backoff, "
                           "before the job fails (default: no limit; 300 with --once; inf: no limit)")
     run.add_argument("--fetch-max-bytes", type=int, metavar="N",
-                     help="bytes per fetch request, each partition up to an equal share (default 8 MiB)")
+                     help="bytes per fetch request, each partition up to an equal share; a task fetches again only while "
+                          "less than this waits for the destination (default 8 MiB)")
     run.add_argument("--max-buffer-bytes", type=int, metavar="N",
                      help="per copy task, bytes of fetch buffers and rebuilt batches not yet acknowledged by the "
                           "destination (default 64 MiB)")

@@ -21,7 +21,10 @@ bounded by ``max_buffer_bytes``: what counts is the buffers fetch responses are 
 pinned until the last batch taken from them is acknowledged or kept idle for the next
 responses (:class:`~mirror.kafka.FrameBuffers`), and the batches rebuilt from them until
 acknowledged. A fetch goes out only while what it may bring still fits, so a slow destination
-slows the fetching and memory stays flat however long the backlog.
+slows the fetching and memory stays flat however long the backlog. Below that bound, a fetch
+goes out only while less than ``fetch_max_bytes`` waits for the destination's
+acknowledgement, as Kafka's consumer fetches a partition only once its buffered records are
+consumed: fetching further ahead copies no faster, and costs memory.
 
 Forwarded batches are rewritten inside the fetch response's own buffer and produced as views
 of it: the bytes of a batch are never copied between the socket that read them and the
@@ -172,7 +175,11 @@ def copy_ranges(requests: Sequence[CopyRequest], routes: Mapping[str, TopicRoute
         while any(copy.active for copy in copies.values()) or not producer.idle:
             wanted = {tp: c.offset for tp, c in copies.items()
                       if c.active and c.fetched is None and not fetcher.fetching(tp)}
-            if wanted and _room_to_fetch(frames, rebuilt, fetcher.in_flight(), max_buffer_bytes, producer.idle):
+            # Fetch ahead only while less than a fetch waits for the destination: more would
+            # not copy faster, only hold more memory (each buffer mapped fresh, every batch
+            # an object the garbage collector walks).
+            if wanted and producer.buffered_bytes < fetch_max_bytes \
+                    and _room_to_fetch(frames, rebuilt, fetcher.in_flight(), max_buffer_bytes, producer.idle):
                 fetcher.send(wanted)
             producer.send_ready()
             routing = [copy for copy in copies.values() if copy.fetched is not None]

@@ -6,7 +6,8 @@ fetcher, driven by the copy engine between two embedded brokers, with librdkafka
   arrives complete, in order, with nothing duplicated.
 - A producer whose sequences the destination refuses stops with a typed error naming the partition.
 - A slow destination: the bytes held stay within ``max_buffer_bytes`` however large the
-  backlog, and fetch buffers reused along the way carry every record intact.
+  backlog, and fetch buffers reused along the way carry every record intact. Under a large
+  bound, fetching stays about a fetch ahead of what the destination acknowledged.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from mirror.broker import EmbeddedBroker
 from mirror.config import load_config
 from mirror.engine import CopyRequest, copy_ranges, sync_destination_topics
 from mirror.engine import copy as copy_module
-from mirror.kafka import FrameBuffers, IdempotentProducer, KafkaClient, NewTopic, ProducerSequenceError, RetryPolicy, TopicPartition
+from mirror.kafka import FRAME_SLACK, FrameBuffers, IdempotentProducer, KafkaClient, NewTopic, ProducerSequenceError, RetryPolicy, TopicPartition
 
 PARTITIONS = 4
 PATIENT = RetryPolicy(attempts=12, initial_backoff_s=0.01, max_backoff_s=0.2)
@@ -147,7 +148,8 @@ def test_a_slow_destination_keeps_held_bytes_within_the_bound(clusters, proxy, m
     src, dst, source, destination = clusters
     produced = _fill(source, "slow", batches=50, per_batch=50, value_bytes=400)  # about 4 MB
     proxy.delay_s = 0.003
-    bound = 1024 * 1024
+    frame = 128 * 1024 + FRAME_SLACK  # what one fetch may pin
+    bound = frame + 64 * 1024  # room for one fetch at a time, not two
     made: list[_CountingFrames] = []
     monkeypatch.setattr(copy_module, "FrameBuffers", lambda *a, **k: made.append(_CountingFrames(*a, **k)) or made[-1])
     stats = _copy(src, source, destination, "slow", fetch_max_bytes=128 * 1024, max_buffer_bytes=bound)
@@ -160,6 +162,25 @@ def test_a_slow_destination_keeps_held_bytes_within_the_bound(clusters, proxy, m
     taken = made[0].taken
     assert len(set(taken)) < len(taken), "no fetch buffer was reused: the test did not exercise reuse"
     got = _read_confluent(dst.bootstrap, "slow", {p: len(v) for p, v in produced.items()})
+    for p in range(PARTITIONS):
+        assert got[p] == produced[p], f"partition {p}: order or content differs"
+
+
+def test_fetching_stays_about_a_fetch_ahead_of_a_slow_destination(clusters, proxy):
+    """Under a bound far above the data, a slow destination still does not let the fetcher
+    read the whole backlog into memory: a fetch goes out only while less than
+    ``fetch_max_bytes`` waits for the destination. Fetching everything ahead would hold all
+    4 MB here."""
+    src, dst, source, destination = clusters
+    produced = _fill(source, "ahead", batches=50, per_batch=50, value_bytes=400)
+    proxy.delay_s = 0.003
+    fetch_max_bytes = 128 * 1024
+    stats = _copy(src, source, destination, "ahead", fetch_max_bytes=fetch_max_bytes, max_buffer_bytes=64 * 1024 * 1024)
+    assert sum(r.counters.total_records for r in stats.ranges) == sum(map(len, produced.values()))
+    # What waits (under one fetch), what a new fetch brings (one more), and the buffers the
+    # oldest unacknowledged batches still pin.
+    assert stats.peak_held_bytes <= 4 * (fetch_max_bytes + FRAME_SLACK)
+    got = _read_confluent(dst.bootstrap, "ahead", {p: len(v) for p, v in produced.items()})
     for p in range(PARTITIONS):
         assert got[p] == produced[p], f"partition {p}: order or content differs"
 

@@ -199,3 +199,44 @@ def test_auto_partitioning_preserves_equal_counts_and_routes_by_key_otherwise(cl
     assert routes["wider"].policy.partitioning is Partitioning.BY_KEY
     explicit = sync_destination_topics(_config(src, dst, partitioning="by-key"), source, destination)
     assert explicit["same"].policy.partitioning is Partitioning.BY_KEY
+
+
+def test_objects_alive_before_a_copy_are_frozen_for_it_and_thawed_after(clusters):
+    """A copy keeps the garbage collector off the objects that were alive before it (a full
+    collection would walk every one of them), and gives them back afterwards, also when it
+    fails; a copy inside a freeze someone else holds leaves that freeze alone."""
+    import gc
+
+    from mirror.engine.fetched_set import route_one
+
+    src, dst, source, destination = clusters
+    source.create_topics([NewTopic("gc", 1)])
+    _fill(source, "gc", batches=2, per_batch=5)
+    routes = sync_destination_topics(_config(src, dst), source, destination)
+    request = CopyRequest(TopicPartition("gc", 0), 0, 10)
+    before = [object()]  # a container: the collector tracks it
+    seen: list[tuple[int, bool]] = []
+
+    def watching(*args):
+        seen.append((gc.get_freeze_count(), any(obj is before for obj in gc.get_objects())))
+        return route_one(*args)
+
+    def failing(*args):
+        raise RuntimeError("router failed")
+
+    assert gc.get_freeze_count() == 0
+    copy_range(request, routes["gc"], source, destination, fetch_max_bytes=FETCH, router=watching)
+    assert seen and all(frozen > 0 and not visible for frozen, visible in seen), seen
+    assert gc.get_freeze_count() == 0
+    assert any(obj is before for obj in gc.get_objects())
+
+    with pytest.raises(RuntimeError, match="router failed"):
+        copy_range(request, routes["gc"], source, destination, fetch_max_bytes=FETCH, router=failing)
+    assert gc.get_freeze_count() == 0
+
+    gc.freeze()
+    try:
+        copy_range(request, routes["gc"], source, destination, fetch_max_bytes=FETCH)
+        assert gc.get_freeze_count() > 0, "the copy thawed a freeze it did not make"
+    finally:
+        gc.unfreeze()

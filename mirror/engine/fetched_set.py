@@ -69,7 +69,8 @@ def route_one(batch: Batch, last: int, tp: TopicPartition, route: TopicRoute, co
     # such a batch is rebuilt, so its span is a bound anyway).
     first = batch.base_offset if batch.magic >= 2 else last
     stamped = batch.max_timestamp
-    routed = route_batch(batch, tp.partition, route.policy, in_place=True, aborted=aborted)
+    # Every outgoing batch goes to the copy's idempotent producer, which stamps its own state.
+    routed = route_batch(batch, tp.partition, route.policy, in_place=True, aborted=aborted, producer_restamps=True)
     counters.add(routed)
     exact = routed.route in _ONE_FOR_ONE
     return [OutgoingBatch(TopicPartition(route.topic, out.partition), out.data, out.records, tp, first, last, exact,

@@ -66,7 +66,7 @@ class Routed:
 
 
 def route_batch(batch: Batch, source_partition: int, policy: RoutingPolicy, *, in_place: bool = False,
-                aborted: bool = False) -> Routed:
+                aborted: bool = False, producer_restamps: bool = False) -> Routed:
     """Decide the class of ``batch`` (read from ``source_partition``) and build its outgoing batches.
 
     ``aborted`` says that the batch belongs to a transaction the source aborted: one batch
@@ -76,6 +76,13 @@ def route_batch(batch: Batch, source_partition: int, policy: RoutingPolicy, *, i
     where it lies (in the caller's own writable copy, e.g. of a whole fetch response) and goes
     out as a view of it. That saves a copy and an allocation per batch; the allocation costs
     more, as glibc hands buffers of 128 KiB and up straight from (and back to) the OS.
+
+    ``producer_restamps`` says that every outgoing batch goes to a producer that writes its own
+    producer id, epoch, sequence and transactional bit into it (and recomputes the CRC), as the
+    copy engine's :class:`~mirror.kafka.IdempotentProducer` does: a forwarded batch then keeps
+    the source's producer state for that producer to overwrite, instead of having it cleared
+    first. Clearing it changes bytes the CRC covers, so the CRC of every batch from an
+    idempotent source producer (Java's default since Kafka 3.0) would be computed twice.
 
     Raises :class:`~kcodecs.CorruptBatchError` for a batch that fails its CRC or does not
     decode, and :class:`RoutingError` for a source partition the policy cannot place.
@@ -90,7 +97,7 @@ def route_batch(batch: Batch, source_partition: int, policy: RoutingPolicy, *, i
         return Routed(RouteClass.DROPPED, (), batch.record_count or 0, batch.size)
     forwardable = _forwardable(batch, policy)
     if forwardable and (policy.partitioning is Partitioning.PRESERVE or batch.has_no_keys_flag):
-        return _forward(batch, home, RouteClass.PASSED_THROUGH, in_place)
+        return _forward(batch, home, RouteClass.PASSED_THROUGH, in_place, producer_restamps)
     if forwardable and policy.partitioning is Partitioning.BY_KEY:
         # The keys alone decide whether the batch can go as it is, and the first key that
         # disagrees ends the look: the batch is then decoded in full and rebuilt.
@@ -98,7 +105,7 @@ def route_batch(batch: Batch, source_partition: int, policy: RoutingPolicy, *, i
         if shared == _EMPTY:
             return Routed(RouteClass.DROPPED, (), 0, batch.size)
         if shared != _SPLIT:
-            return _forward(batch, shared, RouteClass.INSPECTED, in_place)
+            return _forward(batch, shared, RouteClass.INSPECTED, in_place, producer_restamps)
     records = _decode(batch, policy.max_decompressed_size)
     if not records:
         return Routed(RouteClass.DROPPED, (), 0, batch.size)
@@ -187,20 +194,21 @@ def _key_targets(keys: Iterable[bytes | None], home: int, partitions: int) -> li
     return targets
 
 
-def _forward(batch: Batch, partition: int, route: RouteClass, in_place: bool) -> Routed:
+def _forward(batch: Batch, partition: int, route: RouteClass, in_place: bool, producer_restamps: bool) -> Routed:
     """The source bytes (a copy, or themselves ``in_place``) with the destination rewrites; the
     payload is untouched.
 
     Base offset 0 and no leader epoch: the destination assigns both (KIP-31). No producer
-    state: the source's ids and sequences mean nothing to the destination, and a
-    transactional batch without a producer id is invalid. No LogAppendTime bit: the
+    state (unless ``producer_restamps``: the producer writes its own): the source's ids and
+    sequences mean nothing to the destination, and a transactional batch without a producer
+    id is invalid. No LogAppendTime bit: the
     destination stamps its own time where its topic asks for it. No delete horizon (KIP-534):
     it is when the source's cleaner may drop the batch's tombstones; at the destination they
     have just arrived, and its own cleaner gives them its own ``delete.retention.ms``.
     """
     data = batch.raw if in_place else bytearray(batch.raw)
-    kcodecs.stamp_v2(data, base_offset=0, partition_leader_epoch=NO_PARTITION_LEADER_EPOCH, clear_producer_state=True,
-                     clear_delete_horizon=True)
+    kcodecs.stamp_v2(data, base_offset=0, partition_leader_epoch=NO_PARTITION_LEADER_EPOCH,
+                     clear_producer_state=not producer_restamps, clear_delete_horizon=True)
     count = batch.record_count or 0  # v2 only here: the header knows
     return Routed(route, (Outgoing(partition, data, count),), count, batch.size)
 

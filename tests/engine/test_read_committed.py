@@ -41,6 +41,7 @@ from mirror.kafka import (
 from mirror.routing import RouteClass, RouteCounters, RoutingPolicy
 
 A, B = 7001, 7002  # transactional producers
+OURS = 9000  # the copy's own idempotent producer
 TP = TopicPartition("t", 0)
 ROUTE = TopicRoute("t", "t.copy", 1, RoutingPolicy(destination_partitions=1, partitioning="preserve"))
 
@@ -83,9 +84,11 @@ def _copy(fetches: list[FetchedData], offset: int = 0, end: int = 16, slice_: in
             outgoing += fetched_set.route_slice(slice_)
         offset = fetched_set.offset
     for out in outgoing:
+        # The copy's idempotent producer stamps its own state over the source's (as enqueue does).
+        kcodecs.set_producer_state(out.data, OURS, 0, 0)
         batch = DefaultRecordBatch(bytes(out.data))  # kafka-python reads what the destination would get
         assert out.tp == TopicPartition("t.copy", 0) and batch.validate_crc()
-        assert (batch.producer_id, batch.is_transactional, batch.is_control_batch) == (-1, False, False)
+        assert (batch.producer_id, batch.is_transactional, batch.is_control_batch) == (OURS, False, False)
         values += [record.value for record in batch]
     assert offset == end
     return values, counters

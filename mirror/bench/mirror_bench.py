@@ -59,10 +59,11 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Iterator, Sequence
 
+import kcodecs
 from kcodecs import Compression, KMirrorError
 
 from ..broker import BrokerProcess
-from ..kafka import KafkaClient, NewTopic, TopicPartition
+from ..kafka import IdempotentProducer, KafkaClient, NewTopic, TopicPartition
 from .datagen import DataSpec, Dataset, Layout, build_dataset
 from .report import plot, ratios_table, results_table, run_copy_table, scenario_label
 from .stats import ModeResult, Sample, Scenario, machine_info, ratios, run_copy_ratios, summarise, to_json
@@ -359,23 +360,36 @@ def _clusters(settings: Settings, work: Path) -> Iterator[tuple[str, str]]:
 
 
 def _fill(source: str, spec: DataSpec, prefix: str, label: str, layouts: set[Layout]) -> dict[Layout, Dataset]:
-    """Generate each layout the modes need and produce it to its source topic (not timed)."""
+    """Generate each layout the modes need and produce it to its source topic (not timed).
+
+    An idempotent producer writes them, as Java's producer does by default since Kafka 3.0
+    (KIP-679): every source batch carries a producer id, epoch and sequence, which a mirror
+    must replace with its own."""
     datasets = {}
     with KafkaClient(source) as client:
-        for layout in sorted(layouts, key=list(Layout).index):
-            began = time.perf_counter()
-            data = build_dataset(spec, layout)
-            topic = f"{prefix}-{layout.value}"
-            client.create_topics([NewTopic(topic, spec.partitions)])
-            for start in range(0, len(data.batches), 64):
-                client.produce([(TopicPartition(topic, p), batch) for p, batch in data.batches[start : start + 64]])
-            datasets[layout] = data
-            print(f"  [{label}] source topic {layout.value}: {data.records:,} records, {data.payload_bytes / _MB:.1f} MB "
-                  f"of data in {len(data.batches)} batches of {data.mean_batch_bytes / 1024:.1f} KiB stored on average "
-                  f"({data.records / len(data.batches):.1f} records each), {data.wire_bytes / _MB:.1f} MB on the wire "
-                  f"({data.payload_bytes / data.wire_bytes:.2f}x), built and produced in {time.perf_counter() - began:.1f} s",
-                  flush=True)
+        producer = IdempotentProducer(client)
+        try:
+            for layout in sorted(layouts, key=list(Layout).index):
+                began = time.perf_counter()
+                data = build_dataset(spec, layout)
+                topic = f"{prefix}-{layout.value}"
+                client.create_topics([NewTopic(topic, spec.partitions)])
+                for start in range(0, len(data.batches), 64):
+                    for p, batch in data.batches[start : start + 64]:
+                        producer.enqueue(TopicPartition(topic, p), bytearray(batch), kcodecs.read_batch(batch).record_count)
+                    producer.flush()
+                datasets[layout] = data
+                _report_fill(label, layout, data, time.perf_counter() - began)
+        finally:
+            producer.close()
     return datasets
+
+
+def _report_fill(label: str, layout: Layout, data: Dataset, seconds: float) -> None:
+    print(f"  [{label}] source topic {layout.value}: {data.records:,} records, {data.payload_bytes / _MB:.1f} MB "
+          f"of data in {len(data.batches)} batches of {data.mean_batch_bytes / 1024:.1f} KiB stored on average "
+          f"({data.records / len(data.batches):.1f} records each), {data.wire_bytes / _MB:.1f} MB on the wire "
+          f"({data.payload_bytes / data.wire_bytes:.2f}x), built and produced in {seconds:.1f} s", flush=True)
 
 
 def _runner(settings: Settings, source: str, destination: str, spec: DataSpec, data: Dataset, prefix: str,

@@ -24,7 +24,6 @@ import tempfile
 import time
 from pathlib import Path
 
-import kcodecs
 from kcodecs import Compression
 
 from ..broker.cleaner import CleanerConfig, CleanStats, LogCleaner

@@ -29,7 +29,7 @@ own timestamps (seeds 000 and 001).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterable, Sequence
+from typing import Iterable
 
 import kcodecs
 from kcodecs import Batch, Record, TimestampType, V2Batch

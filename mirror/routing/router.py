@@ -201,10 +201,10 @@ def _forward(batch: Batch, partition: int, route: RouteClass, in_place: bool, pr
     Base offset 0 and no leader epoch: the destination assigns both (KIP-31). No producer
     state (unless ``producer_restamps``: the producer writes its own): the source's ids and
     sequences mean nothing to the destination, and a transactional batch without a producer
-    id is invalid. No LogAppendTime bit: the
-    destination stamps its own time where its topic asks for it. No delete horizon (KIP-534):
-    it is when the source's cleaner may drop the batch's tombstones; at the destination they
-    have just arrived, and its own cleaner gives them its own ``delete.retention.ms``.
+    id is invalid. No LogAppendTime bit: the destination stamps its own time where its topic
+    asks for it. No delete horizon (KIP-534): it is when the source's cleaner may drop the
+    batch's tombstones; at the destination they have just arrived, and its own cleaner gives
+    them its own ``delete.retention.ms``.
     """
     data = batch.raw if in_place else bytearray(batch.raw)
     kcodecs.stamp_v2(data, base_offset=0, partition_leader_epoch=NO_PARTITION_LEADER_EPOCH,

@@ -31,7 +31,7 @@ costs decide how close pass-through gets to the loops, so batch size is a dimens
            and 10 KiB records at 16 KiB only, 64 MB, 3 rounds: 25 scenarios, where crossing
            record sizes with every batch size would be 45 for little more to learn (record size
            shifts the per-record cost of the loops, batch size the per-batch cost of ours).
-           About 45 minutes on 2 cores.
+           About half an hour on 2 cores (25 minutes for the run in docs/performance.md).
 
 --codecs, --record-sizes and --batch-kib replace that dimension in each grid of the preset.
 Source topics have --partitions (4) partitions.

@@ -3,6 +3,7 @@ with kafka-python's consumer (an independent decoder)."""
 
 from __future__ import annotations
 
+import gc
 from pathlib import Path
 
 import pytest
@@ -22,6 +23,7 @@ from mirror.engine import (
     copy_ranges,
     sync_destination_topics,
 )
+from mirror.engine.fetched_set import route_one
 from mirror.kafka import IdempotentProducer, KafkaClient, NewTopic, TopicPartition
 from mirror.routing import Partitioning, RouteClass
 
@@ -205,10 +207,6 @@ def test_objects_alive_before_a_copy_are_frozen_for_it_and_thawed_after(clusters
     """A copy keeps the garbage collector off the objects that were alive before it (a full
     collection would walk every one of them), and gives them back afterwards, also when it
     fails; a copy inside a freeze someone else holds leaves that freeze alone."""
-    import gc
-
-    from mirror.engine.fetched_set import route_one
-
     src, dst, source, destination = clusters
     source.create_topics([NewTopic("gc", 1)])
     _fill(source, "gc", batches=2, per_batch=5)

@@ -57,7 +57,7 @@ from .errors import CorruptSourceError, DataLossError, SourceTruncatedError
 from .fetched_set import BatchRouter, FetchedSet, OutgoingBatch, route_one
 from .failures import TaskFailure
 from .latency import LatencyHistogram
-from .offset_syncs import SyncEntry, SyncLog
+from .offset_syncs import SyncLog
 from .topics import TopicRoute
 
 __all__ = ["CopyRequest", "RangeStats", "TaskStats", "copy_ranges", "DEFAULT_MAX_BUFFER_BYTES"]
@@ -314,8 +314,8 @@ def _acknowledged(ack, syncs: SyncLog, latency: LatencyHistogram) -> int:
     if batch.max_timestamp >= 0:
         latency.observe(time.time() - batch.max_timestamp / 1000)
     if ack.base_offset >= 0:  # -1: a retry found it written, and the broker did not say where
-        syncs.add(SyncEntry(batch.source, batch.first, batch.last, batch.tp, ack.base_offset,
-                            ack.base_offset + batch.records, batch.exact))
+        syncs.add(batch.source, batch.first, batch.last, batch.tp, ack.base_offset, ack.base_offset + batch.records,
+                  batch.exact)
     sent.held.batches -= 1
     return sent.held.size if not sent.held.batches else 0
 

@@ -79,37 +79,51 @@ class SyncEntry:
     exact: bool
 
     def __post_init__(self) -> None:
-        if not (0 <= self.first <= self.last and 0 <= self.base < self.end):
-            raise OffsetSyncError(f"impossible offset sync {self}")
-        if self.exact and self.last - self.first != self.end - self.base - 1:
-            raise OffsetSyncError(f"an exact offset sync maps as many source offsets as destination ones: {self}")
+        _check_span(self.first, self.last, self.base, self.end, self.exact, self)
 
-    def merged(self, after: "SyncEntry") -> "SyncEntry | None":
-        """One entry for ``self`` then ``after`` (same partitions, later offsets), if that loses nothing."""
-        if (after.source, after.destination) != (self.source, self.destination) or after.first <= self.last:
-            return None
-        if self.exact and after.exact:
-            if after.first == self.last + 1 and after.base == self.end:
-                return SyncEntry(self.source, self.first, after.last, self.destination, self.base, after.end, True)
-            return None
-        if not self.exact and not after.exact:  # bounds stay bounds: the earlier base covers both
-            return SyncEntry(self.source, self.first, after.last, self.destination, self.base, after.end, False)
-        return None
+
+def _check_span(first: int, last: int, base: int, end: int, exact: bool, what: object) -> None:
+    if not (0 <= first <= last and 0 <= base < end):
+        raise OffsetSyncError(f"impossible offset sync {what}")
+    if exact and last - first != end - base - 1:
+        raise OffsetSyncError(f"an exact offset sync maps as many source offsets as destination ones: {what}")
+
+
+_PartitionPair = tuple[TopicPartition, TopicPartition]
 
 
 @dataclass
 class SyncLog:
-    """A task's entries, merged as they come (acknowledgements of one partition come in order)."""
+    """A task's entries, merged as they come (acknowledgements of one partition come in order).
 
-    entries: dict[tuple[TopicPartition, TopicPartition], list[SyncEntry]] = field(default_factory=dict)
+    Each pair's newest entry stays open, as ``[first, last, base, end, exact]``, and grows
+    with every acknowledgement that continues it: a frozen :class:`SyncEntry` per
+    acknowledged batch, built and merged, cost 4 µs of the copy's 60 µs of CPU per forwarded
+    16 KiB batch. :attr:`entries` closes them."""
 
-    def add(self, entry: SyncEntry) -> None:
-        pair = self.entries.setdefault((entry.source, entry.destination), [])
-        merged = pair[-1].merged(entry) if pair else None
-        if merged is not None:
-            pair[-1] = merged
-        else:
-            pair.append(entry)
+    closed: dict[_PartitionPair, list[SyncEntry]] = field(default_factory=dict)
+    open: dict[_PartitionPair, list] = field(default_factory=dict)
+
+    def add(self, source: TopicPartition, first: int, last: int, destination: TopicPartition, base: int, end: int,
+            exact: bool) -> None:
+        """Source offsets ``[first, last]`` went to ``[base, end)`` of ``destination`` (see :class:`SyncEntry`)."""
+        _check_span(first, last, base, end, exact, (source, first, last, destination, base, end, exact))
+        pair = (source, destination)
+        run = self.open.get(pair)
+        if run is not None:
+            # Exact runs continue only when both sides are contiguous; bounds stay bounds (the
+            # earlier base covers both); an exact entry and a bound never merge.
+            if first > run[1] and exact == run[4] and (not exact or (first == run[1] + 1 and base == run[3])):
+                run[1], run[3] = last, end
+                return
+            self.closed.setdefault(pair, []).append(SyncEntry(source, run[0], run[1], destination, run[2], run[3], run[4]))
+        self.open[pair] = [first, last, base, end, exact]
+
+    @property
+    def entries(self) -> dict[_PartitionPair, list[SyncEntry]]:
+        """Every pair's entries, in source order."""
+        return {pair: [*self.closed.get(pair, ()), SyncEntry(pair[0], run[0], run[1], pair[1], run[2], run[3], run[4])]
+                for pair, run in self.open.items()}
 
     def by_source(self) -> dict[TopicPartition, list[SyncEntry]]:
         out: dict[TopicPartition, list[SyncEntry]] = {}

@@ -26,23 +26,28 @@ D0, D1 = TopicPartition("dst", 0), TopicPartition("dst", 1)
 
 def test_consecutive_forwarded_batches_merge_into_one_exact_entry():
     log = SyncLog()
-    log.add(SyncEntry(S0, 0, 9, D0, 100, 110, True))
-    log.add(SyncEntry(S0, 10, 19, D0, 110, 120, True))
-    log.add(SyncEntry(S0, 22, 29, D0, 121, 129, True))  # a source marker and a destination marker between
+    log.add(S0, 0, 9, D0, 100, 110, True)
+    log.add(S0, 10, 19, D0, 110, 120, True)
+    log.add(S0, 22, 29, D0, 121, 129, True)  # a source marker and a destination marker between
     assert log.entries[(S0, D0)] == [SyncEntry(S0, 0, 19, D0, 100, 120, True), SyncEntry(S0, 22, 29, D0, 121, 129, True)]
 
 
 def test_an_exact_sync_must_map_as_many_offsets_on_both_sides():
     with pytest.raises(OffsetSyncError):
         SyncEntry(S0, 0, 9, D0, 0, 5, True)
+    log = SyncLog()
+    log.add(S0, 0, 9, D0, 0, 10, True)
+    with pytest.raises(OffsetSyncError):  # checked as it comes, though it would continue the open entry
+        log.add(S0, 10, 19, D0, 10, 15, True)
+    assert log.entries == {(S0, D0): [SyncEntry(S0, 0, 9, D0, 0, 10, True)]}
 
 
 def test_records_round_trip_through_kafka_pythons_reader():
     from kafka.record import MemoryRecords
 
     log = SyncLog()
-    log.add(SyncEntry(S0, 0, 9, D0, 100, 110, True))
-    log.add(SyncEntry(S1, 5, 7, D1, 3, 9, False))
+    log.add(S0, 0, 9, D0, 100, 110, True)
+    log.add(S1, 5, 7, D1, 3, 9, False)
     data = encode_syncs(log, now_ms=1)
     records = [Record(key=r.key, value=r.value, offset=r.offset) for batch in MemoryRecords(bytes(data)) for r in batch]
     assert [entry for record in records for entry in decode_syncs(record)] == [
@@ -92,7 +97,7 @@ def copies(draw):
                 destination = D0 if source == S0 else D1
                 base = len(logs[destination])
                 logs[destination] += [(source, o) for o in offsets]
-                log.add(SyncEntry(source, first, offsets[-1], destination, base, base + count, True))
+                log.add(source, first, offsets[-1], destination, base, base + count, True)
             else:  # rebuilt by key
                 targets = [draw(st.sampled_from([D0, D1])) for _ in offsets]
                 for destination in (D0, D1):
@@ -100,8 +105,7 @@ def copies(draw):
                     if mine:
                         base = len(logs[destination])
                         logs[destination] += [(source, o) for o in mine]
-                        log.add(SyncEntry(source, first, offsets[-1], destination, base, len(logs[destination]),
-                                          False))
+                        log.add(source, first, offsets[-1], destination, base, len(logs[destination]), False)
         for destination in (D0, D1):
             logs[destination].append(None)  # the commit marker
     return logs, log, next_offset

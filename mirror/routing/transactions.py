@@ -45,6 +45,8 @@ class ReadCommitted:
 
     def is_aborted(self, batch: Batch) -> bool:
         """Whether ``batch`` holds data of an aborted transaction, to be left out."""
+        if not self._pending and not self._aborted:
+            return False  # nearly every fetch: no aborted transaction in it, no header to read
         producer_id = batch.producer_id
         if producer_id < 0:
             return False  # v0/v1 or a plain producer: never part of a transaction

@@ -30,7 +30,7 @@ from ._rewrite import (
     set_wrapper_offset,
     stamp_v2,
 )
-from ._v2 import NO_KEYS_MASK, V2Batch, V2Header
+from ._v2 import NO_KEYS_MASK, NO_PARTITION_LEADER_EPOCH, V2Batch, V2Header
 from ._v2 import empty_v2 as empty_batch
 from ._v2 import retain_v2 as retain_records
 
@@ -56,6 +56,7 @@ __all__ = [
     "decompress",
     "DEFAULT_MAX_DECOMPRESSED_SIZE",
     "NO_KEYS_MASK",
+    "NO_PARTITION_LEADER_EPOCH",
     "set_base_offset",
     "set_wrapper_offset",
     "set_partition_leader_epoch",

@@ -19,8 +19,8 @@ clear_producer_state       2        recomputed, and only when a byte changed
 stamp_v2                   2        recomputed once, and only when a covered byte changed
 =========================  =======  ====================================================
 
-``stamp_v2`` makes the patches a broker's append or a mirror's forward needs (offsets,
-leader epoch, timestamp type, and for a forward no producer state) in one call: on a
+``stamp_v2`` makes the patches a broker's append or a mirror's producer needs (offsets,
+leader epoch, timestamp type, and for a producer its own producer state) in one call: on a
 16 KiB batch, each separate patch's checks cost about as much as the CRC itself.
 """
 
@@ -164,12 +164,15 @@ def stamp_v2(
     log_append_time: int | None = None,
     clear_producer_state: bool = False,
     clear_delete_horizon: bool = False,
+    producer_state: tuple[int, int, int] | None = None,
+    transactional: bool = False,
 ) -> None:
     """What :func:`set_base_offset`, :func:`set_partition_leader_epoch`, then
     :func:`set_log_append_time` (``log_append_time`` given) or :func:`clear_log_append_time`
-    (None), then with ``clear_producer_state`` :func:`clear_producer_state` do, in one patch:
-    the header is checked once, every value before a byte is written, and the CRC is
-    recomputed once, only when a byte it covers changed.
+    (None), then with ``clear_producer_state`` :func:`clear_producer_state`, or with
+    ``producer_state`` (producer id, epoch, base sequence) :func:`set_producer_state` with
+    ``transactional``, do, in one patch: the header is checked once, every value before a
+    byte is written, and the CRC is recomputed once, only when a byte it covers changed.
 
     ``clear_delete_horizon`` clears attribute bit 6 (KIP-534): a log cleaner set it, and
     the base timestamp holds the time after which the batch's tombstones may go. The base
@@ -178,25 +181,35 @@ def stamp_v2(
     view, _ = _patchable(buf, (2,), "stamp_v2")
     check_int(base_offset, 64, "baseOffset")
     check_int(partition_leader_epoch, 32, "partitionLeaderEpoch")
+    if clear_producer_state:
+        if producer_state is not None or transactional:
+            raise InvalidRecordError("stamp_v2: clear_producer_state contradicts producer_state and transactional")
+        producer_state = _NO_PRODUCER
+    elif producer_state is not None:
+        producer_id, producer_epoch, base_sequence = producer_state
+        producer_state = (check_int(producer_id, 64, "producerId"), check_int(producer_epoch, 16, "producerEpoch"),
+                          check_int(base_sequence, 32, "baseSequence"))
+    elif transactional:
+        raise InvalidRecordError("stamp_v2: a transactional batch needs a producer_state")
     old_attributes = _v2.INT16.unpack_from(view, _v2.ATTRIBUTES)[0]
-    old_max = _v2.INT64.unpack_from(view, _v2.MAX_TIMESTAMP)[0]
-    if log_append_time is None:
-        attributes, max_timestamp = old_attributes & ~_v2.TIMESTAMP_TYPE_MASK, old_max
+    if log_append_time is None:  # CreateTime: the max timestamp stays as it is
+        attributes, changed = old_attributes & ~_v2.TIMESTAMP_TYPE_MASK, False
     else:
-        attributes, max_timestamp = old_attributes | _v2.TIMESTAMP_TYPE_MASK, check_int(log_append_time, 64, "timestamp")
+        attributes = old_attributes | _v2.TIMESTAMP_TYPE_MASK
+        changed = _v2.INT64.unpack_from(view, _v2.MAX_TIMESTAMP)[0] != check_int(log_append_time, 64, "timestamp")
     _v2.INT64.pack_into(view, _v2.BASE_OFFSET, base_offset)
     _v2.INT32.pack_into(view, _v2.PARTITION_LEADER_EPOCH, partition_leader_epoch)
-    changed = max_timestamp != old_max
+    if changed:
+        _v2.INT64.pack_into(view, _v2.MAX_TIMESTAMP, log_append_time)
     if clear_delete_horizon:
         attributes &= ~_v2.DELETE_HORIZON_MASK
-    if clear_producer_state:
-        attributes &= ~_v2.TRANSACTIONAL_MASK
-        if _v2.PRODUCER_STATE.unpack_from(view, _v2.PRODUCER_ID) != _NO_PRODUCER:
-            _v2.PRODUCER_STATE.pack_into(view, _v2.PRODUCER_ID, *_NO_PRODUCER)
+    if producer_state is not None:
+        attributes = attributes | _v2.TRANSACTIONAL_MASK if transactional else attributes & ~_v2.TRANSACTIONAL_MASK
+        if _v2.PRODUCER_STATE.unpack_from(view, _v2.PRODUCER_ID) != producer_state:
+            _v2.PRODUCER_STATE.pack_into(view, _v2.PRODUCER_ID, *producer_state)
             changed = True
     if changed or attributes != old_attributes:
         _v2.INT16.pack_into(view, _v2.ATTRIBUTES, attributes)
-        _v2.INT64.pack_into(view, _v2.MAX_TIMESTAMP, max_timestamp)
         _v2.write_crc(view)
 
 

@@ -44,7 +44,7 @@ from ._errors import CorruptBatchError, InvalidRecordError, UnsupportedCodecErro
 from ._record import Record, TimestampType, check_headers, check_int
 from ._varint import read_varint, write_varint
 
-__all__ = ["V2Batch", "V2Header", "build_v2", "retain_v2", "empty_v2"]
+__all__ = ["V2Batch", "V2Header", "build_v2", "retain_v2", "empty_v2", "NO_PARTITION_LEADER_EPOCH"]
 
 MAGIC = 2
 HEADER = struct.Struct(">qiibIhiqqqhii")
@@ -72,6 +72,9 @@ TRANSACTIONAL_MASK = 0x10
 CONTROL_MASK = 0x20
 DELETE_HORIZON_MASK = 0x40
 NO_KEYS_MASK = 0x4000
+
+NO_PARTITION_LEADER_EPOCH = -1
+"""Kafka's ``RecordBatch.NO_PARTITION_LEADER_EPOCH``: what a producer sends; the leader fills it in."""
 
 INT64 = struct.Struct(">q")
 INT32 = struct.Struct(">i")

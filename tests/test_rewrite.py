@@ -391,7 +391,7 @@ def test_set_producer_state_refuses_values_its_fields_cannot_hold_untouched(fiel
 _V2_CRC_OFFSET = 17
 
 
-def _stamped_apart(buf: bytearray, base_offset: int, epoch: int, log_append_time: int | None, clear: bool) -> None:
+def _stamped_apart(buf: bytearray, base_offset: int, epoch: int, log_append_time: int | None, producer: dict) -> None:
     """The separate patches stamp_v2 stands for, each checked against kafka-python above."""
     kcodecs.set_base_offset(buf, base_offset)
     kcodecs.set_partition_leader_epoch(buf, epoch)
@@ -399,8 +399,10 @@ def _stamped_apart(buf: bytearray, base_offset: int, epoch: int, log_append_time
         kcodecs.clear_log_append_time(buf)
     else:
         kcodecs.set_log_append_time(buf, log_append_time)
-    if clear:
+    if producer.get("clear_producer_state"):
         kcodecs.clear_producer_state(buf)
+    elif "producer_state" in producer:
+        kcodecs.set_producer_state(buf, *producer["producer_state"], transactional=producer["transactional"])
 
 
 def _stamp_sources(codec: str) -> list[bytearray]:
@@ -416,16 +418,31 @@ def _stamp_sources(codec: str) -> list[bytearray]:
 
 @pytest.mark.parametrize("codec", ["none", "lz4", "zstd"])
 @pytest.mark.parametrize("log_append_time", [None, T1])
-@pytest.mark.parametrize("clear", [False, True])
+@pytest.mark.parametrize("producer", [{}, {"clear_producer_state": True},
+                                      {"producer_state": (PID, 9, 1_000), "transactional": False},
+                                      {"producer_state": (7, 1, 40), "transactional": True}])
 @pytest.mark.parametrize(("base_offset", "epoch"), [(0, -1), (1 << 40, 7)])
-def test_stamp_v2_is_the_separate_patches_in_one(codec, log_append_time, clear, base_offset, epoch):
+def test_stamp_v2_is_the_separate_patches_in_one(codec, log_append_time, producer, base_offset, epoch):
     for source in _stamp_sources(codec):
         apart, together = bytearray(source), bytearray(source)
-        _stamped_apart(apart, base_offset, epoch, log_append_time, clear)
+        _stamped_apart(apart, base_offset, epoch, log_append_time, producer)
         kcodecs.stamp_v2(together, base_offset=base_offset, partition_leader_epoch=epoch,
-                         log_append_time=log_append_time, clear_producer_state=clear)
+                         log_append_time=log_append_time, **producer)
         assert together == apart
         kcodecs.read_batch(together).validate(deep=True)
+
+
+@pytest.mark.parametrize("producer", [{"clear_producer_state": True, "producer_state": (1, 0, 0)},
+                                      {"clear_producer_state": True, "transactional": True},
+                                      {"transactional": True},
+                                      {"producer_state": (1 << 63, 0, 0)}, {"producer_state": (1, 1 << 15, 0)},
+                                      {"producer_state": (1, 0, -(1 << 31) - 1)}])
+def test_stamp_v2_refuses_a_producer_state_it_cannot_write_untouched(producer):
+    buf = _stamp_sources("lz4")[2]
+    before = bytes(buf)
+    with pytest.raises(InvalidRecordError):
+        kcodecs.stamp_v2(buf, base_offset=0, partition_leader_epoch=-1, **producer)
+    assert bytes(buf) == before
 
 
 def test_stamp_v2_recomputes_the_crc_only_when_a_covered_byte_changes():

@@ -3,8 +3,9 @@
 Both ``raw`` and the engine modes run :func:`mirror.engine.copy_ranges` over every partition
 at once, as one Spark task copies its group: one Fetch per source leader, the idempotent
 producer with five requests in flight. ``raw`` swaps the router for :func:`forward_unchecked`:
-no CRC check, no routing, only the mandatory header rewrites (KIP-31: base offset 0 for the
-destination to assign; the producer stamps its id and sequences, which recomputes the CRC).
+no CRC check, no routing, only the mandatory header rewrites, which the producer's stamp makes
+(KIP-31: base offset 0 for the destination to assign; its id and sequences, which recomputes
+the CRC).
 So ``raw`` is the ceiling of this same pipeline, and the gap to it is what routing costs.
 ``exactly-once`` is ``pass-through`` inside one destination transaction with the offsets and
 offset-syncs records, as a task of an exactly-once job copies a micro-batch: the gap between the two is
@@ -62,10 +63,9 @@ def prepared(spec: ModeRun) -> Iterator[Callable[[], dict[str, int]]]:
 
 def forward_unchecked(batch: kcodecs.Batch, last: int, tp: TopicPartition, route: TopicRoute,
                       counters: RouteCounters, aborted: bool) -> list[OutgoingBatch]:
-    """The raw ceiling's router: the batch, base offset zeroed, nothing checked (the bench's
-    sources have no transactions to leave out)."""
+    """The raw ceiling's router: the batch as it is, nothing checked (the bench's sources have
+    no transactions to leave out; the producer's stamp zeroes the base offset)."""
     first = batch.base_offset
-    kcodecs.set_base_offset(batch.raw, 0)
     return [OutgoingBatch(TopicPartition(route.topic, tp.partition), batch.raw, batch.record_count, tp, first, last, True)]
 
 

@@ -64,12 +64,13 @@ BatchRouter = Callable[[Batch, int, TopicPartition, TopicRoute, RouteCounters, b
 
 def route_one(batch: Batch, last: int, tp: TopicPartition, route: TopicRoute, counters: RouteCounters,
               aborted: bool) -> Outgoing:
-    """Route one source batch of ``tp``, rewriting it in place if it is forwarded, and count it."""
-    # Before the in-place rewrite zeroes it; a v0/v1 wrapper names only its last offset (and
+    """Route one source batch of ``tp`` and count it. A forwarded batch goes out as a view of the
+    fetched bytes, for the producer's stamp to rewrite in place."""
+    # Before the producer's in-place stamp zeroes it; a v0/v1 wrapper names only its last offset (and
     # such a batch is rebuilt, so its span is a bound anyway).
     first = batch.base_offset if batch.magic >= 2 else last
     stamped = batch.max_timestamp
-    # Every outgoing batch goes to the copy's idempotent producer, which stamps its own state.
+    # Every outgoing batch goes to the copy's idempotent producer, whose stamp makes the destination's rewrites.
     routed = route_batch(batch, tp.partition, route.policy, in_place=True, aborted=aborted, producer_restamps=True)
     counters.add(routed)
     exact = routed.route in _ONE_FOR_ONE

@@ -4,7 +4,8 @@ pipelined up to five requests per connection (KIP-98, Kafka's ``RecordAccumulato
 The mirror's batches are already built (forwarded source bytes, or rebuilt ones), so there is
 no accumulator of records here, only of batches: :meth:`IdempotentProducer.enqueue` gives a
 batch the producer's id, epoch and the partition's next sequence number by an in-place header
-patch (:func:`kcodecs.set_producer_state`, CRC recomputed), and the batch keeps those bytes
+patch (:func:`kcodecs.stamp_v2`, CRC recomputed once, with the rest of what a producer's
+batch carries: base offset 0, no leader epoch, CreateTime), and the batch keeps those bytes
 until it is acknowledged. Each request carries the oldest unsent batch of every partition led
 by one broker (a Produce request holds one batch per partition), and each connection carries
 up to ``max_in_flight`` requests.
@@ -160,14 +161,18 @@ class IdempotentProducer:
         return self._buffered == 0
 
     def enqueue(self, tp: TopicPartition, data: bytearray | memoryview, records: int, token: Any = None) -> None:
-        """Take one v2 batch of ``records`` records for ``tp``, stamping our producer state into
-        it in place: the buffer must stay untouched until its :class:`Ack`."""
+        """Take one v2 batch of ``records`` records for ``tp``, made in place what a Kafka
+        producer sends: our producer state, base offset 0 and no leader epoch (the broker
+        assigns both, KIP-31), CreateTime and no delete horizon (a broker stamps
+        LogAppendTime where its topic asks; the horizon is for a log cleaner to set). The
+        buffer must stay untouched until its :class:`Ack`."""
         self._check_usable()
         part = self._partitions.get(tp)
         if part is None:
             part = self._partitions[tp] = _Partition(tp)
-        kcodecs.set_producer_state(data, self.producer_id, self.epoch, part.next_sequence,
-                                   transactional=self.transactional_id is not None)
+        kcodecs.stamp_v2(data, base_offset=0, partition_leader_epoch=kcodecs.NO_PARTITION_LEADER_EPOCH, clear_delete_horizon=True,
+                         producer_state=(self.producer_id, self.epoch, part.next_sequence),
+                         transactional=self.transactional_id is not None)
         part.pending.append(_Batch(tp, data, part.next_sequence, token))
         part.next_sequence = (part.next_sequence + records) % _SEQUENCE_SPAN
         self._buffered += len(data)

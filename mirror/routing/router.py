@@ -39,9 +39,6 @@ from .policy import Partitioning, RouteClass, RoutingError, RoutingPolicy
 
 __all__ = ["Outgoing", "Routed", "route_batch"]
 
-NO_PARTITION_LEADER_EPOCH = -1
-"""Kafka's ``RecordBatch.NO_PARTITION_LEADER_EPOCH``: what a producer sends; the leader fills it in."""
-
 
 @dataclass(frozen=True)
 class Outgoing:
@@ -77,12 +74,15 @@ def route_batch(batch: Batch, source_partition: int, policy: RoutingPolicy, *, i
     out as a view of it. That saves a copy and an allocation per batch; the allocation costs
     more, as glibc hands buffers of 128 KiB and up straight from (and back to) the OS.
 
-    ``producer_restamps`` says that every outgoing batch goes to a producer that writes its own
-    producer id, epoch, sequence and transactional bit into it (and recomputes the CRC), as the
-    copy engine's :class:`~mirror.kafka.IdempotentProducer` does: a forwarded batch then keeps
-    the source's producer state for that producer to overwrite, instead of having it cleared
-    first. Clearing it changes bytes the CRC covers, so the CRC of every batch from an
-    idempotent source producer (Java's default since Kafka 3.0) would be computed twice.
+    ``producer_restamps`` says that every outgoing batch goes to a producer that makes it what
+    a Kafka producer sends, as the copy engine's :class:`~mirror.kafka.IdempotentProducer`
+    does: base offset 0, no leader epoch, CreateTime, no delete horizon, and its own producer
+    id, epoch, sequence and transactional bit (one :func:`kcodecs.stamp_v2`, CRC recomputed).
+    Those are all of a forward's rewrites, so a forwarded batch then goes out as the source
+    wrote it, for that producer to rewrite: patching it here first would check the header
+    and write the same fields twice, and compute the CRC twice for every batch whose bits it
+    changes (a LogAppendTime source, or with the source's producer state cleared, every
+    batch of an idempotent source producer, Java's default since Kafka 3.0).
 
     Raises :class:`~kcodecs.CorruptBatchError` for a batch that fails its CRC or does not
     decode, and :class:`RoutingError` for a source partition the policy cannot place.
@@ -199,16 +199,18 @@ def _forward(batch: Batch, partition: int, route: RouteClass, in_place: bool, pr
     payload is untouched.
 
     Base offset 0 and no leader epoch: the destination assigns both (KIP-31). No producer
-    state (unless ``producer_restamps``: the producer writes its own): the source's ids and
-    sequences mean nothing to the destination, and a transactional batch without a producer
-    id is invalid. No LogAppendTime bit: the destination stamps its own time where its topic
-    asks for it. No delete horizon (KIP-534): it is when the source's cleaner may drop the
-    batch's tombstones; at the destination they have just arrived, and its own cleaner gives
-    them its own ``delete.retention.ms``.
+    state: the source's ids and sequences mean nothing to the destination, and a
+    transactional batch without a producer id is invalid. No LogAppendTime bit: the
+    destination stamps its own time where its topic asks for it. No delete horizon
+    (KIP-534): it is when the source's cleaner may drop the batch's tombstones; at the
+    destination they have just arrived, and its own cleaner gives them its own
+    ``delete.retention.ms``. With ``producer_restamps`` the producer makes all of these
+    rewrites, with its own producer state, so none is made here.
     """
     data = batch.raw if in_place else bytearray(batch.raw)
-    kcodecs.stamp_v2(data, base_offset=0, partition_leader_epoch=NO_PARTITION_LEADER_EPOCH,
-                     clear_producer_state=not producer_restamps, clear_delete_horizon=True)
+    if not producer_restamps:
+        kcodecs.stamp_v2(data, base_offset=0, partition_leader_epoch=kcodecs.NO_PARTITION_LEADER_EPOCH,
+                         clear_producer_state=True, clear_delete_horizon=True)
     count = batch.record_count or 0  # v2 only here: the header knows
     return Routed(route, (Outgoing(partition, data, count),), count, batch.size)
 

@@ -8,7 +8,8 @@ import pytest
 from kafka.record.default_records import DefaultRecordBatch
 
 import kcodecs
-from kcodecs import InvalidRecordError, Record
+from kcodecs import InvalidRecordError, Record, TimestampType
+from mirror.kafka import IdempotentProducer, TopicPartition
 from mirror.routing import RouteClass, RoutingPolicy, route_batch
 
 T0 = 1_700_000_000_000
@@ -72,21 +73,29 @@ def test_in_place_needs_a_writable_buffer():
 @pytest.mark.parametrize("codec", CODECS)
 @pytest.mark.parametrize("transactional", [False, True])
 def test_a_producer_that_restamps_gets_the_same_bytes_without_the_clearing(codec, transactional):
-    """``producer_restamps``: the source's producer state stays for the producer to overwrite.
-    Once the producer has stamped its own, the batch is byte for byte what clearing first and
-    stamping after gives, and kafka-python reads it back intact."""
+    """``producer_restamps``: routing leaves a forwarded batch as the source wrote it, and the
+    copy's producer makes every destination rewrite along with its own producer state. The
+    bytes are those of routing's own rewrites followed by the producer state alone, and
+    kafka-python reads them back intact."""
     records = [Record(key=None, value=b"v%d" % i * 20, timestamp=T0 + i) for i in range(10)]
     source = kcodecs.build_batch(records, compression=codec, base_offset=500, partition_leader_epoch=3, producer_id=77,
-                                 producer_epoch=2, base_sequence=500, transactional=transactional, mark_no_keys=True)
+                                 producer_epoch=2, base_sequence=500, transactional=transactional, mark_no_keys=True,
+                                 timestamp_type=TimestampType.LOG_APPEND_TIME, max_timestamp=T0 + 100)
     policy = RoutingPolicy(partitioning="preserve", destination_partitions=4)
     cleared = route_batch(kcodecs.read_batch(bytearray(source)), 1, policy, in_place=True)
     kept = route_batch(kcodecs.read_batch(bytearray(source)), 1, policy, in_place=True, producer_restamps=True)
     (cleared_out,), (kept_out,) = cleared.outgoing, kept.outgoing
-    assert DefaultRecordBatch(bytes(kept_out.data)).producer_id == 77  # not cleared: left for the producer
-    for out in (cleared_out, kept_out):
-        kcodecs.set_producer_state(out.data, 1000, 0, 42)
+    assert bytes(kept_out.data) == source  # left for the producer
+    kcodecs.set_producer_state(cleared_out.data, 1000, 0, 0)
+    IdempotentProducer(_NoCluster(), identity=(1000, 0)).enqueue(TopicPartition("d", 1), kept_out.data, 10)
     assert bytes(kept_out.data) == bytes(cleared_out.data)
     batch = DefaultRecordBatch(bytes(kept_out.data))
-    assert batch.validate_crc() and (batch.producer_id, batch.producer_epoch, batch.base_sequence) == (1000, 0, 42)
-    assert not batch.is_transactional and batch.base_offset == 0
-    assert [r.value for r in batch] == [r.value for r in records]
+    assert batch.validate_crc() and (batch.producer_id, batch.producer_epoch, batch.base_sequence) == (1000, 0, 0)
+    assert not batch.is_transactional and batch.base_offset == 0 and batch.timestamp_type == 0
+    assert [(r.value, r.timestamp) for r in batch] == [(r.value, r.timestamp) for r in records]
+
+
+class _NoCluster:
+    """What a producer given its identity asks of its client before sending: nothing but a name."""
+
+    bootstrap = "nowhere:9092"

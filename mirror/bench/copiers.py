@@ -66,7 +66,7 @@ def forward_unchecked(batch: kcodecs.Batch, last: int, tp: TopicPartition, route
     """The raw ceiling's router: the batch as it is, nothing checked (the bench's sources have
     no transactions to leave out; the producer's stamp zeroes the base offset)."""
     first = batch.base_offset
-    return [OutgoingBatch(TopicPartition(route.topic, tp.partition), batch.raw, batch.record_count, tp, first, last, True)]
+    return [OutgoingBatch(route.destinations[tp.partition], batch.raw, batch.record_count, tp, first, last, True)]
 
 
 def copy_pipeline(spec: ModeRun, source: KafkaClient, producer: IdempotentProducer,

@@ -74,7 +74,7 @@ def route_one(batch: Batch, last: int, tp: TopicPartition, route: TopicRoute, co
     routed = route_batch(batch, tp.partition, route.policy, in_place=True, aborted=aborted, producer_restamps=True)
     counters.add(routed)
     exact = routed.route in _ONE_FOR_ONE
-    return [OutgoingBatch(TopicPartition(route.topic, out.partition), out.data, out.records, tp, first, last, exact,
+    return [OutgoingBatch(route.destinations[out.partition], out.data, out.records, tp, first, last, exact,
                           stamped) for out in routed.outgoing]
 
 

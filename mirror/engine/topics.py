@@ -7,12 +7,13 @@ exists at the destination before any task produces to it.
 
 from __future__ import annotations
 
+import functools
 import logging
 from dataclasses import dataclass
 from typing import Mapping
 
 from ..config import MirrorConfig
-from ..kafka import KafkaClient, NewTopic
+from ..kafka import KafkaClient, NewTopic, TopicPartition
 from ..routing import RoutingPolicy
 from .errors import TopicMismatchError
 
@@ -36,6 +37,13 @@ class TopicRoute:
     topic: str
     source_partitions: int
     policy: RoutingPolicy
+
+    @functools.cached_property
+    def destinations(self) -> tuple[TopicPartition, ...]:
+        """The destination's partitions, one object each for the route's life: the copy hands
+        one to the producer with every batch, whose lookups then find it by identity rather
+        than by a call to the dataclass's ``__eq__``."""
+        return tuple(TopicPartition(self.topic, p) for p in range(self.policy.destination_partitions))
 
 
 def selected_topics(config: MirrorConfig, source: KafkaClient) -> dict[str, int]:

@@ -38,9 +38,10 @@ _ONE_FOR_ONE = (RouteClass.PASSED_THROUGH, RouteClass.INSPECTED)
 """Classes whose outgoing batch is the source batch, record for record."""
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class OutgoingBatch:
-    """One batch to produce, and where its records came from (for :mod:`.offset_syncs`)."""
+    """One batch to produce, and where its records came from (for :mod:`.offset_syncs`). One
+    per batch: slots, not frozen (cheaper to build; see :class:`~mirror.routing.Routed`)."""
 
     tp: TopicPartition
     """The destination partition."""

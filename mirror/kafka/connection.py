@@ -79,18 +79,14 @@ class KafkaConnection:
     def send_buffers(self, buffers: list) -> None:
         """Send one framed request given as pieces, with ``sendmsg`` (scatter-gather): the record
         sets among them go to the socket without being joined into one buffer first."""
-        views = [memoryview(b).cast("B") for b in buffers]
         if self.tls:  # SSL sockets have no sendmsg; encrypting copies the bytes anyway
-            self.send_raw(b"".join(views))
+            self.send_raw(b"".join(buffers))
             return
+        pending = buffers
         try:
-            while views:
-                sent = self.sock.sendmsg(views[:_IOV_MAX])
-                while views and sent >= len(views[0]):
-                    sent -= len(views[0])
-                    views.pop(0)
-                if sent:
-                    views[0] = views[0][sent:]
+            while pending:
+                head, rest = pending[:_IOV_MAX], pending[_IOV_MAX:]
+                pending = _unsent(self.sock.sendmsg(head), head) + rest
         except OSError as exc:
             raise self._failure("send failed", exc) from exc
 
@@ -187,6 +183,17 @@ class KafkaConnection:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+def _unsent(sent: int, pieces: list) -> list:
+    """What is left of ``pieces`` once ``sent`` bytes of them went out. Nearly always nothing:
+    the view to cut a piece at is made only for a partial send."""
+    for i, piece in enumerate(pieces):
+        size = piece.nbytes if type(piece) is memoryview else len(piece)
+        if sent < size:
+            return [memoryview(piece).cast("B")[sent:], *pieces[i + 1 :]]
+        sent -= size
+    return []
 
 
 def _response_class(request):

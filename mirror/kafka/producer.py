@@ -102,10 +102,15 @@ class Ack:
 
 @dataclass(eq=False, slots=True)
 class _Batch:
-    tp: TopicPartition
+    part: _Partition
+    """Its partition's own state, found without a lookup when its answer comes."""
     data: bytearray | memoryview
     sequence: int
     token: Any
+
+    @property
+    def tp(self) -> TopicPartition:
+        return self.part.tp
 
 
 @dataclass(eq=False)
@@ -173,7 +178,7 @@ class IdempotentProducer:
         kcodecs.stamp_v2(data, base_offset=0, partition_leader_epoch=kcodecs.NO_PARTITION_LEADER_EPOCH, clear_delete_horizon=True,
                          producer_state=(self.producer_id, self.epoch, part.next_sequence),
                          transactional=self.transactional_id is not None)
-        part.pending.append(_Batch(tp, data, part.next_sequence, token))
+        part.pending.append(_Batch(part, data, part.next_sequence, token))
         part.next_sequence = (part.next_sequence + records) % _SEQUENCE_SPAN
         self._buffered += len(data)
 
@@ -260,7 +265,7 @@ class IdempotentProducer:
         return batch
 
     def _send(self, conn: PipelinedConnection, batches: list[_Batch]) -> None:
-        partitions = [ProducePartition(b.tp.topic, b.tp.partition, b.data) for b in batches]
+        partitions = [ProducePartition(b.part.tp.topic, b.part.tp.partition, b.data) for b in batches]
 
         def encode(correlation_id: int, version: int):
             return encode_produce_request(partitions, version=version, correlation_id=correlation_id,
@@ -311,14 +316,15 @@ class IdempotentProducer:
         answers = {(topic.name, part.index): part for topic in response.responses for part in topic.partition_responses}
         now = self._clock()
         for batch in pending.context:
-            answer = answers.get((batch.tp.topic, batch.tp.partition))
+            tp = batch.part.tp
+            answer = answers.get((tp.topic, tp.partition))
             if answer is None:
                 self._fail(batch, ProtocolError(f"{conn.address}: Produce response without {batch.tp}"), now)
             else:
                 self._answer(batch, answer.error_code, answer.base_offset, getattr(answer, "error_message", None), now)
 
     def _answer(self, batch: _Batch, code: int, base_offset: int, message: str | None, now: float) -> None:
-        part = self._partitions[batch.tp]
+        part = batch.part
         if code == 0 or code == kerr.DuplicateSequenceNumberError.errno:
             self._acked(part, batch, base_offset if code == 0 else -1)
             return
@@ -350,7 +356,7 @@ class IdempotentProducer:
     def _fail(self, batch: _Batch, error: KMirrorError, now: float) -> None:
         """A retriable failure: once nothing of the partition is in flight, resend its failed
         batches first, in sequence order, after a backoff."""
-        part = self._partitions[batch.tp]
+        part = batch.part
         part.in_flight.remove(batch)
         part.failed.append(batch)
         if part.in_flight:

@@ -1,5 +1,6 @@
 """KafkaConnection's own response-header decoding (it skips kafka-python's, which copies the
-payload): v0 and flexible v1 headers, the ApiVersions exception, and pipelined requests."""
+payload): v0 and flexible v1 headers, the ApiVersions exception, and pipelined requests; and
+its scatter-gather sends."""
 
 from __future__ import annotations
 
@@ -76,4 +77,44 @@ def test_a_broker_that_stops_answering_mid_frame_is_a_timed_out_connection_failu
         thread.join(5)
         for peer in accepted:
             peer.close()
+        server.close()
+
+
+def test_pieces_sent_with_sendmsg_arrive_whole_and_in_order_however_the_kernel_cuts_them():
+    """``send_buffers`` gives the pieces to ``sendmsg`` as they are and makes views only to
+    resume a partial send: a peer that reads slowly through a small receive buffer forces
+    many, with a cut inside a piece, on a piece's edge, and in a view whose items are not
+    bytes; more pieces than one ``sendmsg`` takes must go out too."""
+    import array
+    import random
+    import socket
+    import threading
+
+    rnd = random.Random(3)
+    words = array.array("I", range(300_000))  # a view of 4-byte items: its length is not its size
+    pieces = [rnd.randbytes(5), memoryview(words), bytearray(rnd.randbytes(700_000)), b"",
+              memoryview(bytearray(rnd.randbytes(1_000_000)))[10:-10]]
+    pieces += [rnd.randbytes(rnd.randint(0, 9)) for _ in range(1500)]  # over IOV_MAX pieces
+    expected = b"".join(bytes(p) for p in pieces)
+    server = socket.create_server(("127.0.0.1", 0))
+    received = bytearray()
+
+    def read_slowly():
+        peer, _ = server.accept()
+        with peer:
+            while len(received) < len(expected):
+                chunk = peer.recv(rnd.randint(1, 65536))
+                if not chunk:
+                    break
+                received.extend(chunk)
+
+    thread = threading.Thread(target=read_slowly, daemon=True)
+    thread.start()
+    try:
+        with KafkaConnection(f"127.0.0.1:{server.getsockname()[1]}", timeout_s=10) as conn:
+            conn.sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)
+            conn.send_buffers(pieces)
+            thread.join(10)
+        assert bytes(received) == expected
+    finally:
         server.close()

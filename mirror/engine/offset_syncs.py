@@ -79,51 +79,76 @@ class SyncEntry:
     exact: bool
 
     def __post_init__(self) -> None:
-        _check_span(self.first, self.last, self.base, self.end, self.exact, self)
+        problem = _span_problem(self.first, self.last, self.base, self.end, self.exact)
+        if problem:
+            raise OffsetSyncError(f"{problem}: {self}")
 
 
-def _check_span(first: int, last: int, base: int, end: int, exact: bool, what: object) -> None:
+def _span_problem(first: int, last: int, base: int, end: int, exact: bool) -> str | None:
+    """What makes a sync impossible, or None: said by the caller, which knows the partitions."""
     if not (0 <= first <= last and 0 <= base < end):
-        raise OffsetSyncError(f"impossible offset sync {what}")
+        return "impossible offset sync"
     if exact and last - first != end - base - 1:
-        raise OffsetSyncError(f"an exact offset sync maps as many source offsets as destination ones: {what}")
+        return "an exact offset sync maps as many source offsets as destination ones"
+    return None
 
 
 _PartitionPair = tuple[TopicPartition, TopicPartition]
+
+
+@dataclass(slots=True)
+class _OpenEntry:
+    """A pair's newest entry, still growing: a :class:`SyncEntry` without its partitions."""
+
+    first: int
+    last: int
+    base: int
+    end: int
+    exact: bool
+
+    def continued_by(self, first: int, base: int, exact: bool) -> bool:
+        """Whether the next batch's span extends this entry without losing anything: exact
+        runs only when both sides are contiguous; bounds stay bounds (the earlier base covers
+        both); an exact entry and a bound never merge."""
+        return first > self.last and exact == self.exact and (not exact or (first == self.last + 1
+                                                                             and base == self.end))
+
+    def closed(self, pair: _PartitionPair) -> SyncEntry:
+        return SyncEntry(pair[0], self.first, self.last, pair[1], self.base, self.end, self.exact)
 
 
 @dataclass
 class SyncLog:
     """A task's entries, merged as they come (acknowledgements of one partition come in order).
 
-    Each pair's newest entry stays open, as ``[first, last, base, end, exact]``, and grows
-    with every acknowledgement that continues it: a frozen :class:`SyncEntry` per
-    acknowledged batch, built and merged, cost 4 µs of the copy's 60 µs of CPU per forwarded
-    16 KiB batch. :attr:`entries` closes them."""
+    Each pair's newest entry stays open (:class:`_OpenEntry`) and grows with every
+    acknowledgement that continues it: a frozen :class:`SyncEntry` per acknowledged batch,
+    built and merged, cost 4 µs of the copy's 60 µs of CPU per forwarded 16 KiB batch.
+    :attr:`entries` closes them."""
 
     closed: dict[_PartitionPair, list[SyncEntry]] = field(default_factory=dict)
-    open: dict[_PartitionPair, list] = field(default_factory=dict)
+    open: dict[_PartitionPair, _OpenEntry] = field(default_factory=dict)
 
     def add(self, source: TopicPartition, first: int, last: int, destination: TopicPartition, base: int, end: int,
             exact: bool) -> None:
         """Source offsets ``[first, last]`` went to ``[base, end)`` of ``destination`` (see :class:`SyncEntry`)."""
-        _check_span(first, last, base, end, exact, (source, first, last, destination, base, end, exact))
+        problem = _span_problem(first, last, base, end, exact)
+        if problem:
+            raise OffsetSyncError(f"{problem}: {source} [{first}, {last}] to {destination} [{base}, {end}), "
+                                  f"exact={exact}")
         pair = (source, destination)
-        run = self.open.get(pair)
-        if run is not None:
-            # Exact runs continue only when both sides are contiguous; bounds stay bounds (the
-            # earlier base covers both); an exact entry and a bound never merge.
-            if first > run[1] and exact == run[4] and (not exact or (first == run[1] + 1 and base == run[3])):
-                run[1], run[3] = last, end
+        entry = self.open.get(pair)
+        if entry is not None:
+            if entry.continued_by(first, base, exact):
+                entry.last, entry.end = last, end
                 return
-            self.closed.setdefault(pair, []).append(SyncEntry(source, run[0], run[1], destination, run[2], run[3], run[4]))
-        self.open[pair] = [first, last, base, end, exact]
+            self.closed.setdefault(pair, []).append(entry.closed(pair))
+        self.open[pair] = _OpenEntry(first, last, base, end, exact)
 
     @property
     def entries(self) -> dict[_PartitionPair, list[SyncEntry]]:
         """Every pair's entries, in source order."""
-        return {pair: [*self.closed.get(pair, ()), SyncEntry(pair[0], run[0], run[1], pair[1], run[2], run[3], run[4])]
-                for pair, run in self.open.items()}
+        return {pair: [*self.closed.get(pair, ()), entry.closed(pair)] for pair, entry in self.open.items()}
 
     def by_source(self) -> dict[TopicPartition, list[SyncEntry]]:
         out: dict[TopicPartition, list[SyncEntry]] = {}

@@ -1,4 +1,5 @@
-"""Shared fixtures: record sets that exercise every field shape the formats allow."""
+"""Shared fixtures: record sets that exercise every field shape the formats allow, and the
+copy's producer without a cluster, for its stamp."""
 
 from __future__ import annotations
 
@@ -31,3 +32,18 @@ def sample_records(magic: int, count: int = 20, base_ts: int = 1_700_000_000_000
 @pytest.fixture(params=MAGIC_CODECS, ids=lambda mc: f"v{mc[0]}-{mc[1]}")
 def magic_codec(request) -> tuple[int, str]:
     return request.param
+
+
+class _NoCluster:
+    """What a producer given its identity asks of its client before sending: nothing but a name."""
+
+    bootstrap = "nowhere:9092"
+
+
+def unconnected_producer(producer_id: int):
+    """The copy's :class:`~mirror.kafka.IdempotentProducer` with ``producer_id`` (epoch 0) and
+    no cluster: :meth:`enqueue` stamps a batch as the copy's producer does, and nothing is
+    sent until :meth:`send_ready`, which these tests never call."""
+    from mirror.kafka import IdempotentProducer
+
+    return IdempotentProducer(_NoCluster(), identity=(producer_id, 0))

@@ -40,6 +40,8 @@ from mirror.kafka import (
 )
 from mirror.routing import RouteClass, RouteCounters, RoutingPolicy
 
+from conftest import unconnected_producer
+
 A, B = 7001, 7002  # transactional producers
 OURS = 9000  # the copy's own idempotent producer
 TP = TopicPartition("t", 0)
@@ -83,9 +85,9 @@ def _copy(fetches: list[FetchedData], offset: int = 0, end: int = 16, slice_: in
         while not fetched_set.done:
             outgoing += fetched_set.route_slice(slice_)
         offset = fetched_set.offset
+    producer = unconnected_producer(OURS)
     for out in outgoing:
-        # The copy's idempotent producer stamps its own state over the source's (as enqueue does).
-        kcodecs.set_producer_state(out.data, OURS, 0, 0)
+        producer.enqueue(out.tp, out.data, out.records)  # its stamp, over the source's producer state
         batch = DefaultRecordBatch(bytes(out.data))  # kafka-python reads what the destination would get
         assert out.tp == TopicPartition("t.copy", 0) and batch.validate_crc()
         assert (batch.producer_id, batch.is_transactional, batch.is_control_batch) == (OURS, False, False)

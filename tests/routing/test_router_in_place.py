@@ -9,8 +9,10 @@ from kafka.record.default_records import DefaultRecordBatch
 
 import kcodecs
 from kcodecs import InvalidRecordError, Record, TimestampType
-from mirror.kafka import IdempotentProducer, TopicPartition
+from mirror.kafka import TopicPartition
 from mirror.routing import RouteClass, RoutingPolicy, route_batch
+
+from conftest import unconnected_producer
 
 T0 = 1_700_000_000_000
 CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
@@ -87,15 +89,9 @@ def test_a_producer_that_restamps_gets_the_same_bytes_without_the_clearing(codec
     (cleared_out,), (kept_out,) = cleared.outgoing, kept.outgoing
     assert bytes(kept_out.data) == source  # left for the producer
     kcodecs.set_producer_state(cleared_out.data, 1000, 0, 0)
-    IdempotentProducer(_NoCluster(), identity=(1000, 0)).enqueue(TopicPartition("d", 1), kept_out.data, 10)
+    unconnected_producer(1000).enqueue(TopicPartition("d", 1), kept_out.data, 10)
     assert bytes(kept_out.data) == bytes(cleared_out.data)
     batch = DefaultRecordBatch(bytes(kept_out.data))
     assert batch.validate_crc() and (batch.producer_id, batch.producer_epoch, batch.base_sequence) == (1000, 0, 0)
     assert not batch.is_transactional and batch.base_offset == 0 and batch.timestamp_type == 0
     assert [(r.value, r.timestamp) for r in batch] == [(r.value, r.timestamp) for r in records]
-
-
-class _NoCluster:
-    """What a producer given its identity asks of its client before sending: nothing but a name."""
-
-    bootstrap = "nowhere:9092"

@@ -71,16 +71,16 @@ class Partition:
         partition in the producer's ongoing transaction); without one it is not checked.
         """
         config = self.topic.config
-        batch = inspect_produced(data, config)
-        header = batch.header()  # the request's bytes do not change: read every field once
+        produced = inspect_produced(data, config)
+        header = produced.header
         producer_id, epoch, transactional = header.producer_id, header.producer_epoch, header.is_transactional
         if transactional and verify is not None:
-            verify(batch)
+            verify(produced.batch)
         first_sequence, last_seq = header.base_sequence, last_sequence(header)
         duplicate = self.producers.check(producer_id, epoch, first_sequence, last_seq, transactional=transactional)
         if duplicate is not None:
             return AppendOutcome(duplicate.first_offset, duplicate.log_append_time, duplicate=True)
-        result = assign_offsets(batch, next_offset=self.log.log_end_offset, now_ms=now_ms, config=config)
+        result = assign_offsets(produced, next_offset=self.log.log_end_offset, now_ms=now_ms, config=config)
         self._write(result, now_ms)
         self.producers.record(producer_id, epoch, BatchMetadata(
             first_sequence, last_seq, result.first_offset, result.last_offset, result.log_append_time,

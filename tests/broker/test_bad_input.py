@@ -87,11 +87,12 @@ def test_api_versions_above_ours_gets_the_v0_fallback(broker):
 @pytest.mark.parametrize("make, code", [
     (lambda: bytes(_flip(batch(b"payload", compression="gzip"), -3)), CORRUPT_MESSAGE),
     (lambda: batch(b"v")[:-4], CORRUPT_MESSAGE),
+    (lambda: batch(b"v") + b"\x00\x00\x00", CORRUPT_MESSAGE),  # Kafka would trim them silently
     (lambda: batch(b"x" * 5000), MESSAGE_TOO_LARGE),
     (lambda: batch(b"one") + batch(b"two"), INVALID_RECORD),
     (lambda: kcodecs.build_batch([kcodecs.control_record(ControlType.COMMIT)], control=True), INVALID_RECORD),
     (lambda: kcodecs.build_batch([Record(value=b"v", timestamp=1)], magic=1), INVALID_RECORD),
-], ids=["bad-crc", "truncated", "too-large", "two-batches", "control", "magic-1"])
+], ids=["bad-crc", "truncated", "trailing-bytes", "too-large", "two-batches", "control", "magic-1"])
 def test_rejected_batches_append_nothing_and_keep_the_connection(broker, make, code):
     wire = Wire(broker.bootstrap)
     result = produce(wire, make())

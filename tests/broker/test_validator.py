@@ -34,6 +34,7 @@ def test_offsets_are_assigned_by_patching_only_the_header():
     data = produced("zstd")
     result = assign_offsets(inspect_produced(data, TopicConfig()), next_offset=500, now_ms=9, config=TopicConfig())
     assert (result.first_offset, result.last_offset, result.log_append_time) == (500, 504, -1)
+    assert (result.max_timestamp, result.offset_of_max_timestamp) == (1004, 504)  # CreateTime: the producer's
     assert bytes(result.data[61:]) == data[61:]  # compressed payload untouched
     batch, rows = their_view(result.data)
     assert [r[0] for r in rows] == list(range(500, 505))
@@ -44,7 +45,7 @@ def test_log_append_time_topic_stamps_the_broker_time():
     config = TopicConfig.from_kafka({"message.timestamp.type": "LogAppendTime"})
     data = produced("lz4")
     result = assign_offsets(inspect_produced(data, config), next_offset=0, now_ms=77_777, config=config)
-    assert result.log_append_time == 77_777
+    assert (result.log_append_time, result.max_timestamp, result.last_offset) == (77_777, 77_777, 4)
     assert bytes(result.data[61:]) == data[61:]
     batch, rows = their_view(result.data)
     assert batch.timestamp_type == 1
@@ -55,6 +56,7 @@ def test_topic_codec_recompresses_and_keeps_producer_state():
     config = TopicConfig.from_kafka({"compression.type": "gzip"})
     data = produced("snappy", producer_id=5, producer_epoch=1, base_sequence=3)
     result = assign_offsets(inspect_produced(data, config), next_offset=10, now_ms=0, config=config)
+    assert (result.first_offset, result.last_offset, result.max_timestamp) == (10, 14, 1004)
     batch, rows = their_view(result.data)
     assert batch.compression_type == Compression.GZIP
     assert (batch.producer_id, batch.producer_epoch, batch.base_sequence) == (5, 1, 3)

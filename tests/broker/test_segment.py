@@ -186,3 +186,22 @@ def test_load_refuses_a_torn_tail_even_with_good_indexes(tmp_path):
     assert reopened.load(upper_bound=None) is None and reopened.next_offset == 10
     assert reopened.max_timestamp_and_offset == (T0 + 9, 9)
     reopened.close_handles()
+
+
+def test_a_short_write_goes_on_with_the_rest(tmp_path, monkeypatch):
+    """pwrite may write less than asked (a signal, a nearly full disk): the rest follows, in order."""
+    real_pwrite = os.pwrite
+    calls = []
+
+    def short_pwrite(fd, data, position):
+        calls.append(position)
+        return real_pwrite(fd, memoryview(data)[:1000], position)
+
+    log = PartitionLog.open(tmp_path / "t-0", LogConfig())
+    monkeypatch.setattr(os, "pwrite", short_pwrite)
+    data = append(log, [T0 + i for i in range(5)], value_size=900)
+    monkeypatch.setattr(os, "pwrite", real_pwrite)
+    assert len(calls) == -(-len(data) // 1000) > 1
+    assert bytes(log.read(0, 1 << 20)) == data
+    log.close()
+    assert (tmp_path / "t-0" / "00000000000000000000.log").read_bytes() == data

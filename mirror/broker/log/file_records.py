@@ -52,11 +52,13 @@ class FileRecords:
     def append(self, data: bytes | bytearray | memoryview) -> int:
         """Write ``data`` at the end; return its position. A failed write is cut off again."""
         position = self._size
-        view = memoryview(data).cast("B")
-        written = 0
+        size = data.nbytes if isinstance(data, memoryview) else len(data)
         try:
-            while written < len(view):
-                written += os.pwrite(self._fd, view[written:], position + written)
+            written = os.pwrite(self._fd, data, position)
+            if written < size:  # a short write (disk full, a signal): go on with the rest
+                view = memoryview(data).cast("B")
+                while written < size:
+                    written += os.pwrite(self._fd, view[written:], position + written)
         except BaseException:
             try:
                 os.ftruncate(self._fd, position)

@@ -175,7 +175,7 @@ class PartitionLog:
         expected = self.log_end_offset
         if first_offset != expected:
             raise InvalidAppendError(f"first_offset {first_offset} is not the log end offset {expected}")
-        size = len(memoryview(data).cast("B"))
+        size = data.nbytes if isinstance(data, memoryview) else len(data)
         if size > self.config.segment_bytes:
             raise RecordBatchTooLargeError(size, self.config.segment_bytes)
         batches: list[BatchInfo] = []

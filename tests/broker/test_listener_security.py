@@ -211,3 +211,24 @@ def test_the_users_file_and_unusable_flags_are_refused_with_one_line(tmp_path, c
         with pytest.raises(SystemExit) as exited:
             listener_security(parser.parse_args(["--data-dir", str(tmp_path), *flags]))
         assert exited.value.code == 2 and message in capsys.readouterr().err
+
+
+@pytest.mark.interop
+def test_large_fetches_over_tls_are_read_from_the_file_and_encrypted(tmp_path, monkeypatch):
+    """On a TLS listener a large fetch's file regions (sent with sendfile on plaintext) are read
+    and written through TLS: librdkafka reads every record back."""
+    from mirror.broker.log import SENDFILE_MIN_BYTES, FileRegion
+
+    sent = []
+    real_read = FileRegion.read
+    monkeypatch.setattr(FileRegion, "read", lambda self: sent.append(self.size) or real_read(self))
+    pki = Pki.create(tmp_path)
+    conf = librdkafka_conf(pki, None)
+    values = [(b"%05d-" % i) * 300 for i in range(1500)]  # 1.8 KB each, 2.7 MB in all
+    with EmbeddedBroker(tmp_path / "data", security=listener(pki, sasl=False), auto_create_topics=True) as broker:
+        producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 5, **conf})
+        for value in values:
+            producer.produce("big", value)
+        assert producer.flush(30) == 0
+        assert read_values(broker.bootstrap, "big", 1, **conf)[0] == values
+    assert sent and all(size >= SENDFILE_MIN_BYTES for size in sent)

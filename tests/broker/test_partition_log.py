@@ -13,6 +13,8 @@ import kcodecs
 from kcodecs import KMirrorError, LegacyBatch, Record, V2Batch
 
 from mirror.broker.log import (
+    SENDFILE_MIN_BYTES,
+    FileRegion,
     InvalidAppendError,
     InvalidArgumentError,
     LogClosedError,
@@ -510,3 +512,42 @@ def test_closed_log_refuses_use_and_close_is_idempotent(tmp_path):
 def test_config_is_validated(field, value):
     with pytest.raises(InvalidArgumentError):
         LogConfig(**{field: value})
+
+
+def test_a_large_fetch_is_a_region_of_the_file_that_outlives_the_segment(tmp_path):
+    """From SENDFILE_MIN_BYTES on, a fetch answers with a region of the segment file (sent with
+    sendfile): the same bytes a read gives, still readable after the segment is closed and
+    deleted, as by retention while the response waits to go out."""
+    log = PartitionLog.open(tmp_path / "t-0", LogConfig())
+    written = [append(log, [T0 + i], value_size=6000) for i in range(40)]  # 6 KB batches, each indexed
+    small = log.fetch(0, 1000)
+    assert isinstance(small.records, memoryview) and bytes(small.records) == written[0]
+    fetched = log.fetch(3, SENDFILE_MIN_BYTES + 10)
+    assert isinstance(fetched.records, FileRegion)
+    expected = bytes(log.read(3, SENDFILE_MIN_BYTES + 10))
+    assert expected.startswith(b"".join(written[3:12])) and len(expected) == SENDFILE_MIN_BYTES + 10
+    log.close()
+    for path in (tmp_path / "t-0").iterdir():
+        path.unlink()
+    assert fetched.records.read() == expected
+    fetched.records.close()
+    with pytest.raises(LogClosedError):
+        log.fetch(0, 1000)
+
+
+def test_a_fetch_bounds_its_offsets_from_the_index_as_kafka_does(tmp_path):
+    """The upper bound of a fetch's offsets (how far a read_committed fetch lists aborted
+    transactions) is Kafka's ``fetchUpperBoundOffset``: the offset of the first index entry at
+    or past the end of the bytes, a batch that starts after them; else the segment's end."""
+    log = PartitionLog.open(tmp_path / "t-0", LogConfig())
+    written = [append(log, [T0 + i, T0 + i], value_size=3000) for i in range(10)]  # 2 records, > index interval
+    starts = [sum(len(w) for w in written[:i]) for i in range(11)]
+    # 3 batches and part of a fourth from offset 2 (batch 1): the next batch after the bytes is batch 5.
+    fetched = log.fetch(2, starts[4] - starts[1] + 100)
+    assert fetched.upper_bound_offset == 11  # batch 5's last offset, the index's key for it
+    assert log.fetch(16, 1 << 20).upper_bound_offset == 20  # up to the end: the segment's next offset
+    assert log.fetch(20, 1 << 20).upper_bound_offset == 20  # nothing to read
+    for result in (fetched, log.fetch(16, 1 << 20)):
+        if isinstance(result.records, FileRegion):
+            result.records.close()
+    log.close()

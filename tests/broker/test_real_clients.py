@@ -17,6 +17,7 @@ from kafka import TopicPartition as KTopicPartition
 
 from broker_helpers import create_topic
 from mirror.broker import EmbeddedBroker
+from mirror.broker.log import SENDFILE_MIN_BYTES
 
 pytestmark = pytest.mark.interop
 
@@ -165,3 +166,21 @@ def test_librdkafka_really_compresses_with_every_codec(broker, codec):
     stored = broker.state.topics.partition("squeezed", 0).log.read(0, 1 << 20)
     codecs = {batch.compression.name.lower() for batch in kcodecs.iter_batches(stored) if batch.record_count > 1}
     assert codecs == {codec}
+
+
+def test_large_fetches_go_out_from_the_file_and_every_client_reads_them(broker, monkeypatch):
+    """Fetch answers of a MiB or so (what consumers ask for by default) carry their records as
+    regions of the segment files, sent with sendfile: both clients read every record back."""
+    from mirror.broker.log.file_records import FileRecords
+
+    regions = []
+    real_region = FileRecords.region
+    monkeypatch.setattr(FileRecords, "region", lambda self, *args: regions.append(args) or real_region(self, *args))
+    topic = "large-fetches"
+    create_topic(broker.bootstrap, topic)
+    items = [(None, (b"%05d-" % i) * 200, []) for i in range(3000)]  # 1.2 KB values, 3.6 MB in all
+    produce_confluent(broker.bootstrap, topic, "none", items)
+    expected = [(i, value) for i, (_, value, _h) in enumerate(items)]
+    assert [(row[0], row[4]) for row in consume_confluent(broker.bootstrap, topic, len(items))] == expected
+    assert [(row[0], row[4]) for row in consume_kafka_python(broker.bootstrap, topic, len(items))] == expected
+    assert regions and all(size >= SENDFILE_MIN_BYTES for _, size in regions)

@@ -15,19 +15,21 @@ aborted transactions that overlap the batches it returns as ``(producer_id, firs
 themselves are returned too and clients skip them. read_uncommitted gets everything and a
 null list.
 
-Responses are encoded by hand (:func:`mirror.kafka.wire.encode_fetch_response`): the records
-read from the log go to the socket as they are, not copied into a message first.
+Responses are encoded by hand (:func:`mirror.kafka.wire.encode_fetch_response`): a
+partition's records are not copied into a message. From ``SENDFILE_MIN_BYTES`` on they are
+not even read: the response carries a :class:`~mirror.broker.log.FileRegion` of the segment
+file, which the server sends with ``sendfile``, from the page cache to the socket (Kafka's
+zero-copy fetch). A read_committed fetch lists the aborted transactions up to the slice's
+upper bound, taken from the offset index as Kafka's is, not from the records' headers.
 """
 
 from __future__ import annotations
 
 from kafka.protocol.consumer import FetchRequest
 
-import kcodecs
-
 from ...kafka.wire import FetchedPartition, FetchResponseData, encode_fetch_response
 from ..errors import ApiError, kerr
-from ..log import OffsetOutOfRangeError
+from ..log import FileRegion, OffsetOutOfRangeError
 
 API_KEY = 1
 MIN_VERSION = 4
@@ -48,11 +50,15 @@ async def handle(request, version: int, state) -> FetchResponseData:
         remaining_ms = deadline - state.clock()
         if total >= request.min_bytes or errors or remaining_ms <= 0 or state.stopping:
             return FetchResponseData(throttle_time_ms=0, error_code=0, session_id=0, partitions=partitions)
+        for part in partitions:  # read again when more has come: these are not sent
+            if isinstance(part.records, FileRegion):
+                part.records.close()
         await state.appended.wait(remaining_ms / 1000)
 
 
-def encode(response: FetchResponseData, version: int, correlation_id: int) -> list[bytes | memoryview]:
-    """Framed, with every partition's records as the log's own view (not copied into a message)."""
+def encode(response: FetchResponseData, version: int, correlation_id: int) -> list[bytes | memoryview | FileRegion]:
+    """Framed, with every partition's records as the log gave them: its view, or a region of
+    the file for the server to send (not copied into a message)."""
     return encode_fetch_response(response, version=version, correlation_id=correlation_id)
 
 
@@ -73,11 +79,14 @@ def _read(request, state) -> tuple[list[FetchedPartition], int, bool]:
                 if limit > 0 or total == 0:
                     # Only the first non-empty partition gets a whole batch beyond its limit (KIP-74);
                     # a later one whose next batch does not fit gets nothing, as from Kafka.
-                    records = plog.read(want.fetch_offset, max(limit, 1), min_one_batch=total == 0,
-                                        max_offset=last_stable if read_committed else None)
+                    fetched = plog.fetch(want.fetch_offset, max(limit, 1), min_one_batch=total == 0,
+                                         max_offset=last_stable if read_committed else None)
+                    records, upper_bound = fetched
                     total += len(records)
+                else:
+                    upper_bound = want.fetch_offset
                 if read_committed:
-                    aborted = tuple(partition.aborted_transactions(want.fetch_offset, _end_offset(records, want.fetch_offset)))
+                    aborted = tuple(partition.aborted_transactions(want.fetch_offset, upper_bound))
             except OffsetOutOfRangeError as exc:
                 error, errors = kerr.OffsetOutOfRangeError.errno, True
                 high_watermark, last_stable, log_start = exc.log_end_offset, exc.log_end_offset, exc.log_start_offset
@@ -87,10 +96,3 @@ def _read(request, state) -> tuple[list[FetchedPartition], int, bool]:
                                                log_start, aborted, records))
     return partitions, total, errors
 
-
-def _end_offset(records: memoryview, fetch_offset: int) -> int:
-    """One past the last whole batch returned (a batch cut short at the end is not consumed)."""
-    end = fetch_offset
-    for batch in kcodecs.iter_batches(records):
-        end = batch.last_offset + 1
-    return end

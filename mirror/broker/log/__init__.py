@@ -16,6 +16,7 @@ in :mod:`.segment`; what opening a directory checks and repairs in :mod:`.loader
                offset_of_max_timestamp=...)
     data = log.read(offset, max_bytes)            # memoryview of stored bytes, >= one batch
     log.read(offset, max_bytes, max_offset=lso)   # read_committed: nothing from the LSO on
+    log.fetch(offset, max_bytes, max_offset=lso)  # the same as a FetchSlice: a FileRegion to sendfile
     log.append_aborted_txn(AbortedTxn(pid, first, marker_offset, lso))
     log.collect_aborted_txns(offset, upper_bound) # [AbortedTxn] overlapping a fetched range
     log.offset_for_timestamp(ts)                  # (offset, timestamp) or None
@@ -33,12 +34,16 @@ from .errors import (
     OffsetOutOfRangeError,
     RecordBatchTooLargeError,
 )
+from .file_records import FileRegion
 from .files import partition_dir
-from .partition_log import PartitionLog
+from .partition_log import SENDFILE_MIN_BYTES, FetchSlice, PartitionLog
 from .txn_index import AbortedTxn
 
 __all__ = [
     "PartitionLog",
+    "FetchSlice",
+    "FileRegion",
+    "SENDFILE_MIN_BYTES",
     "LogConfig",
     "AbortedTxn",
     "partition_dir",

@@ -5,7 +5,8 @@ v0/v1 messages), each starting with ``offset int64 | size int32`` (``LOG_OVERHEA
 ``docs/formats.md``). Nothing here parses records: scans read chunks with ``os.pread`` and
 walk them header by header with :func:`kcodecs.iter_batches`, like Kafka's
 ``FileLogInputStream``. Only :meth:`FileRecords.search_for_timestamp` decompresses, and only
-the one batch that holds the answer.
+the one batch that holds the answer. A fetch sends large reads as a :class:`FileRegion`, from
+the page cache to the socket with ``sendfile``, as Kafka's ``FileRecords.writeTo`` does.
 """
 
 from __future__ import annotations
@@ -18,13 +19,50 @@ from typing import Iterator
 import kcodecs
 from kcodecs import Batch, CorruptBatchError
 
-__all__ = ["FileRecords", "LOG_OVERHEAD"]
+__all__ = ["FileRecords", "FileRegion", "LOG_OVERHEAD"]
 
 LOG_OVERHEAD = 12
 """``offset int64 | size int32``: the framing every format starts with (Kafka's ``Records.LOG_OVERHEAD``)."""
 _FRAMING = struct.Struct(">qi")
 SCAN_CHUNK = 64 * 1024
 """Bytes read per ``pread`` when walking headers: a few index intervals, so a look-up is usually one read."""
+
+
+class FileRegion:
+    """``size`` bytes of a log file from ``position``, for a fetch response to send with
+    ``sendfile`` (Kafka's zero-copy fetch): they go from the page cache to the socket without
+    being read into Python, copied into a response, and copied again into the kernel.
+
+    It holds a descriptor of its own (``os.dup``), so a segment that retention deletes or the
+    cleaner replaces before the response goes out still reads as it was: the bytes were
+    written before the region was made, and a log never rewrites bytes in place. Whoever
+    takes it closes it (the broker's server, once sent). Only positional I/O may use that
+    descriptor: a duplicate shares the file offset with the log's own.
+    """
+
+    __slots__ = ("fd", "position", "size")
+
+    def __init__(self, fd: int, position: int, size: int):
+        self.fd = os.dup(fd)
+        self.position = position
+        self.size = size
+
+    def __len__(self) -> int:
+        return self.size
+
+    def read(self) -> bytes:
+        """The bytes themselves, for where they cannot be sent from the file (a TLS socket)."""
+        return _pread_fully(self.fd, self.size, self.position)
+
+    def close(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
+    __del__ = close  # a response dropped unsent (its connection failed) must not keep the descriptor
+
+    def __repr__(self) -> str:
+        return f"FileRegion(position={self.position}, size={self.size})"
 
 
 class FileRecords:
@@ -70,14 +108,11 @@ class FileRecords:
 
     def read(self, position: int, size: int) -> bytes:
         """Up to ``size`` bytes at ``position`` (fewer only at the end of the file)."""
-        size = max(0, min(size, self._size - position))
-        data = os.pread(self._fd, size, position)
-        while len(data) < size:  # regular files read short only at EOF; someone truncated under us
-            more = os.pread(self._fd, size - len(data), position + len(data))
-            if not more:
-                break
-            data += more
-        return data
+        return _pread_fully(self._fd, max(0, min(size, self._size - position)), position)
+
+    def region(self, position: int, size: int) -> FileRegion:
+        """The same bytes as :meth:`read`, as a :class:`FileRegion` to send from the file."""
+        return FileRegion(self._fd, position, max(0, min(size, self._size - position)))
 
     def batches(self, start: int = 0, *, chunk: int = SCAN_CHUNK) -> Iterator[tuple[int, Batch]]:
         """Yield ``(position, batch)`` for each complete batch from ``start``, header-only.
@@ -153,3 +188,13 @@ class FileRecords:
     def delete(self) -> None:
         self.close()
         self.path.unlink(missing_ok=True)
+
+
+def _pread_fully(fd: int, size: int, position: int) -> bytes:
+    data = os.pread(fd, size, position)
+    while len(data) < size:  # regular files read short only at EOF; someone truncated under us
+        more = os.pread(fd, size - len(data), position + len(data))
+        if not more:
+            break
+        data += more
+    return data

@@ -267,6 +267,12 @@ class OffsetIndex(_Index):
         slot = self._largest_lower_bound(offset - self.base_offset, 0)
         return self.entry(slot) if slot >= 0 else OffsetPosition(self.base_offset, 0)
 
+    def first_at_or_after(self, position: int) -> OffsetPosition | None:
+        """The first entry whose position is at least ``position``, or None (Kafka's
+        ``smallestUpperBoundSlotFor`` by position)."""
+        slot = self._largest_lower_bound(position - 1, 1) + 1
+        return self.entry(slot) if slot < self._entries else None
+
     def append(self, offset: int, position: int) -> None:
         """Add ``offset -> position``; both must exceed the last entry's."""
         if self.is_full:

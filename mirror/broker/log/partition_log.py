@@ -17,7 +17,7 @@ import os
 import threading
 import time
 from pathlib import Path
-from typing import Callable, Iterable, Iterator, Sequence, TypeVar
+from typing import Callable, Iterable, Iterator, NamedTuple, Sequence, TypeVar
 
 import kcodecs
 from kcodecs import NO_TIMESTAMP, KcodecsError
@@ -33,15 +33,29 @@ from .errors import (
 )
 from .files import CLEAN_SHUTDOWN_FILE, CLEANED_SUFFIX, SWAP_SUFFIX, fsync_dir
 from .loader import load_segments
+from .file_records import FileRegion
 from .segment import BatchInfo, LogSegment
 from .txn_index import AbortedTxn
 
-__all__ = ["PartitionLog", "LogConfig", "wall_clock_ms"]
+__all__ = ["PartitionLog", "LogConfig", "FetchSlice", "SENDFILE_MIN_BYTES", "wall_clock_ms"]
 
 log = logging.getLogger(__name__)
 
 _T = TypeVar("_T")
 _EMPTY = memoryview(b"")
+
+SENDFILE_MIN_BYTES = 64 * 1024
+"""From this size a fetch sends its bytes from the file (``sendfile``) rather than reading
+them: below it a ``pread`` costs less than the descriptor and the socket calls a region takes."""
+
+
+class FetchSlice(NamedTuple):
+    """A partition's share of a Fetch response (Kafka's ``FetchDataInfo``)."""
+
+    records: FileRegion | memoryview
+    """The bytes as read, or a region of the segment file to send (whoever takes it closes it)."""
+    upper_bound_offset: int
+    """Above every offset the records hold: how far a read_committed fetch lists aborted transactions."""
 
 
 def wall_clock_ms() -> int:
@@ -246,18 +260,43 @@ class PartitionLog:
         consumers skip it. Empty at :attr:`log_end_offset`; raises
         :class:`OffsetOutOfRangeError` below :attr:`log_start_offset` or past the end.
         """
+        found = self._locate(offset, max_bytes, min_one_batch, max_offset)
+        if found is None:
+            return _EMPTY
+        segment, position, length = found
+        return memoryview(segment.log.read(position, length))
+
+    @_guarded
+    def fetch(self, offset: int, max_bytes: int, *, min_one_batch: bool = True,
+              max_offset: int | None = None) -> FetchSlice:
+        """What :meth:`read` reads, as a Fetch answers it (Kafka's ``FetchDataInfo``): from
+        :data:`SENDFILE_MIN_BYTES` on as a :class:`FileRegion` to send from the file, and with
+        an upper bound of its offsets, up to which a read_committed fetch lists the aborted
+        transactions (:meth:`LogSegment.upper_bound_offset`)."""
+        found = self._locate(offset, max_bytes, min_one_batch, max_offset)
+        if found is None:
+            return FetchSlice(_EMPTY, offset)
+        segment, position, length = found
+        records = (segment.log.region(position, length) if length >= SENDFILE_MIN_BYTES
+                   else memoryview(segment.log.read(position, length)))
+        return FetchSlice(records, segment.upper_bound_offset(position, length))
+
+    def _locate(self, offset: int, max_bytes: int, min_one_batch: bool,
+                max_offset: int | None) -> tuple[LogSegment, int, int] | None:
+        """The segment, position and length of a read (:meth:`LogSegment.extent`); None when it is empty."""
         if max_bytes < 0:
             raise InvalidArgumentError(f"max_bytes must not be negative, got {max_bytes}")
         self._check_range(offset)
         if max_offset is not None and offset >= max_offset:
-            return _EMPTY
+            return None
         first = bisect.bisect_right(self._bases, offset) - 1
         for segment in self._segments[first:]:
             if offset < segment.next_offset:
-                data = segment.read(offset, max_bytes, min_one_batch=min_one_batch, max_offset=max_offset)
-                if data is not None:
-                    return data
-        return _EMPTY
+                extent = segment.extent(offset, max_bytes, min_one_batch=min_one_batch, max_offset=max_offset)
+                if extent is not None:
+                    position, length = extent
+                    return (segment, position, length) if length > 0 else None
+        return None
 
     def _check_range(self, offset: int) -> None:
         if not self.log_start_offset <= offset <= self.log_end_offset:

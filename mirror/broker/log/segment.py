@@ -281,12 +281,13 @@ class LogSegment:
 
     # -- reading ------------------------------------------------------------------------------
 
-    def read(self, offset: int, max_bytes: int, *, min_one_batch: bool = True,
-             max_offset: int | None = None) -> memoryview | None:
-        """Bytes from the batch holding ``offset`` (or the next one), up to ``max_bytes``; at
-        least that whole batch if ``min_one_batch`` (Kafka's ``minOneMessage``), else nothing
-        if that batch does not fit. Nothing from the batch holding ``max_offset`` on (the last
-        stable offset for read_committed, always a batch boundary), as Kafka's ``maxPosition``.
+    def extent(self, offset: int, max_bytes: int, *, min_one_batch: bool = True,
+               max_offset: int | None = None) -> tuple[int, int] | None:
+        """Where a read from ``offset`` lies in the file, as ``(position, length)``: from the
+        batch holding ``offset`` (or the next one), up to ``max_bytes``; at least that whole
+        batch if ``min_one_batch`` (Kafka's ``minOneMessage``), else nothing (length 0) if that
+        batch does not fit. Nothing from the batch holding ``max_offset`` on (the last stable
+        offset for read_committed, always a batch boundary), as Kafka's ``maxPosition``.
 
         None when no batch in this segment reaches ``offset``. The last batch may be cut
         short, as in Kafka (KIP-74 guarantees only the first).
@@ -298,13 +299,22 @@ class LogSegment:
         if not min_one_batch and size > max_bytes:
             # Kafka (v3+ fetches) answers empty rather than with a first batch cut short:
             # a consumer can make no progress on a part of one batch.
-            return memoryview(b"")
+            return position, 0
         length = max(max_bytes, size)
         if max_offset is not None and max_offset < self.next_offset:
             bound = self.log.search_for_offset(max_offset, self.offset_index.lookup(max_offset).position)
             if bound is not None:
                 length = min(length, bound[0] - position)
-        return memoryview(self.log.read(position, length) if length > 0 else b"")
+        return position, max(0, min(length, self.log.size - position))
+
+    def upper_bound_offset(self, position: int, length: int) -> int:
+        """An offset above every one the ``length`` bytes from ``position`` hold (Kafka's
+        ``fetchUpperBoundOffset``): that of the first offset index entry at or past their end,
+        a batch starting after them, else the segment's next offset. A read_committed fetch
+        lists the aborted transactions below it: a bound from the index, with no walk of the
+        bytes, which may list a transaction that starts just after them, as Kafka's does."""
+        entry = self.offset_index.first_at_or_after(position + length)
+        return self.next_offset if entry is None else entry.offset
 
     def find_offset_by_timestamp(self, timestamp: int, starting_offset: int) -> tuple[int, int] | None:
         """``(offset, timestamp)`` of the first record with timestamp >= ``timestamp`` (``findOffsetByTimestamp``)."""

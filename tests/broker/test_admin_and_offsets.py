@@ -3,8 +3,6 @@ timestamp (time index), long-polling Fetch, and topic auto-creation."""
 
 from __future__ import annotations
 
-import time
-
 import pytest
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import ConfigResource, ConfigResourceType, KafkaAdminClient, NewTopic

@@ -15,8 +15,6 @@ import os
 import pathlib
 import shutil
 
-import pytest
-
 from test_log_cleaner import cleaner_for, compacted, expected_after_clean, open_store, produce, stored, updates
 from broker_helpers import ManualClock
 

@@ -4,9 +4,10 @@ Each connection is served one request at a time, in order, as Kafka's SocketServ
 by muting a channel while its request is in flight. Requests are decoded and responses
 encoded with kafka-python's generated schemas, except where a handler brings its own codec
 (Produce requests and Fetch responses, whose record sets are not copied); a large fetch's
-records go from the segment file to the socket with ``sendfile``, as Kafka's do. Anything a client sends that cannot be a
-valid request (a frame over ``max_request_bytes``, an unknown API key or version, a body
-that does not decode) closes that connection only; other clients and the logs are unaffected.
+records go from the segment file to the socket with ``sendfile``, as Kafka's do. Anything a
+client sends that cannot be a valid request (a frame over ``max_request_bytes``, an unknown
+API key or version, a body that does not decode) closes that connection only; other clients
+and the logs are unaffected.
 
 On a TLS listener each connection first completes a TLS handshake; one that fails (a
 plaintext client, a client certificate the client CA did not sign) is logged with its reason
@@ -131,6 +132,8 @@ class BrokerServer:
                     if self._tls is not None:
                         writer.write(piece.read())
                     elif piece.size:
+                        if writer.transport.is_closing():  # sendfile would call it an internal error
+                            raise ConnectionResetError("the client went away")
                         await asyncio.get_running_loop().sendfile(writer.transport, _RegionFile(piece), piece.position,
                                                                   piece.size, fallback=False)
             writer.writelines(pieces[start:] if start else pieces)
@@ -140,7 +143,7 @@ class BrokerServer:
                 if isinstance(piece, FileRegion):
                     piece.close()
 
-    async def _handle(self, frame: bytes, session: Session) -> list[bytes | memoryview] | None:
+    async def _handle(self, frame: bytes, session: Session) -> list[bytes | memoryview | FileRegion] | None:
         api_key, version, correlation_id = _HEADER_PREFIX.unpack_from(frame)
         handler = HANDLERS.get(api_key)
         if handler is None:

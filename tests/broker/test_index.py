@@ -49,6 +49,21 @@ def test_offset_lookup_matches_brute_force_and_uses_the_mapping(tmp_path):
     assert index.entries == 3000 and index.last_entry == entries[-1]
 
 
+def test_the_first_entry_at_or_after_a_position_matches_brute_force(tmp_path):
+    """What bounds a fetch's offsets (Kafka's ``fetchUpperBoundOffset``): searched by position."""
+    rng = random.Random(11)
+    index = offset_index(tmp_path, max_bytes=8 * 5000)
+    entries, offset, position = [], BASE, 0
+    for _ in range(3000):
+        offset += rng.randint(1, 5)
+        position += rng.randint(1, 9000)
+        index.append(offset, position)
+        entries.append((offset, position))
+    for target in [0, 1, *range(0, position + 20, 997), entries[1500][1], entries[-1][1], entries[-1][1] + 1]:
+        after = [entry for entry in entries if entry[1] >= target]
+        assert index.first_at_or_after(target) == (after[0] if after else None)
+
+
 def test_offset_index_refuses_going_backwards_and_overflowing(tmp_path):
     index = offset_index(tmp_path, max_bytes=24)
     index.append(BASE + 5, 100)

@@ -43,6 +43,7 @@ class FileRegion:
     __slots__ = ("fd", "position", "size")
 
     def __init__(self, fd: int, position: int, size: int):
+        self.fd = -1  # what close() finds should dup fail
         self.fd = os.dup(fd)
         self.position = position
         self.size = size

@@ -31,9 +31,9 @@ from .errors import (
     OffsetOutOfRangeError,
     RecordBatchTooLargeError,
 )
+from .file_records import FileRegion
 from .files import CLEAN_SHUTDOWN_FILE, CLEANED_SUFFIX, SWAP_SUFFIX, fsync_dir
 from .loader import load_segments
-from .file_records import FileRegion
 from .segment import BatchInfo, LogSegment
 from .txn_index import AbortedTxn
 

@@ -1,7 +1,8 @@
 """The broker's network side: Kafka framing, request headers, dispatch, orderly shutdown.
 
 Each connection is served one request at a time, in order, as Kafka's SocketServer does
-by muting a channel while its request is in flight. Requests are decoded and responses
+by muting a channel while its request is in flight; the answers to requests that arrived
+together leave together, in one ``send`` (:class:`_Answers`). Requests are decoded and responses
 encoded with kafka-python's generated schemas, except where a handler brings its own codec
 (Produce requests and Fetch responses, whose record sets are not copied); a large fetch's
 records go from the segment file to the socket with ``sendfile``, as Kafka's do. Anything a
@@ -78,6 +79,7 @@ class BrokerServer:
         self._connections[task] = False
         peer = writer.get_extra_info("peername")
         client_host.set(f"/{peer[0]}" if peer else "")  # this connection's task only
+        answers = _Answers(writer)
         try:
             if self._tls is not None:
                 await writer.start_tls(self._tls)
@@ -90,7 +92,7 @@ class BrokerServer:
                 self._connections[task] = True
                 response = await self._handle(frame, session)
                 if response is not None:
-                    await self._send(writer, response)
+                    await self._send(answers, response)
                 self._connections[task] = False
         except BadRequest as exc:
             log.warning("closing connection from %s: %s", peer, exc)
@@ -104,6 +106,7 @@ class BrokerServer:
             log.exception("closing connection from %s after an internal error", peer)
         finally:
             self._connections.pop(task, None)
+            answers.flush()  # what was answered goes out before the connection closes
             writer.close()
 
     async def _read_frame(self, reader: asyncio.StreamReader) -> bytes | None:
@@ -118,11 +121,20 @@ class BrokerServer:
             raise BadRequest(f"frame of {size} bytes outside 8..{self.state.config.max_request_bytes} (socket.request.max.bytes)")
         return await reader.readexactly(size)
 
-    async def _send(self, writer: asyncio.StreamWriter, pieces: list[bytes | memoryview | FileRegion]) -> None:
-        """Write a response. A region of a log file (a fetch's records) goes with ``sendfile``,
-        from the page cache to the socket, once what precedes it has gone; on a TLS socket,
-        which must encrypt them, its bytes are read and written instead. The regions are
-        closed once sent, or when the connection fails."""
+    async def _send(self, answers: "_Answers", pieces: list[bytes | memoryview | FileRegion]) -> None:
+        """Write a response. A small one (no file region, at most 64 KiB) waits for the end of
+        the event loop's turn (:class:`_Answers`). A region of a log file (a fetch's records) goes with
+        ``sendfile``, from the page cache to the socket, once what precedes it has gone; on a
+        TLS socket, which must encrypt them, its bytes are read and written instead. The
+        regions are closed once sent, or when the connection fails."""
+        writer = answers.writer
+        if _small(pieces):
+            answers.defer(pieces)
+            if writer.transport.get_write_buffer_size() > _DEFERRED_MAX:  # a client that does not read
+                answers.flush()
+                await writer.drain()
+            return
+        answers.flush()
         try:
             start = 0
             for i, piece in enumerate(pieces):
@@ -191,3 +203,46 @@ class _RegionFile:
 
     def fileno(self) -> int:
         return self._fd
+
+
+_DEFERRED_MAX = 64 * 1024
+"""Answers up to this size wait for the end of the event loop's turn; larger ones go at once."""
+
+
+def _small(pieces: list[bytes | memoryview | FileRegion]) -> bool:
+    """An answer that may wait: up to :data:`_DEFERRED_MAX` bytes, none of them in a file."""
+    size = 0
+    for piece in pieces:
+        if isinstance(piece, FileRegion):
+            return False
+        size += piece.nbytes if isinstance(piece, memoryview) else len(piece)
+    return size <= _DEFERRED_MAX
+
+
+class _Answers:
+    """A connection's small answers, written at the end of the event loop's turn. Requests
+    that arrived together (a client with five in flight) are read and handled in one turn,
+    with no wait between them; their answers then leave in one ``send``, one wake-up of the
+    client instead of one each (a ``send`` costs about 22 us on loopback, most of it waking
+    the reader). Order is kept: a larger answer first writes what waits. An answer never
+    waits for a request that is not already read: the turn ends as soon as the connection
+    waits for bytes, or a handler for anything (a long-polling fetch)."""
+
+    __slots__ = ("writer", "_waiting", "_scheduled")
+
+    def __init__(self, writer: asyncio.StreamWriter):
+        self.writer = writer
+        self._waiting: list[bytes | memoryview] = []
+        self._scheduled = False
+
+    def defer(self, answer: list[bytes | memoryview]) -> None:
+        self._waiting += answer
+        if not self._scheduled:
+            self._scheduled = True
+            asyncio.get_running_loop().call_soon(self.flush)
+
+    def flush(self) -> None:
+        self._scheduled = False
+        if self._waiting and not self.writer.transport.is_closing():
+            self.writer.writelines(self._waiting)
+        self._waiting = []

@@ -7,6 +7,7 @@ import struct
 
 import pytest
 from kafka.protocol.admin import CreateTopicsRequest
+from kafka.protocol.consumer import FetchRequest
 from kafka.protocol.metadata import ApiVersionsResponse, MetadataRequest
 from kafka.protocol.producer import ProduceRequest
 
@@ -140,3 +141,58 @@ def test_a_batch_larger_than_a_segment_is_refused_with_record_list_too_large(bro
     assert result.error_code == 18  # RECORD_LIST_TOO_LARGE
     assert produce(wire, batch(b"fits"), topic="small").error_code == 0  # the connection is still usable
     wire.close()
+
+
+def _framed(wire: Wire, request, version: int) -> tuple[int, bytes]:
+    """A request framed as a client sends it, and its correlation id, for sending several at once."""
+    correlation_id = wire.next_correlation_id()
+    request.API_VERSION = version
+    request.with_header(correlation_id=correlation_id, client_id=wire.client_id)
+    return correlation_id, bytes(request.encode(header=True, framed=True))
+
+
+def _produce_request(records: bytes) -> ProduceRequest:
+    data = ProduceRequest.TopicProduceData
+    return ProduceRequest(transactional_id=None, acks=-1, timeout_ms=1000, topic_data=[
+        data(name="t", partition_data=[data.PartitionProduceData(index=0, records=records)])])
+
+
+def test_requests_sent_together_are_answered_together_in_order(broker):
+    """Requests that arrive in one write are handled in one turn and their answers written
+    together: every one comes back, in request order, each with its own offset."""
+    wire = Wire(broker.bootstrap)
+    sent = [_framed(wire, _produce_request(batch(b"v%d" % i)), 9) for i in range(8)]
+    wire.send_raw(b"".join(frame for _, frame in sent))
+    offsets = []
+    for correlation_id, _ in sent:
+        (topic,) = wire.receive(_produce_request(b""), 9, correlation_id).responses
+        offsets.append(topic.partition_responses[0].base_offset)
+    assert offsets == list(range(8))
+    assert log_end(broker) == 8
+
+
+def test_an_answer_does_not_wait_behind_a_long_polling_fetch(broker):
+    """A Produce answer must not wait for the request read after it: here a fetch that long-polls
+    for 60 s. The connection's read times out after 10 s, so a held answer fails the test."""
+    wire = Wire(broker.bootstrap, timeout_s=10)
+    produce_id, produce_frame = _framed(wire, _produce_request(batch(b"now")), 9)
+    fetch = FetchRequest(replica_id=-1, max_wait_ms=60_000, min_bytes=1 << 20, max_bytes=1 << 20, isolation_level=0,
+                         session_id=0, session_epoch=-1, rack_id="", forgotten_topics_data=[],
+                         topics=[FetchRequest.FetchTopic(topic="t", partitions=[FetchRequest.FetchTopic.FetchPartition(
+                             partition=0, fetch_offset=0, log_start_offset=-1, partition_max_bytes=1 << 20,
+                             current_leader_epoch=-1)])])
+    _, fetch_frame = _framed(wire, fetch, 11)
+    wire.send_raw(produce_frame + fetch_frame)
+    (topic,) = wire.receive(_produce_request(b""), 9, produce_id).responses
+    assert (topic.partition_responses[0].error_code, topic.partition_responses[0].base_offset) == (0, 0)
+    wire.close()
+
+
+def test_answers_already_given_go_out_before_a_bad_frame_closes_the_connection(broker):
+    wire = Wire(broker.bootstrap)
+    produce_id, produce_frame = _framed(wire, _produce_request(batch(b"kept")), 9)
+    wire.send_raw(produce_frame + struct.pack(">ihhi", 8, 9999, 0, 1))  # then an unknown API key
+    (topic,) = wire.receive(_produce_request(b""), 9, produce_id).responses
+    assert (topic.partition_responses[0].error_code, topic.partition_responses[0].base_offset) == (0, 0)
+    assert wire.is_closed()
+    assert log_end(broker) == 1

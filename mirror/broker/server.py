@@ -2,8 +2,8 @@
 
 Each connection is served one request at a time, in order, as Kafka's SocketServer does
 by muting a channel while its request is in flight; the answers to requests that arrived
-together leave together, in one ``send`` (:class:`_Answers`). Requests are decoded and responses
-encoded with kafka-python's generated schemas, except where a handler brings its own codec
+together leave together, in one ``send`` (:class:`_Answers`). Requests are decoded and
+responses encoded with kafka-python's generated schemas, except where a handler brings its own codec
 (Produce requests and Fetch responses, whose record sets are not copied); a large fetch's
 records go from the segment file to the socket with ``sendfile``, as Kafka's do. Anything a
 client sends that cannot be a valid request (a frame over ``max_request_bytes``, an unknown
@@ -123,10 +123,10 @@ class BrokerServer:
 
     async def _send(self, answers: "_Answers", pieces: list[bytes | memoryview | FileRegion]) -> None:
         """Write a response. A small one (no file region, at most 64 KiB) waits for the end of
-        the event loop's turn (:class:`_Answers`). A region of a log file (a fetch's records) goes with
-        ``sendfile``, from the page cache to the socket, once what precedes it has gone; on a
-        TLS socket, which must encrypt them, its bytes are read and written instead. The
-        regions are closed once sent, or when the connection fails."""
+        the event loop's turn (:class:`_Answers`). A region of a log file (a fetch's records)
+        goes with ``sendfile``, from the page cache to the socket, once what precedes it has
+        gone; on a TLS socket, which must encrypt them, its bytes are read and written
+        instead. The regions are closed once sent, or when the connection fails."""
         writer = answers.writer
         if _small(pieces):
             answers.defer(pieces)

@@ -41,8 +41,7 @@ class TopicRoute:
     @functools.cached_property
     def destinations(self) -> tuple[TopicPartition, ...]:
         """The destination's partitions, one object each for the route's life: the copy hands
-        one to the producer with every batch, whose lookups then find it by identity rather
-        than by a call to the dataclass's ``__eq__``."""
+        one to the producer with every batch instead of building a new one per batch."""
         return tuple(TopicPartition(self.topic, p) for p in range(self.policy.destination_partitions))
 
 

@@ -175,8 +175,8 @@ class IdempotentProducer:
         part = self._partitions.get(tp)
         if part is None:
             part = self._partitions[tp] = _Partition(tp)
-        kcodecs.stamp_v2(data, base_offset=0, partition_leader_epoch=kcodecs.NO_PARTITION_LEADER_EPOCH, clear_delete_horizon=True,
-                         producer_state=(self.producer_id, self.epoch, part.next_sequence),
+        kcodecs.stamp_v2(data, base_offset=0, partition_leader_epoch=kcodecs.NO_PARTITION_LEADER_EPOCH,
+                         clear_delete_horizon=True, producer_state=(self.producer_id, self.epoch, part.next_sequence),
                          transactional=self.transactional_id is not None)
         part.pending.append(_Batch(part, data, part.next_sequence, token))
         part.next_sequence = (part.next_sequence + records) % _SEQUENCE_SPAN

@@ -79,9 +79,8 @@ def _read(request, state) -> tuple[list[FetchedPartition], int, bool]:
                 if limit > 0 or total == 0:
                     # Only the first non-empty partition gets a whole batch beyond its limit (KIP-74);
                     # a later one whose next batch does not fit gets nothing, as from Kafka.
-                    fetched = plog.fetch(want.fetch_offset, max(limit, 1), min_one_batch=total == 0,
-                                         max_offset=last_stable if read_committed else None)
-                    records, upper_bound = fetched
+                    records, upper_bound = plog.fetch(want.fetch_offset, max(limit, 1), min_one_batch=total == 0,
+                                                      max_offset=last_stable if read_committed else None)
                     total += len(records)
                 else:
                     upper_bound = want.fetch_offset

@@ -59,7 +59,7 @@ class FrameBuffers:
             fitting = [buf for buf in free if len(buf) >= n]
             if fitting:
                 return min(fitting, key=len)
-        buf = bytearray(max(n, self.size) if large else n)
+        buf = _probeable(max(n, self.size) if large else n)
         self._buffers.append(buf)
         return buf
 
@@ -88,9 +88,24 @@ class FrameBuffers:
         self._buffers.clear()
 
 
+def _probeable(n: int) -> bytearray:
+    """A zeroed buffer of ``n`` bytes whose allocation has room for :func:`_unviewed`'s byte.
+
+    ``bytearray(n)`` allocates exactly ``n`` bytes and the terminating NUL, so the first probe
+    would grow the allocation by an eighth. Once the C library has raised its mmap threshold
+    (it does when a large block is freed: after a copy's first buffers are let go) large
+    buffers come from its heap, where growing one usually means copying it: 5-6 ms for an
+    8 MiB buffer, about a tenth of the mirror's CPU in a 64 MB copy after the first in a
+    process (a long-running job's every micro-batch). One byte more, then deleted, leaves
+    that room: deleting at the end keeps the allocation."""
+    buf = bytearray(n + 1)
+    del buf[-1]
+    return buf
+
+
 def _unviewed(buf: bytearray) -> bool:
     """No memoryview of ``buf`` is alive. A bytearray with buffer exports cannot be resized;
-    after the first probe the append fits the allocation's spare room, so this costs ~0.1 us."""
+    the append fits the allocation's spare room (:func:`_probeable`), so this costs ~0.1 us."""
     try:
         buf.append(0)
     except BufferError:

@@ -56,6 +56,19 @@ def test_contents_survive_while_viewed():
     assert bytes(view) == b"234"
 
 
+@pytest.mark.parametrize("n", [100, 1000, 5000])
+def test_probing_a_buffer_never_reallocates_it(n):
+    """Whether a buffer is viewed is probed by appending a byte; a probe that grew the allocation
+    would copy a large buffer (milliseconds for a fetch response's). ``__sizeof__`` counts the
+    allocation, so it must not move over probes."""
+    frames = FrameBuffers(1000, keep=2)
+    buf = frames.take(n)
+    allocated = buf.__sizeof__()
+    for _ in range(3):
+        assert frames.usage().idle in (0, len(buf))
+    assert buf.__sizeof__() == allocated and len(buf) == n
+
+
 @pytest.mark.parametrize("size, keep", [(0, 1), (10, -1)])
 def test_nonsense_sizes_are_refused(size, keep):
     with pytest.raises(ValueError):

@@ -177,7 +177,8 @@ def write_syncs(producer: IdempotentProducer, to: TopicPartition, log: SyncLog) 
     """Enqueue ``log`` for the offset-syncs partition ``to`` (in the producer's transaction, if it has one)."""
     data = encode_syncs(log, time.time_ns() // 1_000_000)
     if data is not None:
-        producer.enqueue(to, data, len({source for source, _ in log.entries}))  # a record per source partition
+        # A record per source partition: every pair has an open entry, so its keys name them all.
+        producer.enqueue(to, data, len({source for source, _ in log.open}))
 
 
 def decode_syncs(record: Record) -> list[SyncEntry]:

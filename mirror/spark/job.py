@@ -43,7 +43,8 @@ from .outage import Outage, OutageInterrupted, is_outage, ride_out
 from .planned import planned_groups
 from .source import CopyGroup
 
-__all__ = ["run_mirror", "spark_session", "with_task_retries", "MirrorJobError", "QUERY_NAME", "LOCAL_TASK_ATTEMPTS"]
+__all__ = ["run_mirror", "spark_session", "spark_settings", "JVM_OPTIONS", "with_task_retries", "MirrorJobError",
+           "QUERY_NAME", "LOCAL_TASK_ATTEMPTS"]
 
 log = logging.getLogger(__name__)
 
@@ -189,20 +190,41 @@ def spark_session(config: MirrorConfig):
     """The session the mirror runs in (``getOrCreate``: an existing one is reused).
 
     The executors' Python must be the one kmirror is installed in. A local master gets task
-    retries (:func:`with_task_retries`). The JVM's own log, whose errors are stack traces of
-    what the driver reports in one line, shows only with debug logging (``kmirror -v``)."""
+    retries (:func:`with_task_retries`); the settings are :func:`spark_settings`. The JVM's own
+    log, whose errors are stack traces of what the driver reports in one line, shows only with
+    debug logging (``kmirror -v``)."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
 
-    builder = (SparkSession.builder.master(with_task_retries(config.master)).appName("kmirror")
-               .config("spark.ui.enabled", "false")
-               .config("spark.ui.showConsoleProgress", "false")  # its bar garbles the progress lines
-               .config("spark.sql.streaming.stopGracefullyOnShutdown", "true"))
-    for key, value in config.spark_conf.items():
+    builder = SparkSession.builder.master(with_task_retries(config.master)).appName("kmirror")
+    for key, value in spark_settings(config).items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("WARN" if log.isEnabledFor(logging.DEBUG) else "FATAL")
     return spark
+
+
+JVM_OPTIONS = "-XX:TieredStopAtLevel=1"
+"""The driver's and executors' JVMs compile with C1 only, not C2.
+
+No record passes through kmirror's JVMs: they plan, schedule and commit, while the copy runs
+in Python workers. C2, the optimising compiler, then costs more than it gives: in the first
+minutes of a job its compiler thread used 0.3-0.4 s of CPU during a 0.4 s copy (64 MB of lz4
+on 4 partitions, one copy task, both brokers on the same 2-core machine), slowing the copy by
+a third, while the job's steady micro-batches were no slower with C1 alone
+(docs/performance.md, "The Spark job")."""
+
+
+def spark_settings(config: MirrorConfig) -> dict[str, str]:
+    """The session's settings: kmirror's, then the configuration's ``spark_conf``, which
+    replaces any of them (``spark.driver.extraJavaOptions`` for one brings C2 back)."""
+    return {
+        "spark.ui.enabled": "false",
+        "spark.ui.showConsoleProgress": "false",  # its bar garbles the progress lines
+        "spark.sql.streaming.stopGracefullyOnShutdown": "true",
+        "spark.driver.extraJavaOptions": JVM_OPTIONS,
+        "spark.executor.extraJavaOptions": JVM_OPTIONS,
+    } | config.spark_conf
 
 
 LOCAL_TASK_ATTEMPTS = 4

@@ -26,6 +26,12 @@ __all__ = ["KafkaConnection", "ConnectionFailedError", "ProtocolError"]
 
 _SIZE = struct.Struct(">i")
 _IOV_MAX = 1024  # Linux's UIO_MAXIOV: the most buffers one sendmsg takes
+READ_AHEAD = 64 * 1024
+"""Bytes a connection reads from its socket at a time for small frames. A broker that answers
+several pipelined requests at once (the embedded one does) sends their responses in one
+write; read ahead, they come out of this buffer without a system call each (two ``recv``
+and two ``poll`` per frame otherwise). A remainder this large or larger goes straight into
+its frame's own buffer, so large fetch responses are not copied twice."""
 
 
 class ConnectionFailedError(KMirrorError):
@@ -61,6 +67,9 @@ class KafkaConnection:
             raise (tls_failure(address, exc, handshake=True)
                    or ConnectionFailedError(address, f"TLS handshake failed: {exc}")) from exc
         self.tls = tls is not None
+        self._ahead = memoryview(bytearray(READ_AHEAD))
+        self._ahead_start = self._ahead_end = 0
+        """``_ahead[_ahead_start:_ahead_end]``: bytes read from the socket, not yet taken."""
 
     def next_correlation_id(self) -> int:
         """A fresh correlation id, for a request framed by the caller (:meth:`send_buffers`)."""
@@ -108,9 +117,9 @@ class KafkaConnection:
         return self.sock.fileno()
 
     def buffered(self) -> bool:
-        """Whether bytes already decrypted wait in the TLS layer: ``select`` on the socket would
-        not see them, so a reader must check this first."""
-        return self.tls and self.sock.pending() > 0
+        """Whether bytes already read wait here (read ahead, or decrypted in the TLS layer):
+        ``select`` on the socket would not see them, so a reader must check this first."""
+        return self._ahead_end > self._ahead_start or (self.tls and self.sock.pending() > 0)
 
     def call(self, request, version: int):
         """Send ``request`` and return its decoded response."""
@@ -148,6 +157,8 @@ class KafkaConnection:
 
     def is_closed(self) -> bool:
         """True once the peer has closed the connection (blocks until it says something)."""
+        if self._ahead_end > self._ahead_start:
+            return False
         try:
             return self.sock.recv(1) == b""
         except OSError:
@@ -159,11 +170,27 @@ class KafkaConnection:
         return out
 
     def _fill(self, view: memoryview) -> None:
-        """Read exactly ``len(view)`` bytes into ``view``."""
-        n, got = len(view), 0
+        """Read exactly ``len(view)`` bytes into ``view``: what was read ahead first, then from
+        the socket (see :data:`READ_AHEAD`)."""
+        n = len(view)
+        got = min(n, self._ahead_end - self._ahead_start)
+        if got:
+            view[:got] = self._ahead[self._ahead_start:self._ahead_start + got]
+            self._ahead_start += got
+            if got == n:
+                return
+        # Here nothing read ahead is left.
         try:
             while got < n:
-                chunk = self.sock.recv_into(view[got:], n - got)
+                if n - got >= READ_AHEAD:
+                    chunk = self.sock.recv_into(view[got:], n - got)
+                else:
+                    chunk = self.sock.recv_into(self._ahead, READ_AHEAD)
+                    if chunk:
+                        take = min(chunk, n - got)
+                        view[got:got + take] = self._ahead[:take]
+                        self._ahead_start, self._ahead_end = take, chunk
+                        chunk = take
                 if chunk == 0:
                     raise ConnectionFailedError(self.address, "connection closed by the broker")
                 got += chunk

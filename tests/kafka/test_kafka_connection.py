@@ -118,3 +118,76 @@ def test_pieces_sent_with_sendmsg_arrive_whole_and_in_order_however_the_kernel_c
         assert bytes(received) == expected
     finally:
         server.close()
+
+
+def _served(payload: bytes):
+    """A connection whose peer has written ``payload`` (in one write) and nothing else; the
+    peer's socket and the server, to close."""
+    import socket
+
+    server = socket.create_server(("127.0.0.1", 0))
+    conn = KafkaConnection(f"127.0.0.1:{server.getsockname()[1]}", timeout_s=10)
+    peer, _ = server.accept()
+    peer.sendall(payload)
+    return conn, peer, server
+
+
+def _framed(*bodies: bytes) -> bytes:
+    return b"".join(len(body).to_bytes(4, "big") + body for body in bodies)
+
+
+def test_frames_that_arrive_together_are_read_whole_and_in_order_small_and_large():
+    """Small frames come out of the read-ahead buffer; a frame at least as large as it goes
+    straight into its own buffer. Frames of every size around the buffer's must come out as
+    they were sent, whether read into a fresh buffer or into one of ``FrameBuffers``."""
+    import random
+    import threading
+
+    from mirror.kafka import FrameBuffers
+    from mirror.kafka.connection import READ_AHEAD
+
+    rnd = random.Random(7)
+    sizes = [0, 1, 10, READ_AHEAD - 5, READ_AHEAD - 4, READ_AHEAD, READ_AHEAD + 1, 3, 2 * READ_AHEAD + 17, 5,
+             300_000, 4]
+    bodies = [rnd.randbytes(n) for n in sizes]
+    stream = _framed(*bodies)
+    conn, peer, server = _served(b"")
+
+    def write_in_pieces():
+        for at in range(0, len(stream), 70_001):
+            peer.sendall(stream[at:at + 70_001])
+
+    writer = threading.Thread(target=write_in_pieces)
+    writer.start()
+    frames = FrameBuffers(400_000, keep=1)
+    try:
+        got = [bytes(conn.read_frame(frames if i % 2 else None)) for i in range(len(bodies))]
+        writer.join(10)
+    finally:
+        for sock in (conn, peer, server):
+            sock.close()
+    assert [len(g) for g in got] == sizes
+    assert got == bodies
+
+
+def test_a_frame_read_ahead_is_readable_though_the_socket_is_empty():
+    """Responses a broker sent together are read from the socket at once; the next one then
+    waits in the connection, where ``select`` cannot see it. ``wait_readable`` must still
+    report it (or the copy loop would sleep until its timeout with an answer in hand)."""
+    import select
+    from types import SimpleNamespace
+
+    from mirror.kafka.pipeline import InFlight, PipelinedConnection, wait_readable
+
+    conn, peer, server = _served(_framed(b"first", b"second"))
+    try:
+        pipelined = PipelinedConnection(SimpleNamespace(conn=conn, address="test"), 5)
+        pipelined.in_flight.extend([InFlight(1, 0, 0.0, None), InFlight(2, 0, 0.0, None)])
+        assert bytes(conn.read_frame()) == b"first"
+        assert select.select([conn], [], [], 0)[0] == []  # both frames came in the first read
+        assert wait_readable([pipelined], 0) == [pipelined]
+        assert bytes(conn.read_frame()) == b"second"
+        assert not conn.buffered()
+    finally:
+        for sock in (conn, peer, server):
+            sock.close()

@@ -316,7 +316,7 @@ def _scenario(settings: Settings, scenario: Scenario, work: Path, prefix: str) -
             samples[mode].append(sample)
             data = datasets[LAYOUT_OF_MODE[mode]]
             print(f"  [{label}] round {round_ + 1}/{settings.repeats}  {mode:<19}{data.payload_bytes / _MB / sample.wall_s:8.1f} MB/s"
-                  f"{len(data.batches) / sample.wall_s:9,.0f} batches/s{sample.cpu_s:7.2f} s CPU"
+                  f"{len(data.batches) / sample.wall_s:9,.0f} batches/s{sample.cpu_s:8.3f} s CPU"
                   f"{sample.peak_rss_bytes / _MB:6.0f} MB RSS"
                   + (f"; kmirror run's copying {sample.copy_s:.2f} s ({data.payload_bytes / _MB / sample.copy_s:.1f} MB/s)"
                      if sample.copy_s else ""), flush=True)

@@ -95,7 +95,7 @@ def _probeable(n: int) -> bytearray:
     would grow the allocation by an eighth. Once the C library has raised its mmap threshold
     (it does when a large block is freed: after a copy's first buffers are let go) large
     buffers come from its heap, where growing one usually means copying it: 5-6 ms for an
-    8 MiB buffer, about a tenth of the mirror's CPU in a 64 MB copy after the first in a
+    8 MiB buffer, about 7% of the mirror's CPU in a 64 MB copy after the first in a
     process (a long-running job's every micro-batch). One byte more, then deleted, leaves
     that room: deleting at the end keeps the allocation."""
     buf = bytearray(n + 1)

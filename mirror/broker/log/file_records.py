@@ -109,11 +109,15 @@ class FileRecords:
 
     def read(self, position: int, size: int) -> bytes:
         """Up to ``size`` bytes at ``position`` (fewer only at the end of the file)."""
-        return _pread_fully(self._fd, max(0, min(size, self._size - position)), position)
+        return _pread_fully(self._fd, self._available(position, size), position)
 
     def region(self, position: int, size: int) -> FileRegion:
         """The same bytes as :meth:`read`, as a :class:`FileRegion` to send from the file."""
-        return FileRegion(self._fd, position, max(0, min(size, self._size - position)))
+        return FileRegion(self._fd, position, self._available(position, size))
+
+    def _available(self, position: int, size: int) -> int:
+        """How many of ``size`` bytes from ``position`` the file holds."""
+        return max(0, min(size, self._size - position))
 
     def batches(self, start: int = 0, *, chunk: int = SCAN_CHUNK) -> Iterator[tuple[int, Batch]]:
         """Yield ``(position, batch)`` for each complete batch from ``start``, header-only.

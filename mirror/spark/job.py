@@ -209,8 +209,9 @@ JVM_OPTIONS = "-XX:TieredStopAtLevel=1"
 
 No record passes through kmirror's JVMs: they plan, schedule and commit, while the copy runs
 in Python workers. C2, the optimising compiler, then costs more than it gives: in the first
-minutes of a job its compiler thread used 0.3-0.4 s of CPU during copies of 64 MB of lz4 (4
-partitions, one copy task, both brokers on the same 2-core machine), which then took 0.37-0.45 s
+minutes of a job its compiler thread used 0.3-0.4 s of CPU during copies of 64 MB of lz4 (16 KiB
+batches, 1 KiB records, 4 partitions, one copy task, both brokers on the same 2-core machine; a
+one-off measurement inside `kmirror run --once`), which then took 0.37-0.45 s
 instead of 0.23-0.28 s, while the job's steady micro-batches were no slower with C1 alone
 (docs/performance.md, "The Spark job")."""
 

@@ -124,6 +124,15 @@ class V2Header(NamedTuple):
     def is_control(self) -> bool:
         return bool(self.attributes & CONTROL_MASK)
 
+    @property
+    def has_no_keys_flag(self) -> bool:
+        return bool(self.attributes & NO_KEYS_MASK)
+
+    @property
+    def codec_id(self) -> int:
+        """The compression codec's id, as :class:`~kcodecs.Compression` values are (not checked)."""
+        return self.attributes & CODEC_MASK
+
 
 class V2Batch(Batch):
     """A magic-2 record batch read in place from its bytes."""
@@ -224,25 +233,33 @@ class V2Batch(Batch):
         return CorruptBatchError(reason, position=self.position, offset=self.base_offset)
 
     def validate(self, *, deep: bool = False, max_size: int = DEFAULT_MAX_DECOMPRESSED_SIZE) -> None:
-        header = self.header()
-        if header.batch_length + 12 != self.size:
-            raise self._corrupt(f"batchLength {header.batch_length} disagrees with the {self.size} bytes present")
-        stored, computed = header.crc, batch_crc(self.raw)
-        if stored != computed:
-            raise self._corrupt(f"CRC-32C mismatch: stored {stored:#010x}, computed {computed:#010x}")
-        self._codec(header.attributes)  # raises on an unknown codec id
-        count, last_delta = header.record_count, header.last_offset_delta
-        if count < 0 or last_delta < 0:
-            raise self._corrupt(f"negative recordCount {count} or lastOffsetDelta {last_delta}")
-        if count > last_delta + 1:
-            raise self._corrupt(f"recordCount {count} exceeds lastOffsetDelta + 1 = {last_delta + 1}")
+        header = self.checked_header()
         if deep:
-            previous = -1
+            previous, last_delta = -1, header.last_offset_delta
             for record in self.records(max_size=max_size):
                 delta = record.offset - self.base_offset
                 if delta <= previous or delta > last_delta:
                     raise self._corrupt(f"offset delta {delta} out of order or past lastOffsetDelta {last_delta}")
                 previous = delta
+
+    def checked_header(self) -> V2Header:
+        """What :meth:`validate` checks short of decompressing (length, CRC, codec, counts), and
+        the header it read: a router then needs no other read of it."""
+        raw = self.raw
+        header = V2Header._make(_HEADER_READ.unpack_from(raw))
+        if header.batch_length + 12 != len(raw):
+            raise self._corrupt(f"batchLength {header.batch_length} disagrees with the {len(raw)} bytes present")
+        stored, computed = header.crc, _crc32c.crc32c(raw[ATTRIBUTES:])
+        if stored != computed:
+            raise self._corrupt(f"CRC-32C mismatch: stored {stored:#010x}, computed {computed:#010x}")
+        if header.attributes & CODEC_MASK not in _CODECS:
+            self._codec(header.attributes)  # raises: an unknown codec id
+        count, last_delta = header.record_count, header.last_offset_delta
+        if count < 0 or last_delta < 0:
+            raise self._corrupt(f"negative recordCount {count} or lastOffsetDelta {last_delta}")
+        if count > last_delta + 1:
+            raise self._corrupt(f"recordCount {count} exceeds lastOffsetDelta + 1 = {last_delta + 1}")
+        return header
 
     def records(self, *, max_size: int = DEFAULT_MAX_DECOMPRESSED_SIZE) -> Iterator[Record]:
         payload = self._payload(max_size)

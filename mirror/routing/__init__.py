@@ -9,11 +9,13 @@ through, inspected, rebuilt, dropped or aborted and returns the v2 batches to pr
 from .counters import ClassCounts, RouteCounters
 from .murmur2 import murmur2, partition_for_key
 from .policy import Partitioning, RouteClass, RoutingError, RoutingPolicy
-from .router import Outgoing, Routed, route_batch
+from .router import Outgoing, Routed, home_partition, passes_through, route_batch
 from .transactions import ReadCommitted
 
 __all__ = [
     "route_batch",
+    "passes_through",
+    "home_partition",
     "ReadCommitted",
     "Routed",
     "Outgoing",

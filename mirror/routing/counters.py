@@ -36,10 +36,15 @@ class RouteCounters:
 
     def add(self, routed: Routed) -> None:
         """Count one routed source batch."""
-        counts = self.by_class[routed.route]
+        self.count(routed.route, routed.records, routed.source_bytes)
+
+    def count(self, route: RouteClass, records: int, source_bytes: int) -> None:
+        """Count one source batch of ``route``, without a :class:`Routed` (the copy engine
+        forwards most batches without building one)."""
+        counts = self.by_class[route]
         counts.batches += 1
-        counts.records += routed.records
-        counts.bytes += routed.source_bytes
+        counts.records += records
+        counts.bytes += source_bytes
 
     def merge(self, other: RouteCounters) -> None:
         """Add ``other``'s counts (another task's) into these."""

@@ -26,6 +26,10 @@ leader epoch, timestamp type, and for a producer its own producer state) in one 
 
 from __future__ import annotations
 
+import struct
+
+import crc32c as _crc32c
+
 from . import _legacy, _v2
 from ._batch import LOG_OVERHEAD, MAGIC_OFFSET
 from ._errors import CorruptBatchError, InvalidRecordError
@@ -178,39 +182,76 @@ def stamp_v2(
     the base timestamp holds the time after which the batch's tombstones may go. The base
     timestamp stays, as the base its records' timestamp deltas are read from, so every
     record keeps its timestamp; only the horizon no longer applies."""
-    view, _ = _patchable(buf, (2,), "stamp_v2")
-    check_int(base_offset, 64, "baseOffset")
-    check_int(partition_leader_epoch, 32, "partitionLeaderEpoch")
+    view, end = _stamp_target(buf)
     if clear_producer_state:
         if producer_state is not None or transactional:
             raise InvalidRecordError("stamp_v2: clear_producer_state contradicts producer_state and transactional")
         producer_state = _NO_PRODUCER
-    elif producer_state is not None:
-        producer_id, producer_epoch, base_sequence = producer_state
-        producer_state = (check_int(producer_id, 64, "producerId"), check_int(producer_epoch, 16, "producerEpoch"),
-                          check_int(base_sequence, 32, "baseSequence"))
-    elif transactional:
+    elif producer_state is None and transactional:
         raise InvalidRecordError("stamp_v2: a transactional batch needs a producer_state")
-    old_attributes = _v2.INT16.unpack_from(view, _v2.ATTRIBUTES)[0]
+    try:  # every value checked by packing it once, before a byte of the batch is written
+        _STAMP_VALUES.pack(base_offset, partition_leader_epoch, 0 if log_append_time is None else log_append_time,
+                           *(producer_state or _NO_PRODUCER))
+    except (struct.error, TypeError) as error:
+        _refuse_stamp_values(base_offset, partition_leader_epoch, log_append_time, producer_state)
+        raise InvalidRecordError(f"stamp_v2: cannot write these values: {error}") from error
+    old = _STAMPED.unpack_from(view, _v2.ATTRIBUTES)
+    attributes, last_offset_delta, base_timestamp, max_timestamp = old[:4]
     if log_append_time is None:  # CreateTime: the max timestamp stays as it is
-        attributes, changed = old_attributes & ~_v2.TIMESTAMP_TYPE_MASK, False
+        attributes &= ~_v2.TIMESTAMP_TYPE_MASK
     else:
-        attributes = old_attributes | _v2.TIMESTAMP_TYPE_MASK
-        changed = _v2.INT64.unpack_from(view, _v2.MAX_TIMESTAMP)[0] != check_int(log_append_time, 64, "timestamp")
-    _v2.INT64.pack_into(view, _v2.BASE_OFFSET, base_offset)
-    _v2.INT32.pack_into(view, _v2.PARTITION_LEADER_EPOCH, partition_leader_epoch)
-    if changed:
-        _v2.INT64.pack_into(view, _v2.MAX_TIMESTAMP, log_append_time)
+        attributes, max_timestamp = attributes | _v2.TIMESTAMP_TYPE_MASK, log_append_time
     if clear_delete_horizon:
         attributes &= ~_v2.DELETE_HORIZON_MASK
-    if producer_state is not None:
+    if producer_state is None:
+        producer_state = old[4:]
+    else:
         attributes = attributes | _v2.TRANSACTIONAL_MASK if transactional else attributes & ~_v2.TRANSACTIONAL_MASK
-        if _v2.PRODUCER_STATE.unpack_from(view, _v2.PRODUCER_ID) != producer_state:
-            _v2.PRODUCER_STATE.pack_into(view, _v2.PRODUCER_ID, *producer_state)
-            changed = True
-    if changed or attributes != old_attributes:
-        _v2.INT16.pack_into(view, _v2.ATTRIBUTES, attributes)
-        _v2.write_crc(view)
+    _FRONT.pack_into(view, _v2.BASE_OFFSET, base_offset, end - LOG_OVERHEAD, partition_leader_epoch)
+    new = (attributes, last_offset_delta, base_timestamp, max_timestamp, *producer_state)
+    if new != old:
+        _STAMPED.pack_into(view, _v2.ATTRIBUTES, *new)
+        _v2.UINT32.pack_into(view, _v2.CRC, _crc32c.crc32c(view[_v2.ATTRIBUTES:end]))
+
+
+_FRONT = struct.Struct(">qii")
+"""baseOffset, batchLength, partitionLeaderEpoch: what a stamp writes before the CRC's coverage."""
+
+_STAMPED = struct.Struct(">hiqqqhi")
+"""attributes up to baseSequence (bytes 21-57): what a stamp may change inside the CRC's
+coverage, read and written in one call each (five calls apart cost as much as the CRC)."""
+
+_STAMP_VALUES = struct.Struct(">qiqqhi")
+"""baseOffset, partitionLeaderEpoch, the append time, producerId, producerEpoch, baseSequence:
+packed once to check every value at once."""
+
+
+def _stamp_target(buf: bytearray | memoryview) -> tuple[memoryview, int]:
+    """A writable view of ``buf`` and the end of the v2 batch it starts with: the checks of
+    :func:`_patchable`, made inline for the one patch a mirror makes on every batch."""
+    view = memoryview(buf)
+    if view.readonly or len(view) < _v2.HEADER_SIZE or view[MAGIC_OFFSET] != 2:
+        _patchable(buf, (2,), "stamp_v2")  # raises the error that names what is wrong
+    end = LOG_OVERHEAD + _v2.INT32.unpack_from(view, _v2.LENGTH)[0]
+    if not _v2.HEADER_SIZE <= end <= len(view):
+        _patchable(buf, (2,), "stamp_v2")
+    return view, end
+
+
+def _refuse_stamp_values(base_offset: int, partition_leader_epoch: int, log_append_time: int | None,
+                         producer_state: tuple[int, int, int] | None) -> None:
+    """The named error for the value that failed :data:`_STAMP_VALUES`' pack."""
+    check_int(base_offset, 64, "baseOffset")
+    check_int(partition_leader_epoch, 32, "partitionLeaderEpoch")
+    if log_append_time is not None:
+        check_int(log_append_time, 64, "timestamp")
+    if producer_state is not None:
+        if not (isinstance(producer_state, tuple) and len(producer_state) == 3):
+            raise InvalidRecordError(f"producer_state {producer_state!r} is not (producerId, producerEpoch, baseSequence)")
+        producer_id, producer_epoch, base_sequence = producer_state
+        check_int(producer_id, 64, "producerId")
+        check_int(producer_epoch, 16, "producerEpoch")
+        check_int(base_sequence, 32, "baseSequence")
 
 
 _NO_PRODUCER = (-1, -1, -1)

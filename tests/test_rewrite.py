@@ -436,7 +436,8 @@ def test_stamp_v2_is_the_separate_patches_in_one(codec, log_append_time, produce
                                       {"clear_producer_state": True, "transactional": True},
                                       {"transactional": True},
                                       {"producer_state": (1 << 63, 0, 0)}, {"producer_state": (1, 1 << 15, 0)},
-                                      {"producer_state": (1, 0, -(1 << 31) - 1)}])
+                                      {"producer_state": (1, 0, -(1 << 31) - 1)},
+                                      {"producer_state": (1, 0)}, {"producer_state": (1.5, 0, 0)}])
 def test_stamp_v2_refuses_a_producer_state_it_cannot_write_untouched(producer):
     buf = _stamp_sources("lz4")[2]
     before = bytes(buf)
@@ -472,7 +473,8 @@ def test_stamp_v2_clears_a_delete_horizon_alone_and_kafka_python_validates_it(co
 
 
 @pytest.mark.parametrize("field, value", [("base_offset", 1 << 63), ("partition_leader_epoch", 1 << 31),
-                                          ("log_append_time", -(1 << 63) - 1)])
+                                          ("log_append_time", -(1 << 63) - 1), ("base_offset", 1.0),
+                                          ("partition_leader_epoch", "3"), ("log_append_time", 1.7e12)])
 def test_stamp_v2_refuses_values_its_fields_cannot_hold_untouched(field, value):
     buf = _stamp_sources("lz4")[1]
     before = bytes(buf)

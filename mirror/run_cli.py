@@ -127,7 +127,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                           "before the job fails (default: no limit; 300 with --once; inf: no limit)")
     run.add_argument("--fetch-max-bytes", type=int, metavar="N",
                      help="bytes per fetch request, each partition up to an equal share; a task fetches again only while "
-                          "less than this waits for the destination (default 8 MiB)")
+                          "less than this waits for the destination (default 4 MiB)")
     run.add_argument("--max-buffer-bytes", type=int, metavar="N",
                      help="per copy task, bytes of fetch buffers and rebuilt batches not yet acknowledged by the "
                           "destination (default 64 MiB)")

@@ -63,6 +63,7 @@ import kcodecs
 from kcodecs import Compression, KMirrorError
 
 from ..broker import BrokerProcess
+from ..config import FETCH_MAX_BYTES
 from ..kafka import IdempotentProducer, KafkaClient, NewTopic, TopicPartition
 from .datagen import DataSpec, Dataset, Layout, build_dataset
 from .report import plot, ratios_table, results_table, run_copy_table, scenario_label
@@ -243,7 +244,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="share of keyed records in the recompress mode's topic (default 1.0)")
     parser.add_argument("--partitions", type=int, default=4, help="source partitions (default 4; recompress copies into one more)")
     parser.add_argument("--seed", type=int, default=42, help="data generator seed (default 42)")
-    parser.add_argument("--fetch-max-bytes", type=int, default=8 * 1024 * 1024, help="bytes per fetch (default 8 MiB)")
+    parser.add_argument("--fetch-max-bytes", type=int, default=FETCH_MAX_BYTES, help="bytes per fetch (default 4 MiB, as kmirror run's)")
     parser.add_argument("--source", metavar="HOST:PORT", help="use this cluster as the source instead of an embedded broker")
     parser.add_argument("--destination", metavar="HOST:PORT", help="use this cluster as the destination (topics are left behind)")
     parser.add_argument("--json", metavar="FILE", type=Path, help="write the results as JSON")

@@ -208,14 +208,17 @@ class ProduceResponseData:
 
 
 class _Out:
-    """Accumulates small fields in one bytearray; a borrowed buffer cuts it into a piece of its own."""
+    """Accumulates small fields in one bytearray; a borrowed buffer cuts it into a piece of its
+    own. Counts the bytes of the pieces as they come, for the frame's size prefix."""
 
-    __slots__ = ("pieces", "buf", "flexible")
+    __slots__ = ("pieces", "buf", "flexible", "size")
 
     def __init__(self, flexible: bool):
         self.pieces: list[Buffer] = [b""]  # [0] becomes the frame size, known at the end
         self.buf = bytearray()
         self.flexible = flexible
+        self.size = 0
+        """Bytes in ``pieces`` (the size prefix aside)."""
 
     def uvarint(self, value: int) -> None:
         while value > 0x7F:
@@ -245,16 +248,18 @@ class _Out:
         if records is None:
             self.length(None, _INT32)
             return
-        self.length(records.nbytes if isinstance(records, memoryview) else len(records), _INT32)
-        self.pieces.append(bytes(self.buf))
-        self.buf.clear()
-        self.pieces.append(records)
+        n = records.nbytes if isinstance(records, memoryview) else len(records)
+        self.length(n, _INT32)
+        buf = self.buf
+        self.pieces += (bytes(buf), records)
+        self.size += len(buf) + n
+        buf.clear()
 
     def frame(self) -> list[Buffer]:
-        if self.buf:
-            self.pieces.append(bytes(self.buf))
-        size = sum(p.nbytes if isinstance(p, memoryview) else len(p) for p in self.pieces)
-        self.pieces[0] = _INT32.pack(size)
+        buf = self.buf
+        if buf:
+            self.pieces.append(bytes(buf))
+        self.pieces[0] = _INT32.pack(self.size + len(buf))
         return self.pieces
 
 

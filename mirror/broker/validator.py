@@ -60,8 +60,7 @@ def inspect_produced(data: bytes | bytearray | memoryview, config: TopicConfig) 
             raise ApiError(kerr.InvalidRecordError, f"produce v3+ requires magic 2, got magic {batch.magic}")
         if batch.size > config.max_message_bytes:
             raise ApiError(kerr.MessageSizeTooLargeError, f"batch of {batch.size} bytes exceeds max.message.bytes={config.max_message_bytes}")
-        batch.validate()
-        header = batch.header()
+        header = batch.checked_header()  # validate()'s checks, and the header they read
         if header.is_control:
             raise ApiError(kerr.InvalidRecordError, "clients may not produce control batches")
         if header.record_count != header.last_offset_delta + 1 or header.record_count == 0:

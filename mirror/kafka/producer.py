@@ -67,7 +67,8 @@ from .errors import BrokerApiError
 from .pipeline import PipelinedConnection, wait_readable
 from .transactions import ProducerFencedError
 from .types import TopicPartition
-from .wire import ProducePartition, encode_produce_request
+from .wire import (ProducedPartition, ProducePartition, ProduceResponseData, decode_plain_produce_response,
+                   encode_produce_request)
 
 __all__ = ["IdempotentProducer", "Ack", "ProducerSequenceError", "MAX_IN_FLIGHT"]
 
@@ -306,14 +307,16 @@ class IdempotentProducer:
         """Read and handle the oldest answer on ``conn``."""
         try:
             pending, body = conn.receive(ProduceResponse)
-            response = ProduceResponse.decode(body, version=pending.version)
+            response = decode_plain_produce_response(body, pending.version)
+            if response is None:
+                response = _from_kafka_python(ProduceResponse.decode(body, version=pending.version))
         except (ConnectionFailedError, ProtocolError) as exc:
             self._connection_lost(conn, exc)
             return
         except Exception as exc:  # kafka-python raises assorted errors on bad bytes
             self._connection_lost(conn, ProtocolError(f"{conn.address}: undecodable ProduceResponse: {exc!r}"))
             return
-        answers = {(topic.name, part.index): part for topic in response.responses for part in topic.partition_responses}
+        answers = {(part.topic, part.partition): part for part in response.partitions}
         now = self._clock()
         for batch in pending.context:
             tp = batch.part.tp
@@ -321,7 +324,7 @@ class IdempotentProducer:
             if answer is None:
                 self._fail(batch, ProtocolError(f"{conn.address}: Produce response without {batch.tp}"), now)
             else:
-                self._answer(batch, answer.error_code, answer.base_offset, getattr(answer, "error_message", None), now)
+                self._answer(batch, answer.error_code, answer.base_offset, answer.error_message, now)
 
     def _answer(self, batch: _Batch, code: int, base_offset: int, message: str | None, now: float) -> None:
         part = batch.part
@@ -410,3 +413,14 @@ class IdempotentProducer:
     def _check_usable(self) -> None:
         if self.failed is not None:
             raise KMirrorError(f"the producer stopped after an earlier error: {self.failed}")
+
+
+def _from_kafka_python(response) -> ProduceResponseData:
+    """kafka-python's decoding of a Produce response that is not plain (record errors, error
+    messages, tagged fields, classic versions) in the shape :func:`decode_plain_produce_response` gives."""
+    return ProduceResponseData([
+        ProducedPartition(topic.name, part.index, part.error_code, part.base_offset,
+                          getattr(part, "log_append_time_ms", -1), getattr(part, "log_start_offset", -1),
+                          getattr(part, "error_message", None))
+        for topic in response.responses for part in topic.partition_responses],
+        response.throttle_time_ms)

@@ -6,6 +6,8 @@ generated from Kafka's own JSON message definitions), ours only avoids its copie
 - Fetch responses kafka-python encodes decode to the same fields, records as views (no copy).
 - The broker side (Produce decoded, Fetch encoded) round-trips with kafka-python likewise.
 - Truncated or malformed input is a :class:`ProtocolError`, never ``struct.error``/``IndexError``.
+- Plain Produce responses (the producer's fast path) read as kafka-python reads them; any
+  other response, and any malformed one, is left to kafka-python (``None``).
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from mirror.kafka.wire import (
     ProducePartition,
     ProduceResponseData,
     decode_fetch_response,
+    decode_plain_produce_response,
     decode_produce_request,
     decode_request_header,
     encode_fetch_response,
@@ -205,6 +208,83 @@ def _reference_produce_response(parts: list[ProducedPartition], version: int, co
 def test_produce_response_is_kafka_pythons_bytes(version):
     ours = encode_produce_response(ProduceResponseData(PRODUCED, throttle_time_ms=4), version=version, correlation_id=9)
     assert b"".join(ours) == _reference_produce_response(PRODUCED, version, 9)
+
+
+def _body(framed: bytes, version: int) -> memoryview:
+    """A response after its size, correlation id and (v9+) header tags."""
+    return memoryview(framed)[4 + 4 + (1 if version >= 9 else 0):]
+
+
+def _as_kafka_python_reads(body: memoryview, version: int) -> ProduceResponseData:
+    decoded = ProduceResponse.decode(body, version=version)
+    return ProduceResponseData([
+        ProducedPartition(t.name, p.index, p.error_code, p.base_offset, p.log_append_time_ms, p.log_start_offset,
+                          p.error_message)
+        for t in decoded.responses for p in t.partition_responses], decoded.throttle_time_ms)
+
+
+PLAIN = [p for p in PRODUCED if p.error_message is None]
+FLEXIBLE_PRODUCE = [v for v in PRODUCE_VERSIONS if v >= 9]
+
+
+@pytest.mark.parametrize("version", FLEXIBLE_PRODUCE)
+def test_a_plain_produce_response_reads_as_kafka_python_reads_it(version):
+    body = _body(_reference_produce_response(PLAIN, version, 3), version)
+    ours = decode_plain_produce_response(body, version)
+    assert ours is not None and ours == _as_kafka_python_reads(body, version)
+    assert ours.throttle_time_ms == 4 and [p.partition for p in ours.partitions] == [0, 3, 1]
+
+
+_names = st.text(st.characters(blacklist_categories=("Cs",)), min_size=1, max_size=30).filter(
+    lambda name: len(name.encode()) < 127)
+_plain_partitions = st.builds(ProducedPartition, topic=_names, partition=st.integers(0, 2**31 - 1),
+                              error_code=st.integers(-1, 120), base_offset=st.integers(-1, 2**63 - 1),
+                              log_append_time_ms=st.integers(-1, 2**63 - 1), log_start_offset=st.integers(-1, 2**63 - 1))
+
+
+@settings(max_examples=200, deadline=None)
+@given(parts=st.lists(_plain_partitions, max_size=12), version=st.sampled_from(FLEXIBLE_PRODUCE))
+def test_plain_produce_responses_of_any_content_read_as_kafka_python_reads_them(parts, version):
+    body = _body(_reference_produce_response(parts, version, 1), version)
+    assert decode_plain_produce_response(body, version) == _as_kafka_python_reads(body, version)
+
+
+@pytest.mark.parametrize("version", PRODUCE_VERSIONS)
+def test_other_produce_responses_are_left_to_kafka_python(version):
+    """An error message, record errors, or a classic version: not plain."""
+    assert decode_plain_produce_response(_body(_reference_produce_response(PRODUCED, version, 3), version), version) \
+        is None
+    if version >= 9:
+        topic_class = ProduceResponse.TopicProduceResponse
+        part = topic_class.PartitionProduceResponse(index=0, error_code=18, base_offset=-1, log_append_time_ms=-1,
+                                                    log_start_offset=0, error_message=None, record_errors=[
+                                                        topic_class.PartitionProduceResponse.BatchIndexAndErrorMessage(
+                                                            batch_index=2, batch_index_error_message="bad record")])
+        response = ProduceResponse(version=version, responses=[topic_class(name="t", partition_responses=[part])],
+                                   throttle_time_ms=0)
+        response.with_header(correlation_id=1)
+        framed = bytes(response.encode(header=True, framed=True))
+        assert decode_plain_produce_response(_body(framed, version), version) is None
+    else:
+        assert decode_plain_produce_response(_body(_reference_produce_response(PLAIN, version, 3), version), version) \
+            is None
+
+
+@pytest.mark.parametrize("version", [9, 11])
+def test_a_damaged_plain_produce_response_is_never_misread(version):
+    """Every prefix, an extra byte, and every byte changed: either left to kafka-python, or
+    read exactly as kafka-python reads the same bytes."""
+    body = bytes(_body(_reference_produce_response(PLAIN, version, 3), version))
+    for cut in range(len(body)):
+        assert decode_plain_produce_response(memoryview(body[:cut]), version) is None
+    assert decode_plain_produce_response(memoryview(body + b"\x00"), version) is None
+    for position in range(len(body)):
+        for value in (0x00, 0x01, 0x7F, 0x80, 0xFF, body[position] ^ 0x01):
+            damaged = bytearray(body)
+            damaged[position] = value
+            ours = decode_plain_produce_response(memoryview(damaged), version)
+            if ours is not None:
+                assert ours == _as_kafka_python_reads(memoryview(damaged), version), (position, value)
 
 
 @pytest.mark.parametrize("version", [3, 8, 9, 11])

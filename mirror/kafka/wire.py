@@ -585,9 +585,9 @@ def decode_plain_produce_response(body: Buffer, version: int) -> ProduceResponse
     a count or name too long for a one-byte length, or bytes that do not parse. kafka-python's
     decoder reads those, and reports what is wrong with a malformed one.
 
-    Nearly every answer a mirror gets is plain: kafka-python's generated decoder and its
-    objects cost about 6 us per four-partition answer, this about 1.5 (docs/performance.md,
-    "Produce answers read in one call")."""
+    Nearly every answer a mirror gets is plain. A four-partition answer and the producer's
+    table of it cost 3.4 us this way, 6 with kafka-python's generated decoder and its objects
+    (docs/performance.md, "Produce answers read in one call")."""
     if version < PRODUCE_FIRST_FLEXIBLE:
         return None
     view = memoryview(body)

@@ -242,15 +242,15 @@ class IdempotentProducer:
         if not due:
             return
         try:
-            routes = self._client.leaders(part.tp for part in due)
+            routes = self._client.leaders([part.tp for part in due])
         except KMirrorError as exc:
             self._unroutable(due, exc, now)
             return
         for address, tps in routes.items():
-            conn = self._connection(address, [self._partitions[tp] for tp in tps], now)
+            parts = [self._partitions[tp] for tp in tps]
+            conn = self._connection(address, parts, now)
             while conn is not None and conn.can_send():
-                batches = [self._take(self._partitions[tp], conn, now) for tp in tps]
-                batches = [batch for batch in batches if batch is not None]
+                batches = [batch for part in parts if (batch := self._take(part, conn, now)) is not None]
                 if not batches:
                     break
                 self._send(conn, batches)

@@ -28,8 +28,6 @@ from __future__ import annotations
 
 import struct
 
-import crc32c as _crc32c
-
 from . import _legacy, _v2
 from ._batch import LOG_OVERHEAD, MAGIC_OFFSET
 from ._errors import CorruptBatchError, InvalidRecordError
@@ -182,7 +180,7 @@ def stamp_v2(
     the base timestamp holds the time after which the batch's tombstones may go. The base
     timestamp stays, as the base its records' timestamp deltas are read from, so every
     record keeps its timestamp; only the horizon no longer applies."""
-    view, end = _stamp_target(buf)
+    view = _stamp_target(buf)
     if clear_producer_state:
         if producer_state is not None or transactional:
             raise InvalidRecordError("stamp_v2: clear_producer_state contradicts producer_state and transactional")
@@ -207,11 +205,11 @@ def stamp_v2(
         producer_state = old[4:]
     else:
         attributes = attributes | _v2.TRANSACTIONAL_MASK if transactional else attributes & ~_v2.TRANSACTIONAL_MASK
-    _FRONT.pack_into(view, _v2.BASE_OFFSET, base_offset, end - LOG_OVERHEAD, partition_leader_epoch)
+    _FRONT.pack_into(view, _v2.BASE_OFFSET, base_offset, len(view) - LOG_OVERHEAD, partition_leader_epoch)
     new = (attributes, last_offset_delta, base_timestamp, max_timestamp, *producer_state)
     if new != old:
         _STAMPED.pack_into(view, _v2.ATTRIBUTES, *new)
-        _v2.UINT32.pack_into(view, _v2.CRC, _crc32c.crc32c(view[_v2.ATTRIBUTES:end]))
+        _v2.write_crc(view)
 
 
 _FRONT = struct.Struct(">qii")
@@ -226,16 +224,16 @@ _STAMP_VALUES = struct.Struct(">qiqqhi")
 packed once to check every value at once."""
 
 
-def _stamp_target(buf: bytearray | memoryview) -> tuple[memoryview, int]:
-    """A writable view of ``buf`` and the end of the v2 batch it starts with: the checks of
+def _stamp_target(buf: bytearray | memoryview) -> memoryview:
+    """A writable view of the v2 batch ``buf`` starts with, bounded to it: the checks of
     :func:`_patchable`, made inline for the one patch a mirror makes on every batch."""
     view = memoryview(buf)
     if view.readonly or len(view) < _v2.HEADER_SIZE or view[MAGIC_OFFSET] != 2:
         _patchable(buf, (2,), "stamp_v2")  # raises the error that names what is wrong
     end = LOG_OVERHEAD + _v2.INT32.unpack_from(view, _v2.LENGTH)[0]
     if not _v2.HEADER_SIZE <= end <= len(view):
-        _patchable(buf, (2,), "stamp_v2")
-    return view, end
+        _patchable(buf, (2,), "stamp_v2")  # raises: the same check
+    return view[:end]
 
 
 def _refuse_stamp_values(base_offset: int, partition_leader_epoch: int, log_append_time: int | None,

@@ -125,6 +125,12 @@ class V2Header(NamedTuple):
         return bool(self.attributes & CONTROL_MASK)
 
     @property
+    def has_contiguous_offsets(self) -> bool:
+        """No offset hole (none compacted away): offset deltas strictly increase (Kafka requires
+        it), so n records spanning lastOffsetDelta + 1 offsets leave none."""
+        return self.record_count == self.last_offset_delta + 1
+
+    @property
     def has_no_keys_flag(self) -> bool:
         return bool(self.attributes & NO_KEYS_MASK)
 
@@ -249,7 +255,7 @@ class V2Batch(Batch):
         header = V2Header._make(_HEADER_READ.unpack_from(raw))
         if header.batch_length + 12 != len(raw):
             raise self._corrupt(f"batchLength {header.batch_length} disagrees with the {len(raw)} bytes present")
-        stored, computed = header.crc, _crc32c.crc32c(raw[ATTRIBUTES:])
+        stored, computed = header.crc, batch_crc(raw)
         if stored != computed:
             raise self._corrupt(f"CRC-32C mismatch: stored {stored:#010x}, computed {computed:#010x}")
         if header.attributes & CODEC_MASK not in _CODECS:

@@ -63,8 +63,7 @@ def inspect_produced(data: bytes | bytearray | memoryview, config: TopicConfig) 
         header = batch.checked_header()  # validate()'s checks, and the header they read
         if header.is_control:
             raise ApiError(kerr.InvalidRecordError, "clients may not produce control batches")
-        if header.record_count != header.last_offset_delta + 1 or header.record_count == 0:
-            # Offset deltas strictly increase, so this is kcodecs' has_contiguous_offsets from the header.
+        if not header.has_contiguous_offsets or header.record_count == 0:
             raise ApiError(kerr.InvalidRecordError,
                            f"recordCount {header.record_count} must equal lastOffsetDelta + 1 = {header.last_offset_delta + 1}")
         if config.compacted and any(key is None for key in batch.keys()):

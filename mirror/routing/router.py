@@ -154,11 +154,10 @@ def passes_through(header: V2Header, policy: RoutingPolicy) -> bool:
 def _forwardable(header: V2Header, policy: RoutingPolicy) -> bool:
     """Whether a v2 batch's bytes may go to the destination as they are (header rewrites aside).
     v0/v1 never may: Produce v3+ carries magic 2 only (KIP-98)."""
-    if header.record_count != header.last_offset_delta + 1:
-        # Compacted: offset deltas strictly increase, so only then has the batch a hole. Kafka's
-        # LogValidator rejects a compressed batch whose inner offsets are not incremental (seed
-        # 001 weighed reassigning them instead), and would keep the holes of an uncompressed
-        # one; our broker rejects both.
+    if not header.has_contiguous_offsets:
+        # Compacted. Kafka's LogValidator rejects a compressed batch whose inner offsets are
+        # not incremental (seed 001 weighed reassigning them instead), and would keep the
+        # holes of an uncompressed one; our broker rejects both.
         return False
     return policy.compression is None or policy.compression.value == header.codec_id
 

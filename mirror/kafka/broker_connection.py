@@ -8,6 +8,7 @@ clients do.
 
 from __future__ import annotations
 
+import functools
 import importlib.metadata
 import ssl
 from dataclasses import dataclass
@@ -56,7 +57,11 @@ SPOKEN: dict[type, tuple[int, int]] = {
 _CONNECT_TIMEOUT_S = 10.0  # Kafka's socket.connection.setup.timeout.ms
 
 
+@functools.cache
 def _software_version() -> str:
+    """This distribution's version, for ApiVersions (KIP-511). Looked up once: reading the
+    installed metadata costs about half a millisecond, and a copy opens its data-plane
+    connections anew."""
     # Shipped to Spark executors as plain files, kmirror may not be an installed distribution.
     try:
         return importlib.metadata.version("kmirror")

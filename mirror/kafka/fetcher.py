@@ -41,9 +41,9 @@ from .client import READ_COMMITTED, READ_UNCOMMITTED, KafkaClient, is_retriable
 from .connection import ConnectionFailedError, ProtocolError
 from .errors import BrokerApiError, HangingTransactionError, OffsetOutOfRangeError
 from .frames import FrameBuffers
-from .pipeline import PipelinedConnection
+from .pipeline import Encoder, PipelinedConnection
 from .types import FetchedData, TopicPartition
-from .wire import decode_fetch_response
+from .wire import FetchPosition, decode_fetch_response, encode_fetch_request
 
 __all__ = ["Fetcher", "FetchOutcome", "READ_UNCOMMITTED", "READ_COMMITTED", "MAX_TRANSACTION_WAIT_S"]
 
@@ -123,7 +123,7 @@ class Fetcher:
                 continue
             offsets = {tp: wanted[tp] for tp in sorted(tps, key=lambda tp: self._served.get(tp, -1))}
             try:
-                conn.send_request(self._request(offsets), _Asked(offsets))
+                conn.send_encoded(FetchRequest, self._request(offsets, conn), _Asked(offsets))
             except (ConnectionFailedError, ProtocolError) as exc:
                 self._lost(conn, exc, list(offsets))
                 continue
@@ -176,19 +176,19 @@ class Fetcher:
 
     # ---- internals ----------------------------------------------------------------------------
 
-    def _request(self, offsets: Mapping[TopicPartition, int]) -> FetchRequest:
-        # A full fetch every time (session id 0, epoch -1: no KIP-227 fetch session); each
-        # partition may take its share, the broker stops at max_bytes (KIP-74). Partitions of
-        # one topic go together, in the order of the first of them.
+    def _request(self, offsets: Mapping[TopicPartition, int], conn: PipelinedConnection) -> Encoder:
+        """A full fetch every time (no KIP-227 fetch session); each partition may take its
+        share, the broker stops at max_bytes (KIP-74). Partitions of one topic go together, in
+        the order of the first of them."""
         share = max(1, self._max_bytes // len(offsets))
-        by_topic: dict[str, list] = {}
-        for tp, offset in offsets.items():
-            by_topic.setdefault(tp.topic, []).append(FetchRequest.FetchTopic.FetchPartition(
-                partition=tp.partition, fetch_offset=offset, log_start_offset=-1, partition_max_bytes=share))
-        return FetchRequest(replica_id=-1, max_wait_ms=self._max_wait_ms, min_bytes=1, max_bytes=self._max_bytes,
-                            isolation_level=self._isolation_level, session_id=0, session_epoch=-1, rack_id="",
-                            forgotten_topics_data=[],
-                            topics=[FetchRequest.FetchTopic(topic=t, partitions=ps) for t, ps in by_topic.items()])
+        positions = [FetchPosition(tp.topic, tp.partition, offset, share) for tp, offset in offsets.items()]
+
+        def encode(correlation_id: int, version: int) -> list[bytes]:
+            return encode_fetch_request(positions, version=version, correlation_id=correlation_id,
+                                        client_id=conn.broker.conn.client_id, max_wait_ms=self._max_wait_ms,
+                                        min_bytes=1, max_bytes=self._max_bytes, isolation_level=self._isolation_level)
+
+        return encode
 
     def _check_stuck(self, tp: TopicPartition, offset: int, fetched: FetchedData) -> None:
         """Time how long ``tp`` has been held at its last stable offset by an open transaction;

@@ -48,6 +48,29 @@ ProduceResponse, v3..12, flexible from v9 (the broker's answer, one per produced
         error_message          nullable string  v8+
     throttle_time_ms       int32
 
+FetchRequest (api key 1), v4..12, flexible from v12 (a consumer's full fetch: no fetch
+session, no leader epochs, no rack; kafka-python compiled its encoder on first use, a few
+milliseconds of every new process's first copy)::
+
+    replica_id             int32    -1: a consumer
+    max_wait_ms            int32
+    min_bytes              int32
+    max_bytes              int32
+    isolation_level        int8
+    session_id             int32    v7+ (0: no fetch session, KIP-227)
+    session_epoch          int32    v7+ (-1: a full fetch)
+    topics                 array: topic string
+      partitions           array:
+        partition              int32
+        current_leader_epoch   int32    v9+ (-1: not checked, KIP-320)
+        fetch_offset           int64
+        last_fetched_epoch     int32    v12+ (-1: none)
+        log_start_offset       int64    v5+ (-1: a consumer's)
+        partition_max_bytes    int32
+    forgotten_topics_data  array    v7+ (always empty: no session)
+    rack_id                string   v11+ ("": none, KIP-392)
+    (v12 tagged: 0 cluster_id; not sent)
+
 FetchResponse (api key 1), v4..12, flexible from v12::
 
     throttle_time_ms       int32
@@ -90,6 +113,8 @@ __all__ = [
     "encode_produce_response",
     "decode_produce_request",
     "encode_fetch_response",
+    "encode_fetch_request",
+    "FetchPosition",
     "decode_fetch_response",
     "decode_plain_produce_response",
     "decode_request_header",
@@ -104,11 +129,17 @@ Buffer = bytes | bytearray | memoryview
 PRODUCE_API_KEY = 0
 PRODUCE_VERSIONS = range(3, 13)
 PRODUCE_FIRST_FLEXIBLE = 9
+FETCH_API_KEY = 1
 FETCH_VERSIONS = range(4, 13)
 FETCH_FIRST_FLEXIBLE = 12
 FETCH_SESSIONS_SINCE = 7  # top-level error_code and session_id
 FETCH_LOG_START_SINCE = 5
 FETCH_PREFERRED_REPLICA_SINCE = 11
+FETCH_RACK_SINCE = 11
+FETCH_LEADER_EPOCH_SINCE = 9
+CONSUMER_REPLICA_ID = -1
+NO_EPOCH = -1  # current_leader_epoch, last_fetched_epoch: not known to a plain consumer
+CONSUMER_LOG_START = -1  # log_start_offset: a follower's, a consumer sends -1
 NO_PREFERRED_READ_REPLICA = -1  # "read from the leader" (KIP-392): the only answer we give
 NULL_LENGTH = -1  # classic encodings' null string, array and bytes
 MAX_UVARINT_BYTES = 5  # lengths and tags are unsigned 32-bit (Kafka's ByteUtils.readUnsignedVarint)
@@ -132,6 +163,16 @@ _FETCH_PARTITION = {  # by "has log_start_offset" (v5+)
     True: struct.Struct(">ihqqq"),  # ... log_start_offset
 }
 _ABORTED = struct.Struct(">qq")  # producer_id, first_offset
+_FETCH_REQUEST_TOP = {  # by "has fetch sessions" (v7+)
+    False: struct.Struct(">iiiib"),  # replica_id, max_wait_ms, min_bytes, max_bytes, isolation_level
+    True: struct.Struct(">iiiibii"),  # ... session_id, session_epoch
+}
+_FETCH_POSITION = {  # by version: which optional partition fields it has (see the module docstring)
+    4: struct.Struct(">iqi"),  # partition, fetch_offset, partition_max_bytes
+    5: struct.Struct(">iqqi"),  # partition, fetch_offset, log_start_offset, partition_max_bytes
+    9: struct.Struct(">iiqqi"),  # partition, current_leader_epoch, fetch_offset, log_start_offset, ...
+    12: struct.Struct(">iiqiqi"),  # ... fetch_offset, last_fetched_epoch, log_start_offset, ...
+}
 _NO_TAGS = b"\x00"  # an empty tagged-field section: what we write, never anything else
 _EMPTY = memoryview(b"")
 
@@ -159,6 +200,16 @@ class ProduceRequestData:
     acks: int
     timeout_ms: int
     partitions: list[ProducePartition]
+
+
+@dataclass(frozen=True, slots=True)
+class FetchPosition:
+    """One partition of a fetch request: where to read from, and at most how much of it."""
+
+    topic: str
+    partition: int
+    offset: int
+    max_bytes: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -309,6 +360,63 @@ def encode_produce_request(
     except (struct.error, UnicodeEncodeError, AttributeError) as exc:
         raise ProtocolError(f"cannot encode Produce v{version}: {exc}") from exc
     return out.frame()
+
+
+def encode_fetch_request(
+    positions: Sequence[FetchPosition],
+    *,
+    version: int,
+    correlation_id: int,
+    client_id: str | None,
+    max_wait_ms: int,
+    min_bytes: int,
+    max_bytes: int,
+    isolation_level: int,
+) -> list[bytes]:
+    """A consumer's full fetch (no fetch session: see the module docstring), framed, as a
+    one-piece list for ``socket.sendmsg``. Partitions of one topic are grouped under it in
+    first-seen order, as :func:`encode_produce_request` groups them. Versions 4..12."""
+    _check_version("Fetch", version, FETCH_VERSIONS)
+    topics: dict[str, list[FetchPosition]] = {}
+    for position in positions:
+        topics.setdefault(position.topic, []).append(position)
+    flexible, sessions = version >= FETCH_FIRST_FLEXIBLE, version >= FETCH_SESSIONS_SINCE
+    layout = _FETCH_POSITION[max(v for v in _FETCH_POSITION if v <= version)]
+    out = _Out(flexible=False)  # client_id stays a classic string in header v2 (KIP-482)
+    try:
+        out.buf += _HEADER_PREFIX.pack(FETCH_API_KEY, version, correlation_id)
+        out.string(client_id)
+        out.flexible = flexible
+        out.tags()
+        top = (CONSUMER_REPLICA_ID, max_wait_ms, min_bytes, max_bytes, isolation_level)
+        out.buf += _FETCH_REQUEST_TOP[sessions].pack(*top, *((0, -1) if sessions else ()))
+        out.length(len(topics), _INT32)
+        for name, parts in topics.items():
+            out.string(name)
+            out.length(len(parts), _INT32)
+            for p in parts:
+                out.buf += layout.pack(*_position_fields(p, version))
+                out.tags()
+            out.tags()
+        if sessions:
+            out.length(0, _INT32)  # forgotten_topics_data
+        if version >= FETCH_RACK_SINCE:
+            out.string("")
+        out.tags()
+    except (struct.error, UnicodeEncodeError, AttributeError, TypeError) as exc:
+        raise ProtocolError(f"cannot encode Fetch v{version}: {exc}") from exc
+    return out.frame()
+
+
+def _position_fields(p: FetchPosition, version: int) -> tuple[int, ...]:
+    """One partition's fields in the order of its version's layout (:data:`_FETCH_POSITION`)."""
+    if version < FETCH_LOG_START_SINCE:
+        return p.partition, p.offset, p.max_bytes
+    if version < FETCH_LEADER_EPOCH_SINCE:
+        return p.partition, p.offset, CONSUMER_LOG_START, p.max_bytes
+    if version < FETCH_FIRST_FLEXIBLE:
+        return p.partition, NO_EPOCH, p.offset, CONSUMER_LOG_START, p.max_bytes
+    return p.partition, NO_EPOCH, p.offset, NO_EPOCH, CONSUMER_LOG_START, p.max_bytes
 
 
 def encode_produce_response(response: ProduceResponseData, *, version: int, correlation_id: int) -> list[bytes]:

@@ -3,6 +3,7 @@ byte at every version they cover: kafka-python is the independent reference (its
 generated from Kafka's own JSON message definitions), ours only avoids its copies.
 
 - Produce requests we encode are the bytes kafka-python encodes; kafka-python decodes ours.
+- Fetch requests likewise, for any partitions, offsets and sizes.
 - Fetch responses kafka-python encodes decode to the same fields, records as views (no copy).
 - The broker side (Produce decoded, Fetch encoded) round-trips with kafka-python likewise.
 - Truncated or malformed input is a :class:`ProtocolError`, never ``struct.error``/``IndexError``.
@@ -17,7 +18,7 @@ import random
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from kafka.protocol.consumer import FetchResponse
+from kafka.protocol.consumer import FetchRequest, FetchResponse
 from kafka.protocol.producer import ProduceRequest, ProduceResponse
 
 import kcodecs
@@ -26,6 +27,7 @@ from mirror.kafka import ProtocolError
 from mirror.kafka.wire import (
     FETCH_VERSIONS,
     PRODUCE_VERSIONS,
+    FetchPosition,
     FetchedPartition,
     FetchResponseData,
     ProducedPartition,
@@ -35,6 +37,7 @@ from mirror.kafka.wire import (
     decode_plain_produce_response,
     decode_produce_request,
     decode_request_header,
+    encode_fetch_request,
     encode_fetch_response,
     encode_produce_request,
     encode_produce_response,
@@ -147,6 +150,67 @@ def test_fetch_response_encodes_kafka_pythons_bytes(version):
     response = FetchResponseData(throttle_time_ms=3, error_code=0, session_id=0, partitions=parts)
     ours = b"".join(bytes(b) for b in encode_fetch_response(response, version=version, correlation_id=11))
     assert ours == _reference_fetch(parts, version, 11)
+
+
+POSITIONS = [FetchPosition("orders", 2, 123_456_789_012, 1 << 20), FetchPosition("ü-topic", 0, 0, 7),
+             FetchPosition("orders", 0, 5, 1)]
+_FETCH_OPTIONS = dict(max_wait_ms=100, min_bytes=1, max_bytes=4 << 20)
+
+
+def _reference_fetch_request(positions, version: int, correlation_id: int, isolation_level: int) -> bytes:
+    """kafka-python's encoding of a consumer's full fetch (no session, no epochs, no rack)."""
+    by_topic: dict[str, list] = {}
+    for p in positions:
+        by_topic.setdefault(p.topic, []).append(FetchRequest.FetchTopic.FetchPartition(
+            partition=p.partition, fetch_offset=p.offset, log_start_offset=-1, partition_max_bytes=p.max_bytes))
+    request = FetchRequest(replica_id=-1, isolation_level=isolation_level, session_id=0, session_epoch=-1, rack_id="",
+                           forgotten_topics_data=[], **_FETCH_OPTIONS,
+                           topics=[FetchRequest.FetchTopic(topic=t, partitions=ps) for t, ps in by_topic.items()])
+    request.API_VERSION = version
+    request.with_header(correlation_id=correlation_id, client_id=CLIENT_ID)
+    return bytes(request.encode(header=True, framed=True))
+
+
+def _fetch_request(positions, version: int, correlation_id: int, isolation_level: int = 1) -> bytes:
+    return b"".join(encode_fetch_request(positions, version=version, correlation_id=correlation_id, client_id=CLIENT_ID,
+                                         isolation_level=isolation_level, **_FETCH_OPTIONS))
+
+
+@pytest.mark.parametrize("version", list(FETCH_VERSIONS))
+@pytest.mark.parametrize("isolation_level", [0, 1])
+def test_fetch_request_is_kafka_pythons_bytes(version, isolation_level):
+    assert _fetch_request(POSITIONS, version, 21, isolation_level) == \
+        _reference_fetch_request(POSITIONS, version, 21, isolation_level)
+
+
+@settings(max_examples=200, deadline=None)
+@given(positions=st.lists(st.builds(FetchPosition, st.sampled_from(["a", "orders", "ü-topic"]),
+                                    st.integers(0, 2**31 - 1), st.integers(0, 2**63 - 1), st.integers(0, 2**31 - 1)),
+                          max_size=6),
+       version=st.sampled_from(list(FETCH_VERSIONS)))
+def test_fetch_requests_of_any_content_are_kafka_pythons_bytes(positions, version):
+    assert _fetch_request(positions, version, 3) == _reference_fetch_request(positions, version, 3, 1)
+
+
+@pytest.mark.parametrize("version", [4, 11, 12])
+def test_kafka_python_decodes_our_fetch_request(version):
+    framed = _fetch_request(POSITIONS, version, 8)
+    header = decode_request_header(framed[4:], flexible=version >= 12)
+    decoded = FetchRequest.decode(framed[4 + header.size:], version=version)
+    assert (header.api_key, header.api_version, header.correlation_id, header.client_id) == (1, version, 8, CLIENT_ID)
+    assert (decoded.replica_id, decoded.max_wait_ms, decoded.min_bytes, decoded.max_bytes, decoded.isolation_level) == \
+        (-1, 100, 1, 4 << 20, 1)
+    got = [(t.topic, p.partition, p.fetch_offset, p.partition_max_bytes) for t in decoded.topics for p in t.partitions]
+    assert got == [("orders", 2, 123_456_789_012, 1 << 20), ("orders", 0, 5, 1), ("ü-topic", 0, 0, 7)]
+
+
+def test_a_fetch_request_with_values_out_of_range_is_a_protocol_error():
+    with pytest.raises(ProtocolError, match="Fetch v12"):
+        _fetch_request([FetchPosition("t", 0, 2**63, 1)], 12, 1)
+    with pytest.raises(ProtocolError, match="Fetch v7"):
+        _fetch_request([FetchPosition("t", -2**31 - 1, 0, 1)], 7, 1)
+    with pytest.raises(ProtocolError, match="v13"):
+        _fetch_request(POSITIONS, 13, 1)
 
 
 @pytest.mark.parametrize("version", [4, 7, 12])

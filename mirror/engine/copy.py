@@ -118,25 +118,6 @@ class TaskStats:
     """Replication latency of each acknowledged batch (:mod:`.latency`)."""
 
 
-@dataclass
-class _Held:
-    """Bytes of the batches rebuilt from one slice of a fetched record set, kept alive for the
-    producer until the last batch of the slice is acknowledged. (The record set itself, which forwarded
-    batches are views of, is counted with its fetch buffer: :class:`~mirror.kafka.FrameBuffers`.)"""
-
-    size: int
-    batches: int = 0
-
-
-@dataclass(slots=True)
-class _Sent:
-    """What an acknowledgement is about: the batch, and the bytes it keeps alive. One per
-    batch: slots, not frozen (cheaper to build)."""
-
-    batch: OutgoingBatch
-    held: _Held
-
-
 class _RangeCopy:
     """Progress of one range: the next offset to fetch or route, the fetched set being routed,
     and its statistics."""
@@ -267,10 +248,24 @@ def _read_fetch(fetcher: Fetcher, conn, copies: Mapping[TopicPartition, _RangeCo
 
 
 def _take_acks(producer: IdempotentProducer, syncs: SyncLog, latency: LatencyHistogram) -> int:
-    """Handle the producer's acknowledgements; return the bytes of rebuilt batches let go (a
-    function of its own for the reason :func:`_read_fetch` is: no acknowledged batch's view
-    lingers in the loop)."""
-    return sum(_acknowledged(ack, syncs, latency) for ack in producer.take_acks())
+    """Record where each acknowledged batch landed, and its replication latency; return the
+    bytes of rebuilt batches let go. (A function of its own for the reason :func:`_read_fetch`
+    is: no acknowledged batch's view lingers in the loop.)"""
+    acks = producer.take_acks()
+    if not acks:
+        return 0
+    now = time.time()
+    released = 0
+    for ack in acks:
+        batch: OutgoingBatch = ack.token
+        if batch.max_timestamp >= 0:
+            latency.observe(now - batch.max_timestamp / 1000)
+        if ack.base_offset >= 0:  # -1: a retry found it written, and the broker did not say where
+            syncs.add(batch.source, batch.first, batch.last, batch.tp, ack.base_offset,
+                      ack.base_offset + batch.records, batch.exact)
+        if type(batch.data) is not memoryview:
+            released += len(batch.data)
+    return released
 
 
 def _take(copy: _RangeCopy, outcome, source: KafkaClient, on_data_loss: str, router: BatchRouter) -> None:
@@ -288,7 +283,7 @@ def _take(copy: _RangeCopy, outcome, source: KafkaClient, on_data_loss: str, rou
 
 def _route_slice(copy: _RangeCopy, producer: IdempotentProducer, fetched_together: int) -> int:
     """Route the next slice of the range's fetched set and enqueue it; return the bytes of the
-    batches rebuilt in it."""
+    batches rebuilt in it (forwarded ones are views of a fetch buffer, counted with it)."""
     fetched_set, stats = copy.fetched, copy.stats
     outgoing = fetched_set.route_slice()
     copy.offset = fetched_set.offset
@@ -298,27 +293,20 @@ def _route_slice(copy: _RangeCopy, producer: IdempotentProducer, fetched_togethe
             _no_progress(copy, fetched_set.fetched, fetched_together)
             return 0
         copy.stalls = 0
-    hold = _Held(sum(len(out.data) for out in outgoing if not isinstance(out.data, memoryview)), len(outgoing))
+    size = rebuilt = 0
+    newest = stats.max_timestamp
     for out in outgoing:
-        producer.enqueue(out.tp, out.data, out.records, _Sent(out, hold))
-        stats.produced_batches += 1
-        stats.produced_bytes += len(out.data)
-        stats.max_timestamp = max(stats.max_timestamp, out.max_timestamp)
-    return hold.size if outgoing else 0
-
-
-def _acknowledged(ack, syncs: SyncLog, latency: LatencyHistogram) -> int:
-    """Record where an acknowledged batch landed, and its replication latency; return the
-    bytes of rebuilt batches it no longer holds."""
-    sent: _Sent = ack.token
-    batch = sent.batch
-    if batch.max_timestamp >= 0:
-        latency.observe(time.time() - batch.max_timestamp / 1000)
-    if ack.base_offset >= 0:  # -1: a retry found it written, and the broker did not say where
-        syncs.add(batch.source, batch.first, batch.last, batch.tp, ack.base_offset, ack.base_offset + batch.records,
-                  batch.exact)
-    sent.held.batches -= 1
-    return sent.held.size if not sent.held.batches else 0
+        producer.enqueue(out.tp, out.data, out.records, out)
+        n = len(out.data)
+        size += n
+        if type(out.data) is not memoryview:
+            rebuilt += n
+        if out.max_timestamp > newest:
+            newest = out.max_timestamp
+    stats.produced_batches += len(outgoing)
+    stats.produced_bytes += size
+    stats.max_timestamp = newest
+    return rebuilt
 
 
 def _no_progress(copy: _RangeCopy, fetched: FetchedData, fetched_together: int) -> None:

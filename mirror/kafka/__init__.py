@@ -8,7 +8,7 @@ from .client import READ_COMMITTED, READ_UNCOMMITTED, KafkaClient, RetryPolicy
 from .fetcher import Fetcher
 from .frames import FRAME_SLACK, FrameBuffers
 from .pipeline import PipelinedConnection, wait_readable
-from .producer import Ack, IdempotentProducer, ProducerSequenceError
+from .producer import Enqueued, IdempotentProducer, ProducerSequenceError
 from .connection import ConnectionFailedError, KafkaConnection, ProtocolError
 from .errors import (
     BrokerApiError,
@@ -26,7 +26,7 @@ __all__ = [
     "READ_UNCOMMITTED",
     "READ_COMMITTED",
     "IdempotentProducer",
-    "Ack",
+    "Enqueued",
     "ProducerSequenceError",
     "Fetcher",
     "FrameBuffers",

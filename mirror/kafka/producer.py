@@ -70,7 +70,7 @@ from .types import TopicPartition
 from .wire import (ProducedPartition, ProducePartition, ProduceResponseData, decode_plain_produce_response,
                    encode_produce_request)
 
-__all__ = ["IdempotentProducer", "Ack", "ProducerSequenceError", "MAX_IN_FLIGHT"]
+__all__ = ["IdempotentProducer", "Enqueued", "ProducerSequenceError", "MAX_IN_FLIGHT"]
 
 log = logging.getLogger(__name__)
 
@@ -89,25 +89,22 @@ class ProducerSequenceError(KMirrorError):
         self.tp, self.sequence, self.error_name, self.detail = tp, sequence, error_name, detail
 
 
-@dataclass(slots=True)
-class Ack:
-    """A batch written at the destination. One per batch: slots, not frozen (cheaper to build)."""
-
-    tp: TopicPartition
-    base_offset: int
-    """Its first offset at the destination; -1 when a retry found it already written
-    (DUPLICATE_SEQUENCE_NUMBER) and the broker did not say where."""
-    token: Any
-    """Whatever the caller passed to :meth:`IdempotentProducer.enqueue`."""
-
-
 @dataclass(eq=False, slots=True)
-class _Batch:
+class Enqueued:
+    """One enqueued batch, held by the producer until the destination writes it, and then
+    handed back by :meth:`IdempotentProducer.take_acks` with :attr:`base_offset` set. One
+    object serves both roles: a mirror makes one per forwarded batch (slots, not frozen:
+    cheaper to build)."""
+
     part: _Partition
     """Its partition's own state, found without a lookup when its answer comes."""
     data: bytearray | memoryview
     sequence: int
     token: Any
+    """Whatever the caller passed to :meth:`IdempotentProducer.enqueue`."""
+    base_offset: int = -1
+    """Once acknowledged, its first offset at the destination; -1 also when a retry found it
+    already written (DUPLICATE_SEQUENCE_NUMBER) and the broker did not say where."""
 
     @property
     def tp(self) -> TopicPartition:
@@ -120,9 +117,9 @@ class _Partition:
 
     tp: TopicPartition
     next_sequence: int = 0
-    pending: deque[_Batch] = field(default_factory=deque)
-    in_flight: deque[_Batch] = field(default_factory=deque)
-    failed: list[_Batch] = field(default_factory=list)
+    pending: deque[Enqueued] = field(default_factory=deque)
+    in_flight: deque[Enqueued] = field(default_factory=deque)
+    failed: list[Enqueued] = field(default_factory=list)
     connection: PipelinedConnection | None = None
     backoff: Backoff = field(default_factory=Backoff)
 
@@ -147,7 +144,7 @@ class IdempotentProducer:
         self._clock = clock
         self._partitions: dict[TopicPartition, _Partition] = {}
         self._connections: dict[str, PipelinedConnection] = {}
-        self._acks: list[Ack] = []
+        self._acks: list[Enqueued] = []
         self._buffered = 0
         self.transactional_id = transactional_id
         self.producer_id, self.epoch = identity if identity is not None else client.init_producer_id()
@@ -171,7 +168,7 @@ class IdempotentProducer:
         producer sends: our producer state, base offset 0 and no leader epoch (the broker
         assigns both, KIP-31), CreateTime and no delete horizon (a broker stamps
         LogAppendTime where its topic asks; the horizon is for a log cleaner to set). The
-        buffer must stay untouched until its :class:`Ack`."""
+        buffer must stay untouched until :meth:`take_acks` hands it back."""
         self._check_usable()
         part = self._partitions.get(tp)
         if part is None:
@@ -179,7 +176,7 @@ class IdempotentProducer:
         kcodecs.stamp_v2(data, base_offset=0, partition_leader_epoch=kcodecs.NO_PARTITION_LEADER_EPOCH,
                          clear_delete_horizon=True, producer_state=(self.producer_id, self.epoch, part.next_sequence),
                          transactional=self.transactional_id is not None)
-        part.pending.append(_Batch(part, data, part.next_sequence, token))
+        part.pending.append(Enqueued(part, data, part.next_sequence, token))
         part.next_sequence = (part.next_sequence + records) % _SEQUENCE_SPAN
         self._buffered += len(data)
 
@@ -188,7 +185,7 @@ class IdempotentProducer:
         for part in self._partitions.values():
             part.next_sequence = 0
 
-    def take_acks(self) -> list[Ack]:
+    def take_acks(self) -> list[Enqueued]:
         """Acknowledgements since the last call, in the order they came."""
         acks, self._acks = self._acks, []
         return acks
@@ -255,7 +252,7 @@ class IdempotentProducer:
                     break
                 self._send(conn, batches)
 
-    def _take(self, part: _Partition, conn: PipelinedConnection, now: float) -> _Batch | None:
+    def _take(self, part: _Partition, conn: PipelinedConnection, now: float) -> Enqueued | None:
         """The partition's next batch for ``conn``; none while its earlier batches are in
         flight on another connection (a moved leader), so order holds across the move."""
         if not part.sendable(now) or (part.in_flight and part.connection is not conn):
@@ -265,7 +262,7 @@ class IdempotentProducer:
         part.connection = conn
         return batch
 
-    def _send(self, conn: PipelinedConnection, batches: list[_Batch]) -> None:
+    def _send(self, conn: PipelinedConnection, batches: list[Enqueued]) -> None:
         partitions = [ProducePartition(b.part.tp.topic, b.part.tp.partition, b.data) for b in batches]
 
         def encode(correlation_id: int, version: int):
@@ -326,7 +323,7 @@ class IdempotentProducer:
             else:
                 self._answer(batch, answer.error_code, answer.base_offset, answer.error_message, now)
 
-    def _answer(self, batch: _Batch, code: int, base_offset: int, message: str | None, now: float) -> None:
+    def _answer(self, batch: Enqueued, code: int, base_offset: int, message: str | None, now: float) -> None:
         part = batch.part
         if code == 0 or code == kerr.DuplicateSequenceNumberError.errno:
             self._acked(part, batch, base_offset if code == 0 else -1)
@@ -345,18 +342,19 @@ class IdempotentProducer:
         else:
             raise self._fatal(error)
 
-    def _acked(self, part: _Partition, batch: _Batch, base_offset: int) -> None:
+    def _acked(self, part: _Partition, batch: Enqueued, base_offset: int) -> None:
         # An earlier batch may have failed after all while this one succeeded (a timeout after
         # the write): the broker took this one in sequence, so that one was written first, and
         # resending it is answered as a duplicate.
         part.in_flight.remove(batch)
         part.backoff.succeeded()
         self._buffered -= len(batch.data)
-        self._acks.append(Ack(part.tp, base_offset, batch.token))
+        batch.base_offset = base_offset
+        self._acks.append(batch)
         if part.failed and not part.in_flight:
             self._requeue_failed(part)  # the failed ones waited for this answer only
 
-    def _fail(self, batch: _Batch, error: KMirrorError, now: float) -> None:
+    def _fail(self, batch: Enqueued, error: KMirrorError, now: float) -> None:
         """A retriable failure: once nothing of the partition is in flight, resend its failed
         batches first, in sequence order, after a backoff."""
         part = batch.part
@@ -378,7 +376,7 @@ class IdempotentProducer:
         part.pending.extendleft(reversed(part.failed))
         part.failed.clear()
 
-    def _connection_lost(self, conn: PipelinedConnection, error: KMirrorError, extra: Iterable[_Batch] = ()) -> None:
+    def _connection_lost(self, conn: PipelinedConnection, error: KMirrorError, extra: Iterable[Enqueued] = ()) -> None:
         """Every request in flight on ``conn`` is in doubt: retry all of their batches."""
         lost = [batch for pending in conn.abandon() for batch in pending.context]
         lost += list(extra)

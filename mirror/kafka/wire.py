@@ -167,12 +167,10 @@ _FETCH_REQUEST_TOP = {  # by "has fetch sessions" (v7+)
     False: struct.Struct(">iiiib"),  # replica_id, max_wait_ms, min_bytes, max_bytes, isolation_level
     True: struct.Struct(">iiiibii"),  # ... session_id, session_epoch
 }
-_FETCH_POSITION = {  # by version: which optional partition fields it has (see the module docstring)
-    4: struct.Struct(">iqi"),  # partition, fetch_offset, partition_max_bytes
-    5: struct.Struct(">iqqi"),  # partition, fetch_offset, log_start_offset, partition_max_bytes
-    9: struct.Struct(">iiqqi"),  # partition, current_leader_epoch, fetch_offset, log_start_offset, ...
-    12: struct.Struct(">iiqiqi"),  # ... fetch_offset, last_fetched_epoch, log_start_offset, ...
-}
+_POSITION_V4 = struct.Struct(">iqi")  # partition, fetch_offset, partition_max_bytes
+_POSITION_V5 = struct.Struct(">iqqi")  # ... log_start_offset before partition_max_bytes
+_POSITION_V9 = struct.Struct(">iiqqi")  # ... current_leader_epoch after partition
+_POSITION_V12 = struct.Struct(">iiqiqi")  # ... last_fetched_epoch after fetch_offset
 _NO_TAGS = b"\x00"  # an empty tagged-field section: what we write, never anything else
 _EMPTY = memoryview(b"")
 
@@ -381,7 +379,6 @@ def encode_fetch_request(
     for position in positions:
         topics.setdefault(position.topic, []).append(position)
     flexible, sessions = version >= FETCH_FIRST_FLEXIBLE, version >= FETCH_SESSIONS_SINCE
-    layout = _FETCH_POSITION[max(v for v in _FETCH_POSITION if v <= version)]
     out = _Out(flexible=False)  # client_id stays a classic string in header v2 (KIP-482)
     try:
         out.buf += _HEADER_PREFIX.pack(FETCH_API_KEY, version, correlation_id)
@@ -395,7 +392,7 @@ def encode_fetch_request(
             out.string(name)
             out.length(len(parts), _INT32)
             for p in parts:
-                out.buf += layout.pack(*_position_fields(p, version))
+                out.buf += _packed_position(p, version)
                 out.tags()
             out.tags()
         if sessions:
@@ -408,15 +405,16 @@ def encode_fetch_request(
     return out.frame()
 
 
-def _position_fields(p: FetchPosition, version: int) -> tuple[int, ...]:
-    """One partition's fields in the order of its version's layout (:data:`_FETCH_POSITION`)."""
+def _packed_position(p: FetchPosition, version: int) -> bytes:
+    """One partition of a fetch request, with the optional fields its version has (see the
+    module docstring)."""
     if version < FETCH_LOG_START_SINCE:
-        return p.partition, p.offset, p.max_bytes
+        return _POSITION_V4.pack(p.partition, p.offset, p.max_bytes)
     if version < FETCH_LEADER_EPOCH_SINCE:
-        return p.partition, p.offset, CONSUMER_LOG_START, p.max_bytes
+        return _POSITION_V5.pack(p.partition, p.offset, CONSUMER_LOG_START, p.max_bytes)
     if version < FETCH_FIRST_FLEXIBLE:
-        return p.partition, NO_EPOCH, p.offset, CONSUMER_LOG_START, p.max_bytes
-    return p.partition, NO_EPOCH, p.offset, NO_EPOCH, CONSUMER_LOG_START, p.max_bytes
+        return _POSITION_V9.pack(p.partition, NO_EPOCH, p.offset, CONSUMER_LOG_START, p.max_bytes)
+    return _POSITION_V12.pack(p.partition, NO_EPOCH, p.offset, NO_EPOCH, CONSUMER_LOG_START, p.max_bytes)
 
 
 def encode_produce_response(response: ProduceResponseData, *, version: int, correlation_id: int) -> list[bytes]:

@@ -18,7 +18,7 @@ from ._errors import (
     UnsupportedCodecError,
 )
 from ._legacy import LegacyBatch
-from ._reader import iter_batches, read_batch
+from ._reader import iter_batches, iter_v2, read_batch
 from ._record import NO_TIMESTAMP, ControlType, Header, Record, TimestampType, control_record, parse_control_record
 from ._rewrite import (
     clear_log_append_time,
@@ -30,7 +30,7 @@ from ._rewrite import (
     set_wrapper_offset,
     stamp_v2,
 )
-from ._v2 import NO_KEYS_MASK, NO_PARTITION_LEADER_EPOCH, V2Batch, V2Header
+from ._v2 import NO_KEYS_MASK, NO_PARTITION_LEADER_EPOCH, V2Batch, V2Header, check_v2
 from ._v2 import empty_v2 as empty_batch
 from ._v2 import retain_v2 as retain_records
 
@@ -40,6 +40,8 @@ __all__ = [
     "V2Header",
     "LegacyBatch",
     "iter_batches",
+    "iter_v2",
+    "check_v2",
     "read_batch",
     "build_batch",
     "retain_records",

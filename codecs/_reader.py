@@ -16,7 +16,7 @@ from ._errors import CorruptBatchError
 from ._legacy import RECORD_OVERHEAD, LegacyBatch
 from ._v2 import HEADER_SIZE, V2Batch
 
-__all__ = ["iter_batches", "read_batch", "Buffer"]
+__all__ = ["iter_batches", "iter_v2", "read_batch", "Buffer"]
 
 Buffer = bytes | bytearray | memoryview
 _OFFSET_AND_SIZE = struct.Struct(">qi")
@@ -29,7 +29,7 @@ def iter_batches(data: Buffer, *, start: int = 0) -> Iterator[Batch]:
     Raises :class:`CorruptBatchError` for a size smaller than its format allows or an
     unknown magic; a truncated last batch is not an error.
     """
-    view = memoryview(data).cast("B") if not isinstance(data, memoryview) or data.format != "B" else data
+    view = _bytes_view(data)
     end = len(view)
     pos = start
     unpack = _OFFSET_AND_SIZE.unpack_from
@@ -44,15 +44,37 @@ def iter_batches(data: Buffer, *, start: int = 0) -> Iterator[Batch]:
         pos = batch_end
 
 
+def iter_v2(data: Buffer, *, start: int = 0) -> Iterator[tuple[int, memoryview]]:
+    """``(position, bytes)`` of each whole v2 batch from ``start``, as :func:`iter_batches` frames
+    them but without an object each (nothing beyond the framing is checked: see
+    :func:`~kcodecs.check_v2`). Ends, without a word, before the first thing that is not one:
+    a batch of another magic, a size too small for v2, or the end of ``data``, a batch cut off
+    by it included. :func:`iter_batches` from there tells which."""
+    view = _bytes_view(data)
+    end, pos, unpack = len(view), start, _OFFSET_AND_SIZE.unpack_from
+    while end - pos >= LOG_OVERHEAD:
+        _, size = unpack(view, pos)
+        batch_end = pos + LOG_OVERHEAD + size
+        if size < _MIN_SIZE[2] or batch_end > end or view[pos + MAGIC_OFFSET] != 2:
+            return
+        yield pos, view[pos:batch_end]
+        pos = batch_end
+
+
 def read_batch(data: Buffer, *, position: int = 0) -> Batch:
     """Exactly one complete batch at the start of ``data``; anything short of that raises."""
-    view = memoryview(data).cast("B") if not isinstance(data, memoryview) or data.format != "B" else data
+    view = _bytes_view(data)
     if len(view) < LOG_OVERHEAD:
         raise CorruptBatchError(f"{len(view)} bytes cannot hold a batch header", position=position)
     offset, size = _OFFSET_AND_SIZE.unpack_from(view, 0)
     if size < _MIN_SIZE[0] or LOG_OVERHEAD + size > len(view):
         raise CorruptBatchError(f"size field {size} does not fit the {len(view)} bytes given", position=position, offset=offset)
     return _make(view, 0, LOG_OVERHEAD + size, offset, size, position)
+
+
+def _bytes_view(data: Buffer) -> memoryview:
+    """``data`` as a flat view of unsigned bytes (no copy)."""
+    return memoryview(data).cast("B") if not isinstance(data, memoryview) or data.format != "B" else data
 
 
 def _make(view: memoryview, pos: int, batch_end: int, offset: int, size: int, position: int | None = None) -> Batch:

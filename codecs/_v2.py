@@ -44,7 +44,7 @@ from ._errors import CorruptBatchError, InvalidRecordError, UnsupportedCodecErro
 from ._record import Record, TimestampType, check_headers, check_int
 from ._varint import read_varint, write_varint
 
-__all__ = ["V2Batch", "V2Header", "build_v2", "retain_v2", "empty_v2", "NO_PARTITION_LEADER_EPOCH"]
+__all__ = ["V2Batch", "V2Header", "check_v2", "build_v2", "retain_v2", "empty_v2", "NO_PARTITION_LEADER_EPOCH"]
 
 MAGIC = 2
 HEADER = struct.Struct(">qiibIhiqqqhii")
@@ -112,6 +112,11 @@ class V2Header(NamedTuple):
     base_sequence: int
     record_count: int
 
+    @classmethod
+    def read(cls, raw: memoryview | bytearray | bytes) -> V2Header:
+        """The header at the start of ``raw``, in one unpack (nothing checked)."""
+        return cls._make(_HEADER_READ.unpack_from(raw))
+
     @property
     def last_offset(self) -> int:
         return self.base_offset + self.last_offset_delta
@@ -140,6 +145,32 @@ class V2Header(NamedTuple):
         return self.attributes & CODEC_MASK
 
 
+def check_v2(raw: memoryview, position: int, header: V2Header | None = None) -> V2Header:
+    """:meth:`V2Batch.checked_header` of the one v2 batch ``raw`` (its exact bytes, found at
+    ``position``, which its errors name), without building the batch, for a caller that walks
+    many (:func:`~kcodecs.iter_v2`); ``header`` if already read from ``raw`` (:meth:`V2Header.read`)."""
+    if header is None:
+        header = V2Header.read(raw)
+    stored, count, last_delta = header.crc, header.record_count, header.last_offset_delta
+    if header.batch_length + 12 != len(raw):
+        reason = f"batchLength {header.batch_length} disagrees with the {len(raw)} bytes present"
+    elif stored != (computed := batch_crc(raw)):
+        reason = f"CRC-32C mismatch: stored {stored:#010x}, computed {computed:#010x}"
+    elif header.attributes & CODEC_MASK not in _CODECS:
+        raise _unknown_codec(header.attributes, position)
+    elif count < 0 or last_delta < 0:
+        reason = f"negative recordCount {count} or lastOffsetDelta {last_delta}"
+    elif count > last_delta + 1:
+        reason = f"recordCount {count} exceeds lastOffsetDelta + 1 = {last_delta + 1}"
+    else:
+        return header
+    raise CorruptBatchError(reason, position=position, offset=header.base_offset)
+
+
+def _unknown_codec(attributes: int, position: int) -> UnsupportedCodecError:
+    return UnsupportedCodecError(f"unknown compression codec id {attributes & CODEC_MASK} in batch at byte {position}")
+
+
 class V2Batch(Batch):
     """A magic-2 record batch read in place from its bytes."""
 
@@ -152,7 +183,7 @@ class V2Batch(Batch):
 
     def header(self) -> V2Header:
         """All header fields as they are now, in one read (see :class:`V2Header`)."""
-        return V2Header._make(_HEADER_READ.unpack_from(self.raw))
+        return V2Header.read(self.raw)
 
     @property
     def attributes(self) -> int:
@@ -185,8 +216,7 @@ class V2Batch(Batch):
     def _codec(self, attributes: int) -> Compression:
         known = _CODECS.get(attributes & CODEC_MASK)  # a dict, not Compression(codec): an Enum call costs 0.5 us
         if known is None:
-            raise UnsupportedCodecError(f"unknown compression codec id {attributes & CODEC_MASK} in batch at byte "
-                                        f"{self.position}")
+            raise _unknown_codec(attributes, self.position)
         return known
 
     @property
@@ -251,21 +281,7 @@ class V2Batch(Batch):
     def checked_header(self) -> V2Header:
         """What :meth:`validate` checks short of decompressing (length, CRC, codec, counts), and
         the header it read: a router then needs no other read of it."""
-        raw = self.raw
-        header = V2Header._make(_HEADER_READ.unpack_from(raw))
-        if header.batch_length + 12 != len(raw):
-            raise self._corrupt(f"batchLength {header.batch_length} disagrees with the {len(raw)} bytes present")
-        stored, computed = header.crc, batch_crc(raw)
-        if stored != computed:
-            raise self._corrupt(f"CRC-32C mismatch: stored {stored:#010x}, computed {computed:#010x}")
-        if header.attributes & CODEC_MASK not in _CODECS:
-            self._codec(header.attributes)  # raises: an unknown codec id
-        count, last_delta = header.record_count, header.last_offset_delta
-        if count < 0 or last_delta < 0:
-            raise self._corrupt(f"negative recordCount {count} or lastOffsetDelta {last_delta}")
-        if count > last_delta + 1:
-            raise self._corrupt(f"recordCount {count} exceeds lastOffsetDelta + 1 = {last_delta + 1}")
-        return header
+        return check_v2(self.raw, self.position)
 
     def records(self, *, max_size: int = DEFAULT_MAX_DECOMPRESSED_SIZE) -> Iterator[Record]:
         payload = self._payload(max_size)

@@ -1,5 +1,7 @@
 """Header-only iteration (``iter_batches`` / ``read_batch``): order, truncation, bad sizes and
-magics, zero-copy views, no decompression, and where errors say the bad batch was.
+magics, zero-copy views, no decompression, and where errors say the bad batch was. ``iter_v2``
+frames the same v2 batches without an object each, and stops where it should leave the rest to
+``iter_batches``; ``check_v2`` fails as ``checked_header`` does.
 
 Modelled on Kafka's ``ByteBufferLogInputStreamTest`` (a cut-off last batch ends iteration,
 a bad size raises) and franz-go's decompression-bomb test.
@@ -61,6 +63,44 @@ def test_start_resumes_at_a_batch_boundary():
     batches = list(kcodecs.iter_batches(data, start=start))
     assert [b.position for b in batches] == [e[2] for e in expected[4:]]  # positions stay absolute
     assert list(kcodecs.iter_batches(data, start=len(data))) == []
+
+
+def test_iter_v2_frames_the_v2_batches_iter_batches_yields_and_stops_before_anything_else():
+    data, expected = _mixed()
+    v2_starts = [i for i, e in enumerate(expected) if e[0] == 2]
+    for i in v2_starts:
+        position = expected[i][2]
+        run = list(kcodecs.iter_v2(data, start=position))
+        assert len(run) == 1  # every v2 batch of MIXED is followed by a v0/v1 one, or is the last
+        batch = list(kcodecs.iter_batches(data, start=position))[0]
+        assert run[0][0] == position and bytes(run[0][1]) == bytes(batch.raw)
+        assert kcodecs.check_v2(run[0][1], position) == batch.checked_header()
+    v2_only = b"".join(kcodecs.build_batch(sample_records(2, count=2, base_ts=5), base_offset=10 * i) for i in range(4))
+    framed = list(kcodecs.iter_v2(v2_only))
+    assert [(p, bytes(raw)) for p, raw in framed] == [(b.position, bytes(b.raw)) for b in kcodecs.iter_batches(v2_only)]
+    assert list(kcodecs.iter_v2(data, start=expected[0][2])) == []  # a v0 batch first
+    for keep in (0, 11, 12, 60, len(framed[-1][1]) - 1):  # the last batch cut off: the others still come
+        cut = v2_only[:framed[-1][0] + keep]
+        assert [p for p, _ in kcodecs.iter_v2(cut)] == [p for p, _ in framed[:-1]]
+    too_small = bytearray(v2_only)
+    struct.pack_into(">i", too_small, framed[1][0] + 8, 48)  # below a v2 header: iter_batches raises there
+    assert [p for p, _ in kcodecs.iter_v2(too_small)] == [framed[0][0]]
+    with pytest.raises(CorruptBatchError):
+        list(kcodecs.iter_batches(too_small, start=framed[1][0]))
+
+
+def test_check_v2_refuses_as_checked_header_does():
+    good = bytearray(kcodecs.build_batch(sample_records(2, count=3, base_ts=5), base_offset=70))
+    for flip in (17, 30, len(good) - 1):  # the stored CRC, a header field, the last record byte
+        bad = bytearray(good)
+        bad[flip] ^= 0x01
+        with pytest.raises(CorruptBatchError) as ours:
+            kcodecs.check_v2(memoryview(bad), 1234)
+        with pytest.raises(CorruptBatchError) as theirs:
+            kcodecs.read_batch(bad, position=1234).checked_header()
+        assert (ours.value.position, ours.value.offset, ours.value.reason) == \
+            (theirs.value.position, theirs.value.offset, theirs.value.reason) == (1234, 70, theirs.value.reason)
+        assert "CRC" in ours.value.reason
 
 
 @pytest.mark.parametrize("keep", [0, 1, 11, 12, 17, 60, -1])

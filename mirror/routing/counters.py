@@ -38,11 +38,11 @@ class RouteCounters:
         """Count one routed source batch."""
         self.count(routed.route, routed.records, routed.source_bytes)
 
-    def count(self, route: RouteClass, records: int, source_bytes: int) -> None:
-        """Count one source batch of ``route``, without a :class:`Routed` (the copy engine
-        forwards most batches without building one)."""
+    def count(self, route: RouteClass, records: int, source_bytes: int, batches: int = 1) -> None:
+        """Count source batches of ``route`` (one by default), without a :class:`Routed` (the
+        copy engine forwards most batches without building one, a run of them at a time)."""
         counts = self.by_class[route]
-        counts.batches += 1
+        counts.batches += batches
         counts.records += records
         counts.bytes += source_bytes
 

@@ -1,33 +1,44 @@
-"""route_one: the copy engine's own forward of a passing batch against route_batch's.
+"""The copy engine's shortcuts for batches that pass through, against the general path.
 
-route_one answers the common case (a v2 batch that passes through) from one read of the
-header, without route_batch. Whatever it decides must be what route_batch decides: the same
-class, destination partition, bytes, record count and source span, and the same counts. A
-corrupt batch must be refused on that path too. The batches come from kafka-python's
-builder, so the headers read are not ours.
+- route_one answers the common case (a v2 batch that passes through) from one read of the
+  header, without route_batch. Whatever it decides must be what route_batch decides: the
+  same class, destination partition, bytes, record count and source span, and the same
+  counts. A corrupt batch must be refused on that path too.
+- A fetched set forwards runs of such batches straight from its bytes. Sliced however, over
+  record sets mixing batches that pass, batches to rebuild, v1 batches, control batches, a
+  cut-off tail, a range that starts inside a batch or ends before the set does, and a
+  corrupt batch anywhere, it must give what the one-batch walk through route_one gives: the
+  same outgoing batches slice by slice, counts, offsets and errors.
+
+The batches come from kafka-python's builders, so the headers read are not ours.
 """
 
 from __future__ import annotations
 
 import crc32c
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from kafka.record.default_records import DefaultRecordBatchBuilder
+from kafka.record.legacy_records import LegacyRecordBatchBuilder
 
 import kcodecs
 from kcodecs import NO_KEYS_MASK, CorruptBatchError
-from mirror.engine.fetched_set import OutgoingBatch, route_one
+from mirror.engine.errors import CorruptSourceError
+from mirror.engine.fetched_set import FetchedSet, OutgoingBatch, route_one
 from mirror.engine.topics import TopicRoute
-from mirror.kafka import TopicPartition
+from mirror.kafka import FetchedData, TopicPartition
 from mirror.routing import Partitioning, RouteClass, RouteCounters, RoutingPolicy, route_batch
 
 CODEC_IDS = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
 SOURCE = TopicPartition("src", 2)
 
 
-def _their_batch(codec: str, *, keys: bool, no_keys_flag: bool = False, base_offset: int = 500) -> bytearray:
+def _their_batch(codec: str, *, keys: bool, no_keys_flag: bool = False, base_offset: int = 500,
+                 records: int = 6) -> bytearray:
     builder = DefaultRecordBatchBuilder(magic=2, compression_type=CODEC_IDS[codec], is_transactional=False,
                                         producer_id=9, producer_epoch=1, base_sequence=30, batch_size=1 << 20)
-    for i in range(6):
+    for i in range(records):
         builder.append(i, timestamp=1_700_000_000_000 + i, key=b"k%d" % i if keys else None,
                        value=b"value-%d" % i * 20, headers=[])
     data = bytearray(builder.build())
@@ -85,3 +96,96 @@ def test_route_one_refuses_a_batch_whose_crc_fails_on_the_shortcut(flip):
     with pytest.raises(CorruptBatchError, match="CRC"):
         route_one(kcodecs.read_batch(data), 505, SOURCE, route, counters, False)
     assert all(c.batches == 0 for c in counters.by_class.values())
+
+
+# --- a fetched set's runs against the one-batch walk ---------------------------------------------------------
+
+KINDS = ["passes", "keyed", "flagged", "legacy", "control"]
+
+
+def _legacy_batch(base_offset: int, records: int) -> bytearray:
+    builder = LegacyRecordBatchBuilder(magic=1, compression_type=0, batch_size=1 << 20)
+    for i in range(records):
+        builder.append(i, timestamp=1_700_000_000_000 + i, key=b"k%d" % i, value=b"legacy-%d" % i)
+    data = bytearray(builder.build())
+    # A v1 message set of uncompressed records: each wrapper names its own offset.
+    pos = 0
+    for i in range(records):
+        data[pos:pos + 8] = (base_offset + i).to_bytes(8, "big")
+        pos += 12 + int.from_bytes(data[pos + 8:pos + 12], "big")
+    return data
+
+
+def _batch_of(kind: str, base_offset: int, records: int) -> bytearray:
+    if kind == "legacy":
+        return _legacy_batch(base_offset, records)
+    if kind == "control":
+        marker = kcodecs.control_record(kcodecs.ControlType.COMMIT, coordinator_epoch=0, timestamp=1_700_000_000_000)
+        return bytearray(kcodecs.build_batch([marker], base_offset=base_offset, producer_id=9, producer_epoch=1,
+                                             transactional=True, control=True))
+    return _their_batch("lz4", keys=kind == "keyed", no_keys_flag=kind == "flagged", base_offset=base_offset,
+                        records=records)
+
+
+def _record_set(kinds: list[tuple[str, int]]) -> tuple[bytearray, list[tuple[int, int]]]:
+    """The batches back to back from offset 100, and each one's (first, last) offset."""
+    data, spans, offset = bytearray(), [], 100
+    for kind, records in kinds:
+        records = 1 if kind == "control" else records
+        data += _batch_of(kind, offset, records)
+        spans.append((offset, offset + records - 1))
+        offset += records
+    return data, spans
+
+
+def _walk(data: bytes, router, start: int, end: int, limit: int | None, policy: Partitioning):
+    """Every slice's outgoing batches (as plain tuples), then the counts, the offset reached,
+    and the error, if any, that ended the walk."""
+    counters = RouteCounters()
+    fetched = FetchedData(memoryview(bytearray(data)), 10**6, 0, 10**6, ())
+    fetched_set = FetchedSet(fetched, SOURCE, start, end, _route(policy), counters, router)
+    slices, error = [], None
+    try:
+        while not fetched_set.done:
+            slices.append([(o.tp, bytes(o.data), o.records, o.source, o.first, o.last, o.exact, o.max_timestamp)
+                           for o in fetched_set.route_slice(limit)])
+    except CorruptSourceError as exc:
+        error = (exc.tp, exc.offset, str(exc))
+    return slices, counters.by_class, fetched_set.offset, error
+
+
+def _one_at_a_time(*args):
+    """route_one under another name: the fetched set walks one batch at a time for any router but route_one."""
+    return route_one(*args)
+
+
+@settings(max_examples=150, deadline=None)
+@given(kinds=st.lists(st.tuples(st.sampled_from(KINDS), st.integers(1, 5)), min_size=1, max_size=12),
+       policy=st.sampled_from([Partitioning.PRESERVE, Partitioning.BY_KEY]),
+       limit=st.sampled_from([1, 2, 3, 8, None]),
+       cut=st.integers(0, 40), start_in=st.integers(0, 11), end_in=st.integers(0, 12), corrupt=st.integers(-1, 11),
+       data=st.data())
+def test_runs_route_as_the_one_batch_walk_does(kinds, policy, limit, cut, start_in, end_in, corrupt, data):
+    record_set, spans = _record_set(kinds)
+    if 0 <= corrupt < len(spans):  # a byte inside one batch's CRC-covered part (v2) or its value (v1)
+        first_byte = sum(len(_batch_of(k, 0, 1 if k == "control" else n)) for k, n in kinds[:corrupt])
+        record_set[first_byte + data.draw(st.integers(30, 60), label="corrupt byte")] ^= 0x10
+    if cut:
+        record_set = record_set[:-cut]  # a fetch ends inside its last batch
+    first, _ = spans[min(start_in, len(spans) - 1)]
+    start = first + data.draw(st.integers(0, 2), label="start inside")  # maybe inside that batch
+    end = spans[min(end_in, len(spans) - 1)][1] + 1 if end_in < len(spans) else 10**6
+    assert _walk(record_set, route_one, start, end, limit, policy) == \
+        _walk(record_set, _one_at_a_time, start, end, limit, policy)
+
+
+def test_a_run_forwards_views_and_counts_every_batch():
+    record_set, spans = _record_set([("passes", 3)] * 5)
+    counters = RouteCounters()
+    fetched = FetchedData(memoryview(record_set), 10**6, 0, 10**6, ())
+    fetched_set = FetchedSet(fetched, SOURCE, 100, spans[3][1] + 1, _route(Partitioning.PRESERVE), counters)
+    out = fetched_set.route_slice(None)
+    assert [(o.first, o.last) for o in out] == spans[:4] and fetched_set.done and fetched_set.offset == spans[3][1] + 1
+    assert all(isinstance(o.data, memoryview) and o.data.obj is record_set for o in out)  # no copies
+    counted = counters.by_class[RouteClass.PASSED_THROUGH]
+    assert (counted.batches, counted.records, counted.bytes) == (4, 12, sum(len(o.data) for o in out))

@@ -2,10 +2,11 @@
 
 Both ``raw`` and the engine modes run :func:`mirror.engine.copy_ranges` over every partition
 at once, as one Spark task copies its group: one Fetch per source leader, the idempotent
-producer with five requests in flight. ``raw`` swaps the router for :func:`forward_unchecked`:
-no CRC check, no routing, only the mandatory header rewrites, which the producer's stamp makes
-(KIP-31: base offset 0 for the destination to assign; its id and sequences, which recomputes
-the CRC).
+producer with five requests in flight. ``raw`` swaps the router for
+:func:`~mirror.engine.fetched_set.forward_unchecked` (runs of batches framed the same way,
+without the checks): no CRC check, no routing, only the mandatory header rewrites, which the
+producer's stamp makes (KIP-31: base offset 0 for the destination to assign; its id and
+sequences, which recomputes the CRC).
 So ``raw`` is the ceiling of this same pipeline, and the gap to it is what routing costs.
 ``exactly-once`` is ``pass-through`` inside one destination transaction with the offsets and
 offset-syncs records, as a task of an exactly-once job copies a micro-batch: the gap between the two is
@@ -21,11 +22,9 @@ import time
 from pathlib import Path
 from typing import Callable, Iterator
 
-import kcodecs
-
 from ..engine import (CommittedOffsets, CopyRequest, TopicRoute, copy_exactly_once, copy_ranges, offset_syncs_topic,
                       offset_syncs_topic_spec, offsets_topic, offsets_topic_spec, transactional_id)
-from ..engine.fetched_set import OutgoingBatch, route_one
+from ..engine.fetched_set import forward_unchecked, route_one
 from ..kafka import IdempotentProducer, KafkaClient, TopicPartition
 from ..kafka.transactional_producer import TransactionalProducer
 from ..routing import RouteCounters, RoutingPolicy
@@ -33,7 +32,7 @@ from .proctree import TreeMeter
 from .stats import Sample
 from .worker import ModeRun
 
-__all__ = ["prepared", "copy_pipeline", "copy_spark", "forward_unchecked", "ENGINE_POLICIES"]
+__all__ = ["prepared", "copy_pipeline", "copy_spark", "ENGINE_POLICIES"]
 
 ENGINE_POLICIES = {"raw": "preserve", "pass-through": "preserve", "exactly-once": "preserve", "inspect": "by-key",
                    "recompress": "by-key"}
@@ -59,14 +58,6 @@ def prepared(spec: ModeRun) -> Iterator[Callable[[], dict[str, int]]]:
             yield lambda: copy_pipeline(spec, source, producer, offsets, syncs_to)
         finally:
             producer.close()
-
-
-def forward_unchecked(batch: kcodecs.Batch, last: int, tp: TopicPartition, route: TopicRoute,
-                      counters: RouteCounters, aborted: bool) -> list[OutgoingBatch]:
-    """The raw ceiling's router: the batch as it is, nothing checked (the bench's sources have
-    no transactions to leave out; the producer's stamp zeroes the base offset)."""
-    first = batch.base_offset
-    return [OutgoingBatch(route.destinations[tp.partition], batch.raw, batch.record_count, tp, first, last, True)]
 
 
 def copy_pipeline(spec: ModeRun, source: KafkaClient, producer: IdempotentProducer,

@@ -28,7 +28,7 @@ from ..routing import ReadCommitted, RouteClass, RouteCounters, home_partition, 
 from .errors import CorruptSourceError
 from .topics import TopicRoute
 
-__all__ = ["SLICE", "BatchRouter", "FetchedSet", "Outgoing", "OutgoingBatch", "route_one"]
+__all__ = ["SLICE", "BatchRouter", "FetchedSet", "Outgoing", "OutgoingBatch", "route_one", "forward_unchecked"]
 
 SLICE = 8
 """Batches of one set routed per turn of the copy loop: about 0.2 ms of routing at 16 KiB,
@@ -93,14 +93,25 @@ def route_one(batch: Batch, last: int, tp: TopicPartition, route: TopicRoute, co
                           stamped) for out in routed.outgoing]
 
 
+def forward_unchecked(batch: Batch, last: int, tp: TopicPartition, route: TopicRoute, counters: RouteCounters,
+                      aborted: bool) -> Outgoing:
+    """``kmirror bench``'s raw ceiling: the batch as it is, to the same partition, nothing
+    checked or counted (the bench's sources have no transactions to leave out; the producer's
+    stamp zeroes the base offset). The copy engine's own pipeline with no routing, so the gap
+    between the two is what routing costs."""
+    return [OutgoingBatch(route.destinations[tp.partition], batch.raw, batch.record_count, tp, batch.base_offset, last,
+                          True)]
+
+
 class FetchedSet:
     """The batches of ``[offset, end)`` in one fetched record set of ``tp``, not yet routed.
 
     A run of v2 batches that pass through, nearly every batch of a mirror, is forwarded
     straight from the record set's bytes (:meth:`_forward_run`: each header read and checked
-    once, no object per batch but the outgoing one); anything else, and every batch of a set
-    with aborted transactions in it or of another router, goes through ``router`` one batch at
-    a time, with the same outcome (``tests/engine/test_fetched_set.py``)."""
+    once, no object per batch but the outgoing one); so is a run for the raw ceiling
+    (:func:`forward_unchecked`), unchecked. Anything else, and every batch of a set with
+    aborted transactions in it or of another router, goes through ``router`` one batch at a
+    time, with the same outcome (``tests/engine/test_fetched_set.py``)."""
 
     def __init__(self, fetched: FetchedData, tp: TopicPartition, offset: int, end: int, route: TopicRoute,
                  counters: RouteCounters, router: BatchRouter = route_one):
@@ -114,7 +125,8 @@ class FetchedSet:
         """Where in the record set the next batch starts."""
         self._batches: Iterator[Batch] | None = None
         """The one-batch-at-a-time walk from :attr:`_position`, while it is the one in use."""
-        self._runs = router is route_one and not fetched.aborted_transactions
+        self._runs = (router is route_one or router is forward_unchecked) and not fetched.aborted_transactions
+        self._checked = router is route_one
         self._committed = ReadCommitted(fetched.aborted_transactions)
         self._destination = route.destinations[home_partition(tp.partition, route.policy)]
 
@@ -163,11 +175,12 @@ class FetchedSet:
     def _forward_run(self, outgoing: Outgoing, limit: int | None) -> int:
         """Forward the v2 batches from :attr:`_position` that pass through, up to ``limit``, as
         :func:`route_one` would (checked, counted, sent to their home partition as views of the
-        fetched bytes); return how many. Stops before the first batch it does not forward
-        itself: one of a later range, one to route, or anything not a whole v2 batch (the
-        one-batch walk takes it from there)."""
+        fetched bytes), or for the raw ceiling as :func:`forward_unchecked` would; return how
+        many. Stops before the first batch it does not forward itself: one of a later range,
+        one to route, or anything not a whole v2 batch (the one-batch walk takes it from there)."""
         routed = records = size = 0
         tp, end, policy, destination, read = self.tp, self.end, self.route.policy, self._destination, V2Header.read
+        checked = self._checked
         offset, resume = self.offset, self._position
         try:
             for position, raw in iter_v2(self.fetched.records, start=resume):
@@ -176,11 +189,12 @@ class FetchedSet:
                 if last >= end:
                     break
                 if last >= offset:  # else: the fetch began inside an earlier batch that is not ours
-                    check_v2(raw, position, header)
-                    if not passes_through(header, policy):
-                        break
+                    if checked:
+                        check_v2(raw, position, header)
+                        if not passes_through(header, policy):
+                            break
                     outgoing.append(OutgoingBatch(destination, raw, header.record_count, tp, header.base_offset, last,
-                                                  True, header.max_timestamp))
+                                                  True, header.max_timestamp if checked else -1))
                     records += header.record_count
                     size += len(raw)
                     offset = last + 1
@@ -191,6 +205,6 @@ class FetchedSet:
         finally:  # what was forwarded stands, also when a batch fails its check
             if resume != self._position:
                 self.offset, self._position, self._batches = offset, resume, None
-            if routed:
+            if routed and checked:
                 self.counters.count(RouteClass.PASSED_THROUGH, records, size, routed)
         return routed

@@ -4,7 +4,8 @@
   header, without route_batch. Whatever it decides must be what route_batch decides: the
   same class, destination partition, bytes, record count and source span, and the same
   counts. A corrupt batch must be refused on that path too.
-- A fetched set forwards runs of such batches straight from its bytes. Sliced however, over
+- A fetched set forwards runs of such batches straight from its bytes (and, unchecked, runs
+  for the bench's raw ceiling). Sliced however, over
   record sets mixing batches that pass, batches to rebuild, v1 batches, control batches, a
   cut-off tail, a range that starts inside a batch or ends before the set does, and a
   corrupt batch anywhere, it must give what the one-batch walk through route_one gives: the
@@ -25,7 +26,7 @@ from kafka.record.legacy_records import LegacyRecordBatchBuilder
 import kcodecs
 from kcodecs import NO_KEYS_MASK, CorruptBatchError
 from mirror.engine.errors import CorruptSourceError
-from mirror.engine.fetched_set import FetchedSet, OutgoingBatch, route_one
+from mirror.engine.fetched_set import FetchedSet, OutgoingBatch, forward_unchecked, route_one
 from mirror.engine.topics import TopicRoute
 from mirror.kafka import FetchedData, TopicPartition
 from mirror.routing import Partitioning, RouteClass, RouteCounters, RoutingPolicy, route_batch
@@ -154,18 +155,21 @@ def _walk(data: bytes, router, start: int, end: int, limit: int | None, policy: 
     return slices, counters.by_class, fetched_set.offset, error
 
 
-def _one_at_a_time(*args):
-    """route_one under another name: the fetched set walks one batch at a time for any router but route_one."""
-    return route_one(*args)
+def _one_at_a_time(router):
+    """``router`` under another name: a fetched set walks one batch at a time for any router but
+    route_one and forward_unchecked."""
+    return lambda *args: router(*args)
 
 
 @settings(max_examples=150, deadline=None)
 @given(kinds=st.lists(st.tuples(st.sampled_from(KINDS), st.integers(1, 5)), min_size=1, max_size=12),
        policy=st.sampled_from([Partitioning.PRESERVE, Partitioning.BY_KEY]),
+       router=st.sampled_from([route_one, forward_unchecked]),
        limit=st.sampled_from([1, 2, 3, 8, None]),
        cut=st.integers(0, 40), start_in=st.integers(0, 11), end_in=st.integers(0, 12), corrupt=st.integers(-1, 11),
        data=st.data())
-def test_runs_route_as_the_one_batch_walk_does(kinds, policy, limit, cut, start_in, end_in, corrupt, data):
+def test_runs_route_as_the_one_batch_walk_does(kinds, policy, router, limit, cut, start_in, end_in, corrupt, data):
+    """route_one's runs, and the raw ceiling's (forward_unchecked, which checks nothing)."""
     record_set, spans = _record_set(kinds)
     if 0 <= corrupt < len(spans):  # a byte inside one batch's CRC-covered part (v2) or its value (v1)
         first_byte = sum(len(_batch_of(k, 0, 1 if k == "control" else n)) for k, n in kinds[:corrupt])
@@ -175,8 +179,8 @@ def test_runs_route_as_the_one_batch_walk_does(kinds, policy, limit, cut, start_
     first, _ = spans[min(start_in, len(spans) - 1)]
     start = first + data.draw(st.integers(0, 2), label="start inside")  # maybe inside that batch
     end = spans[min(end_in, len(spans) - 1)][1] + 1 if end_in < len(spans) else 10**6
-    assert _walk(record_set, route_one, start, end, limit, policy) == \
-        _walk(record_set, _one_at_a_time, start, end, limit, policy)
+    assert _walk(record_set, router, start, end, limit, policy) == \
+        _walk(record_set, _one_at_a_time(router), start, end, limit, policy)
 
 
 def test_a_run_forwards_views_and_counts_every_batch():

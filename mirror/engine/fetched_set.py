@@ -21,7 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable, Iterator
 
-from kcodecs import Batch, CorruptBatchError, KcodecsError, V2Batch, V2Header, check_v2, iter_batches, iter_v2
+from kcodecs import Batch, CorruptBatchError, KcodecsError, V2Header, check_v2, iter_batches, iter_v2
 
 from ..kafka import FetchedData, TopicPartition
 from ..routing import ReadCommitted, RouteClass, RouteCounters, home_partition, passes_through, route_batch
@@ -65,28 +65,16 @@ BatchRouter = Callable[[Batch, int, TopicPartition, TopicRoute, RouteCounters, b
 
 def route_one(batch: Batch, last: int, tp: TopicPartition, route: TopicRoute, counters: RouteCounters,
               aborted: bool) -> Outgoing:
-    """Route one source batch of ``tp`` and count it. A forwarded batch goes out as a view of the
-    fetched bytes, for the producer's stamp to rewrite in place.
-
-    A v2 batch that passes through, nearly every batch of a mirror, is forwarded here from the
-    one header read that checked it: through :func:`~mirror.routing.route_batch` it would
-    cost as much again in calls (docs/performance.md, "Routing from one read of the header")."""
-    policy = route.policy
-    header = None
-    if type(batch) is V2Batch and not aborted:
-        header = batch.checked_header()
-        if passes_through(header, policy):
-            count, size = header.record_count, len(batch.raw)
-            counters.count(RouteClass.PASSED_THROUGH, count, size)
-            return [OutgoingBatch(route.destinations[home_partition(tp.partition, policy)], batch.raw, count, tp,
-                                  header.base_offset, last, True, header.max_timestamp)]
+    """Route one source batch of ``tp`` (:func:`~mirror.routing.route_batch`) and count it. A
+    forwarded batch goes out as a view of the fetched bytes, for the producer's stamp to rewrite
+    in place. Runs of batches that pass through, nearly every batch of a mirror, do not come
+    here: :meth:`FetchedSet._forward_run` forwards them from one read of each header."""
     # Before the producer's in-place stamp zeroes it; a v0/v1 wrapper names only its last offset (and
     # such a batch is rebuilt, so its span is a bound anyway).
     first = batch.base_offset if batch.magic >= 2 else last
     stamped = batch.max_timestamp
     # Every outgoing batch goes to the copy's idempotent producer, whose stamp makes the destination's rewrites.
-    routed = route_batch(batch, tp.partition, policy, in_place=True, aborted=aborted, producer_restamps=True,
-                         header=header)
+    routed = route_batch(batch, tp.partition, route.policy, in_place=True, aborted=aborted, producer_restamps=True)
     counters.add(routed)
     exact = routed.route in _ONE_FOR_ONE
     return [OutgoingBatch(route.destinations[out.partition], out.data, out.records, tp, first, last, exact,

@@ -66,7 +66,7 @@ class Routed:
 
 
 def route_batch(batch: Batch, source_partition: int, policy: RoutingPolicy, *, in_place: bool = False,
-                aborted: bool = False, producer_restamps: bool = False, header: V2Header | None = None) -> Routed:
+                aborted: bool = False, producer_restamps: bool = False) -> Routed:
     """Decide the class of ``batch`` (read from ``source_partition``) and build its outgoing batches.
 
     ``aborted`` says that the batch belongs to a transaction the source aborted: one batch
@@ -87,9 +87,6 @@ def route_batch(batch: Batch, source_partition: int, policy: RoutingPolicy, *, i
     changes (a LogAppendTime source, or with the source's producer state cleared, every
     batch of an idempotent source producer, Java's default since Kafka 3.0).
 
-    ``header`` is a v2 batch's :meth:`~kcodecs.V2Batch.checked_header`, for a caller that
-    already has it (the check is not made again).
-
     Raises :class:`~kcodecs.CorruptBatchError` for a batch that fails its CRC or does not
     decode, and :class:`RoutingError` for a source partition the policy cannot place.
     """
@@ -98,7 +95,7 @@ def route_batch(batch: Batch, source_partition: int, policy: RoutingPolicy, *, i
     if isinstance(batch, V2Batch):
         # One read of the header serves the check and every question below: with each
         # question a read of its own, a forwarded 16 KiB batch spent more in them than in its CRC.
-        header = header or batch.checked_header()
+        header = batch.checked_header()
         count, control, passing = header.record_count, header.is_control, passes_through(header, policy)
         forwardable = passing or _forwardable(header, policy)
     else:

@@ -1,15 +1,15 @@
-"""The copy engine's shortcuts for batches that pass through, against the general path.
+"""The copy engine's shortcut for batches that pass through, against the general path.
 
-- route_one answers the common case (a v2 batch that passes through) from one read of the
-  header, without route_batch. Whatever it decides must be what route_batch decides: the
-  same class, destination partition, bytes, record count and source span, and the same
-  counts. A corrupt batch must be refused on that path too.
-- A fetched set forwards runs of such batches straight from its bytes (and, unchecked, runs
-  for the bench's raw ceiling). Sliced however, over
-  record sets mixing batches that pass, batches to rebuild, v1 batches, control batches, a
-  cut-off tail, a range that starts inside a batch or ends before the set does, and a
-  corrupt batch anywhere, it must give what the one-batch walk through route_one gives: the
-  same outgoing batches slice by slice, counts, offsets and errors.
+A fetched set forwards runs of batches that pass through straight from its bytes, from one
+read of each header, without route_batch (and, unchecked, runs for the bench's raw ceiling).
+- For one batch, whatever a run decides must be what route_batch decides: the same class,
+  destination partition, bytes, record count and source span, and the same counts. A
+  corrupt batch must be refused on that path too.
+- Sliced however, over record sets mixing batches that pass, batches to rebuild, v1
+  batches, control batches, a cut-off tail, a range that starts inside a batch or ends
+  before the set does, and a corrupt batch anywhere, it must give what the one-batch walk
+  through route_one (route_batch) gives: the same outgoing batches slice by slice, counts,
+  offsets and errors.
 
 The batches come from kafka-python's builders, so the headers read are not ours.
 """
@@ -64,18 +64,24 @@ def _through_route_batch(batch, last, route, counters) -> list[OutgoingBatch]:
                           batch.max_timestamp) for out in routed.outgoing]
 
 
+def _run(data: bytearray, route: TopicRoute, counters: RouteCounters) -> list[OutgoingBatch]:
+    """A fetched set of ``data`` (base offset 500 on), routed in one slice."""
+    fetched = FetchedData(memoryview(data), 10**6, 0, 10**6, ())
+    return FetchedSet(fetched, SOURCE, 500, 10**6, route, counters).route_slice(None)
+
+
 @pytest.mark.parametrize("codec", ["none", "lz4", "zstd"])
 @pytest.mark.parametrize("partitioning, keys, flag, expected", [
     (Partitioning.PRESERVE, True, False, RouteClass.PASSED_THROUGH),
     (Partitioning.BY_KEY, False, True, RouteClass.PASSED_THROUGH),
-    (Partitioning.BY_KEY, True, False, RouteClass.REBUILT),  # the general path: no shortcut taken
+    (Partitioning.BY_KEY, True, False, RouteClass.REBUILT),  # the general path: the run stops before it
 ])
-def test_route_one_decides_as_route_batch_does(codec, partitioning, keys, flag, expected):
+def test_a_run_decides_as_route_batch_does(codec, partitioning, keys, flag, expected):
     route = _route(partitioning)
     data = _their_batch(codec, keys=keys, no_keys_flag=flag)
     last = 500 + 5
     ours, theirs = RouteCounters(), RouteCounters()
-    fast = route_one(kcodecs.read_batch(bytearray(data)), last, SOURCE, route, ours, False)
+    fast = _run(bytearray(data), route, ours)
     general = _through_route_batch(kcodecs.read_batch(bytearray(data)), last, route, theirs)
     assert [(o.tp, bytes(o.data), o.records, o.source, o.first, o.last, o.exact, o.max_timestamp) for o in fast] \
         == [(o.tp, bytes(o.data), o.records, o.source, o.first, o.last, o.exact, o.max_timestamp) for o in general]
@@ -89,11 +95,14 @@ def test_route_one_decides_as_route_batch_does(codec, partitioning, keys, flag, 
 
 
 @pytest.mark.parametrize("flip", [30, 70, -1])  # the header's attributes, a record, the last byte
-def test_route_one_refuses_a_batch_whose_crc_fails_on_the_shortcut(flip):
+def test_a_batch_whose_crc_fails_is_refused_by_a_run_and_by_route_one(flip):
     route = _route(Partitioning.PRESERVE)
     data = _their_batch("lz4", keys=True)
     data[flip] ^= 0x01
     counters = RouteCounters()
+    with pytest.raises(CorruptSourceError, match="CRC") as refused:
+        _run(bytearray(data), route, counters)
+    assert refused.value.offset == 500
     with pytest.raises(CorruptBatchError, match="CRC"):
         route_one(kcodecs.read_batch(data), 505, SOURCE, route, counters, False)
     assert all(c.batches == 0 for c in counters.by_class.values())

@@ -318,6 +318,18 @@ class _Out:
         return self.pieces
 
 
+def _request_header(api_key: int, version: int, correlation_id: int, client_id: str | None, flexible: bool) -> _Out:
+    """A request under way, its header written: v1, or v2 with tagged fields for a
+    ``flexible`` version, in whose encoding the body goes on. Bad values raise what the
+    caller's encoder turns into :class:`ProtocolError`."""
+    out = _Out(flexible=False)  # client_id stays a classic string in header v2 (KIP-482)
+    out.buf += _HEADER_PREFIX.pack(api_key, version, correlation_id)
+    out.string(client_id)
+    out.flexible = flexible
+    out.tags()
+    return out
+
+
 def encode_produce_request(
     partitions: Sequence[ProducePartition],
     *,
@@ -336,13 +348,8 @@ def encode_produce_request(
     topics: dict[str, list[ProducePartition]] = {}
     for part in partitions:
         topics.setdefault(part.topic, []).append(part)
-    out = _Out(flexible=version >= PRODUCE_FIRST_FLEXIBLE)
     try:
-        out.buf += _HEADER_PREFIX.pack(PRODUCE_API_KEY, version, correlation_id)
-        out.flexible = False  # client_id stays a classic string in header v2 (KIP-482)
-        out.string(client_id)
-        out.flexible = version >= PRODUCE_FIRST_FLEXIBLE
-        out.tags()
+        out = _request_header(PRODUCE_API_KEY, version, correlation_id, client_id, version >= PRODUCE_FIRST_FLEXIBLE)
         out.string(transactional_id)
         out.buf += _ACKS_TIMEOUT.pack(acks, timeout_ms)
         out.length(len(topics), _INT32)
@@ -379,12 +386,8 @@ def encode_fetch_request(
     for position in positions:
         topics.setdefault(position.topic, []).append(position)
     flexible, sessions = version >= FETCH_FIRST_FLEXIBLE, version >= FETCH_SESSIONS_SINCE
-    out = _Out(flexible=False)  # client_id stays a classic string in header v2 (KIP-482)
     try:
-        out.buf += _HEADER_PREFIX.pack(FETCH_API_KEY, version, correlation_id)
-        out.string(client_id)
-        out.flexible = flexible
-        out.tags()
+        out = _request_header(FETCH_API_KEY, version, correlation_id, client_id, flexible)
         top = (CONSUMER_REPLICA_ID, max_wait_ms, min_bytes, max_bytes, isolation_level)
         out.buf += _FETCH_REQUEST_TOP[sessions].pack(*top, *((0, -1) if sessions else ()))
         out.length(len(topics), _INT32)

@@ -263,8 +263,7 @@ def _take_acks(producer: IdempotentProducer, syncs: SyncLog, latency: LatencyHis
         if ack.base_offset >= 0:  # -1: a retry found it written, and the broker did not say where
             syncs.add(batch.source, batch.first, batch.last, batch.tp, ack.base_offset,
                       ack.base_offset + batch.records, batch.exact)
-        if type(batch.data) is not memoryview:
-            released += len(batch.data)
+        released += batch.rebuilt_bytes
     return released
 
 
@@ -297,10 +296,8 @@ def _route_slice(copy: _RangeCopy, producer: IdempotentProducer, fetched_togethe
     newest = stats.max_timestamp
     for out in outgoing:
         producer.enqueue(out.tp, out.data, out.records, out)
-        n = len(out.data)
-        size += n
-        if type(out.data) is not memoryview:
-            rebuilt += n
+        size += len(out.data)
+        rebuilt += out.rebuilt_bytes
         if out.max_timestamp > newest:
             newest = out.max_timestamp
     stats.produced_batches += len(outgoing)

@@ -56,6 +56,12 @@ class OutgoingBatch:
     max_timestamp: int = -1
     """The source batch's max timestamp in ms (-1: none, magic 0), for replication latency."""
 
+    @property
+    def rebuilt_bytes(self) -> int:
+        """The bytes this batch holds of its own until acknowledged: a rebuilt batch's; none for
+        a forwarded view of a fetch buffer, which is counted with the buffer."""
+        return 0 if type(self.data) is memoryview else len(self.data)
+
 
 Outgoing = list[OutgoingBatch]
 BatchRouter = Callable[[Batch, int, TopicPartition, TopicRoute, RouteCounters, bool], Outgoing]

@@ -181,8 +181,10 @@ def test_runs_route_as_the_one_batch_walk_does(kinds, policy, router, limit, cut
     """route_one's runs, and the raw ceiling's (forward_unchecked, which checks nothing)."""
     record_set, spans = _record_set(kinds)
     if 0 <= corrupt < len(spans):  # a byte inside one batch's CRC-covered part (v2) or its value (v1)
-        first_byte = sum(len(_batch_of(k, 0, 1 if k == "control" else n)) for k, n in kinds[:corrupt])
-        record_set[first_byte + data.draw(st.integers(30, 60), label="corrupt byte")] ^= 0x10
+        sizes = [len(_batch_of(k, 0, 1 if k == "control" else n)) for k, n in kinds[:corrupt + 1]]
+        # A one-record v1 batch is 44 bytes: the byte is drawn within the batch it corrupts.
+        within = data.draw(st.integers(30, min(60, sizes[-1] - 1)), label="corrupt byte")
+        record_set[sum(sizes[:-1]) + within] ^= 0x10
     if cut:
         record_set = record_set[:-cut]  # a fetch ends inside its last batch
     first, _ = spans[min(start_in, len(spans) - 1)]

@@ -220,20 +220,16 @@ def spark_settings(config: MirrorConfig) -> dict[str, str]:
     """The session's settings: kmirror's, then the configuration's ``spark_conf``, which
     replaces any of them (``spark.driver.extraJavaOptions`` for one brings C2 back).
 
-    Executors talk to their Python workers over Unix domain sockets
-    (``spark.python.unix.domain.socket.enabled``) instead of Spark's default loopback TCP.
-    Over TCP a reused worker waited about 40 ms for each task's few bytes of input after the
-    task itself had arrived (the delay of a small write held back until a delayed
-    acknowledgement of the previous one). Every micro-batch runs one Spark job; one of two
-    tasks that only read their input took 77 ms over TCP and 33 ms over Unix sockets
-    (medians of 20, PySpark 4.3, ``local[2]``; docs/performance.md, "The Spark job")."""
+    Not among them: ``spark.python.unix.domain.socket.enabled``. Unix sockets between
+    executors and Python workers take about 40 ms off each micro-batch's Spark job, but then
+    PySpark's idle workers print a ``BrokenPipeError`` traceback when the application ends
+    (docs/performance.md, "Unix sockets between executors and Python workers")."""
     return {
         "spark.ui.enabled": "false",
         "spark.ui.showConsoleProgress": "false",  # its bar garbles the progress lines
         "spark.sql.streaming.stopGracefullyOnShutdown": "true",
         "spark.driver.extraJavaOptions": JVM_OPTIONS,
         "spark.executor.extraJavaOptions": JVM_OPTIONS,
-        "spark.python.unix.domain.socket.enabled": "true",
     } | config.spark_conf
 
 

@@ -38,12 +38,6 @@ def test_the_driver_jvm_is_started_with_the_options(tmp_path):
     assert JVM_OPTIONS in spark.sparkContext.getConf().get("spark.executor.extraJavaOptions").split()
 
 
-def test_executors_reach_their_python_workers_over_unix_sockets_unless_spark_conf_says_otherwise():
-    assert spark_settings(load_config(None, _BASE))["spark.python.unix.domain.socket.enabled"] == "true"
-    mine = spark_settings(load_config(None, {**_BASE, "spark_conf": {"spark.python.unix.domain.socket.enabled": "false"}}))
-    assert mine["spark.python.unix.domain.socket.enabled"] == "false"
-
-
 @pytest.mark.slow
 def test_the_warm_up_leaves_workers_the_copy_tasks_reuse(tmp_path):
     """The warm-up's point is the Python workers it leaves behind, with the copy engine
@@ -54,22 +48,21 @@ def test_the_warm_up_leaves_workers_the_copy_tasks_reuse(tmp_path):
 
     def worker_state(partition):
         """A probe task (defined here, so that cloudpickle sends it by value): whether its
-        worker had the copy engine imported when the task began, its process, and how it
-        talks to the executor. Reads its input, so that its worker stays for the next probe."""
+        worker had the copy engine imported when the task began, and its process. Reads its
+        input, so that its worker stays for the next probe."""
         import os
         import sys
 
         warm = "mirror.engine.copy" in sys.modules
         for _ in partition:
             pass
-        return iter([(warm, os.getpid(), os.environ.get("PYTHON_UNIX_DOMAIN_ENABLED"))])
+        return iter([(warm, os.getpid())])
 
     spark = spark_session(load_config(None, {**_BASE, "checkpoint": str(tmp_path / "ck")}))
     slots = spark.sparkContext.defaultParallelism
     _warm_up_executors(spark, slots).join()
     probes = spark.sparkContext.parallelize(range(slots), slots).mapPartitions(worker_state).collect()
-    assert [warm for warm, _, _ in probes] == [True] * slots
-    assert {unix.lower() for _, _, unix in probes} == {"true"}
+    assert [warm for warm, _ in probes] == [True] * slots
     _warm_up_executors(spark, slots).join()
     again = spark.sparkContext.parallelize(range(slots), slots).mapPartitions(worker_state).collect()
-    assert {pid for _, pid, _ in again} == {pid for _, pid, _ in probes}  # the same workers, still there
+    assert {pid for _, pid in again} == {pid for _, pid in probes}  # the same workers, still there

@@ -48,21 +48,53 @@ def test_the_warm_up_leaves_workers_the_copy_tasks_reuse(tmp_path):
 
     def worker_state(partition):
         """A probe task (defined here, so that cloudpickle sends it by value): whether its
-        worker had the copy engine imported when the task began, and its process. Reads its
-        input, so that its worker stays for the next probe."""
+        worker had the copy engine imported when the task began, its process, and the daemon
+        it was forked from. Reads its input, so that its worker stays for the next probe."""
         import os
         import sys
 
         warm = "mirror.engine.copy" in sys.modules
+        daemon = sys.modules["__main__"].__spec__.name  # the daemon module the worker was forked from
         for _ in partition:
             pass
-        return iter([(warm, os.getpid())])
+        return iter([(warm, os.getpid(), daemon)])
 
     spark = spark_session(load_config(None, {**_BASE, "checkpoint": str(tmp_path / "ck")}))
     slots = spark.sparkContext.defaultParallelism
     _warm_up_executors(spark, slots).join()
     probes = spark.sparkContext.parallelize(range(slots), slots).mapPartitions(worker_state).collect()
-    assert [warm for warm, _ in probes] == [True] * slots
+    assert [warm for warm, _, _ in probes] == [True] * slots
+    assert {daemon for _, _, daemon in probes} == {"mirror.spark.worker_daemon"}
     _warm_up_executors(spark, slots).join()
     again = spark.sparkContext.parallelize(range(slots), slots).mapPartitions(worker_state).collect()
-    assert {pid for _, pid in again} == {pid for _, pid in probes}  # the same workers, still there
+    assert {pid for _, pid, _ in again} == {pid for _, pid, _ in probes}  # the same workers, still there
+
+
+def test_the_worker_daemon_hands_pyspark_a_socket_in_quick_ack_mode(monkeypatch):
+    """Each task's socket reaches PySpark's worker in quick-ACK mode (read back from the kernel
+    at the moment PySpark gets it), over a real loopback TCP connection; a Unix socket, where
+    the option does not apply, is handed over as it is."""
+    import socket
+
+    from mirror.spark import worker_daemon
+
+    seen = []
+
+    def pyspark_worker(sock, authenticated):
+        quick = sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_QUICKACK) if sock.family != socket.AF_UNIX else None
+        seen.append((sock, authenticated, quick))
+        return 0
+
+    monkeypatch.setattr(worker_daemon, "_pyspark_worker", pyspark_worker)
+    with socket.create_server(("127.0.0.1", 0)) as server:
+        client = socket.create_connection(server.getsockname())
+        accepted, _ = server.accept()
+        with client, accepted:
+            accepted.setsockopt(socket.IPPROTO_TCP, socket.TCP_QUICKACK, 0)
+            assert worker_daemon.worker(accepted, True) == 0
+    assert seen == [(accepted, True, 1)]
+    left, right = socket.socketpair()
+    with left, right:
+        assert worker_daemon.worker(left, False) == 0
+    assert seen[1] == (left, False, None)
+

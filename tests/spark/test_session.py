@@ -43,8 +43,9 @@ def test_the_warm_up_leaves_workers_the_copy_tasks_reuse(tmp_path):
     """The warm-up's point is the Python workers it leaves behind, with the copy engine
     imported: the next job's tasks must run in them, and a second warm-up must keep them.
     They are forked from kmirror's daemon (``spark.python.daemon.module`` reached the
-    executors). (PySpark lets a worker go after a task that left part of its input unread: a warm-up over
-    a list of slots instead of a ``range``, which PySpark generates in the worker, would.)"""
+    executors). (PySpark lets a worker go after a task that left part of its input unread: a
+    warm-up over a list of slots instead of a ``range``, which PySpark generates in the
+    worker, would.)"""
     from mirror.spark.job import _warm_up_executors, spark_session
 
     def worker_state(partition):
@@ -98,4 +99,3 @@ def test_the_worker_daemon_hands_pyspark_a_socket_in_quick_ack_mode(monkeypatch)
     with left, right:
         assert worker_daemon.worker(left, False) == 0
     assert seen[1] == (left, False, None)
-

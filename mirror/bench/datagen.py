@@ -42,6 +42,9 @@ from ..routing import partition_for_key
 __all__ = ["Layout", "DataSpec", "Dataset", "Corpus", "event_value", "build_dataset"]
 
 BASE_TIMESTAMP_MS = 1_700_000_000_000
+"""The first record's timestamp unless a spec gives one (November 2023): fixed, so that a spec
+always gives the same bytes. ``kmirror bench mirror`` stamps its data with the time it runs
+instead (:attr:`DataSpec.base_timestamp_ms`)."""
 _EVENT_TYPES = (b"view", b"click", b"add_to_cart", b"purchase", b"search", b"login", b"logout", b"share")
 _USERS = 50_000
 _VOCABULARY = 5_000
@@ -77,6 +80,12 @@ class DataSpec:
     keyed_ratio: float = 1.0
     partitions: int = 1
     seed: int = 42
+    base_timestamp_ms: int = BASE_TIMESTAMP_MS
+    """The first record's timestamp (CreateTime); record ``i`` has ``base_timestamp_ms + i``,
+    in its header and in its value's ``ts``. Data older than a destination topic's retention
+    (7 days by default) is deleted there as soon as a newer batch rolls its segment, as in
+    Kafka: a transaction's commit marker does, so a copy stamped in 2023 lost its own segments
+    at its commit. The mirror bench therefore stamps its data with the time it runs."""
 
     def __post_init__(self) -> None:
         if self.record_bytes < 1 or self.total_bytes < self.record_bytes or self.batch_bytes < 1:
@@ -153,11 +162,12 @@ def _corpus(seed: int) -> Corpus:
     return Corpus(seed)
 
 
-def event_value(rng: random.Random, corpus: Corpus, index: int, size: int) -> tuple[int, bytes]:
+def event_value(rng: random.Random, corpus: Corpus, index: int, size: int,
+                base_timestamp_ms: int = BASE_TIMESTAMP_MS) -> tuple[int, bytes]:
     """``(user, value)``: one event of exactly ``size`` bytes (the envelope is cut for tiny sizes)."""
     user = rng.randrange(_USERS)
     head = b'{"id":%d,"ts":%d,"user":"user-%05d","type":"%s","amount":%d.%02d,"text":"' % (
-        index, BASE_TIMESTAMP_MS + index, user, rng.choice(_EVENT_TYPES), rng.randrange(500), rng.randrange(100))
+        index, base_timestamp_ms + index, user, rng.choice(_EVENT_TYPES), rng.randrange(500), rng.randrange(100))
     room = size - len(head) - 2
     if room <= 0:
         return user, (head + b'"}')[:size]
@@ -168,9 +178,9 @@ def _records(spec: DataSpec, keyed: bool) -> Iterator[Record]:
     rng, keys = random.Random(spec.seed), random.Random(spec.seed + 1)
     corpus = _corpus(spec.seed)
     for index in range(spec.records):
-        user, value = event_value(rng, corpus, index, spec.record_bytes)
+        user, value = event_value(rng, corpus, index, spec.record_bytes, spec.base_timestamp_ms)
         key = b"user-%05d" % user if keyed and keys.random() < spec.keyed_ratio else None
-        yield Record(key=key, value=value, timestamp=BASE_TIMESTAMP_MS + index)
+        yield Record(key=key, value=value, timestamp=spec.base_timestamp_ms + index)
 
 
 def build_dataset(spec: DataSpec, layout: Layout) -> Dataset:

@@ -45,6 +45,7 @@ See docs/performance.md for a full run.
 
 from __future__ import annotations
 
+
 import argparse
 import contextlib
 import importlib.util
@@ -55,7 +56,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Iterator, Sequence
 
@@ -303,7 +304,9 @@ def bench(settings: Settings) -> list[ModeResult]:
 
 
 def _scenario(settings: Settings, scenario: Scenario, work: Path, prefix: str) -> list[ModeResult]:
-    spec = settings.data_spec(scenario)
+    # Stamped now, as a producer's records are: year-old data would fall to the destination's
+    # retention at the first commit marker (DataSpec.base_timestamp_ms).
+    spec = replace(settings.data_spec(scenario), base_timestamp_ms=time.time_ns() // 1_000_000)
     label = scenario_label(scenario)
     with _clusters(settings, work) as (source, destination):
         datasets = _fill(source, spec, prefix, label, {Layout.FLAGGED} | {LAYOUT_OF_MODE[m] for m in settings.modes})
@@ -410,13 +413,14 @@ def _runner(settings: Settings, source: str, destination: str, spec: DataSpec, d
         with KafkaClient(destination) as client:
             client.create_topics([NewTopic(run.destination_topic, destination_partitions)])
             sample = run_worker(run)
-            copied = client.list_offsets([TopicPartition(run.destination_topic, p) for p in range(destination_partitions)],
-                                         "latest")
+            partitions = [TopicPartition(run.destination_topic, p) for p in range(destination_partitions)]
+            copied = client.list_offsets(partitions, "latest")
+            deleted = client.list_offsets(partitions, "earliest")
         # The exactly-once copy is one transaction: its commit marker takes an offset in every partition.
         # So is the Spark mode's: kmirror run's default delivery is exactly-once, and --once with no
         # rate limit copies everything in one micro-batch, one transaction per task and partition.
         markers = destination_partitions if mode in ("exactly-once", SPARK_MODE) else 0
-        check_copy(run, sample, sum(copied.values()) - markers, must_route)
+        check_copy(run, sample, sum(copied.values()) - markers, must_route, sum(deleted.values()))
         return sample
 
     return run_once
@@ -437,11 +441,15 @@ def run_worker(run: ModeRun) -> Sample:
     return Sample(**json.loads(result_path.read_text()))
 
 
-def check_copy(run: ModeRun, sample: Sample, copied: int, must_route: int) -> None:
-    """Refuse a sample that did not copy every record, or where fewer than ``must_route`` records
-    took the route the mode is named for: its time would measure something else."""
+def check_copy(run: ModeRun, sample: Sample, copied: int, must_route: int, deleted: int = 0) -> None:
+    """Refuse a sample that did not copy every record, that the destination no longer holds in
+    full (``deleted``: offsets below its partitions' log start, gone to retention), or where
+    fewer than ``must_route`` records took the route the mode is named for: its time would
+    measure something else."""
     if copied != run.records:
         raise BenchError(f"{run.mode}: the destination holds {copied} records, the source {run.records}")
+    if deleted:
+        raise BenchError(f"{run.mode}: the destination deleted {deleted} of the copied records (retention)")
     route = ROUTE_OF_MODE.get(run.mode)
     if route is not None and sample.routes.get(route, 0) < must_route:
         raise BenchError(f"{run.mode}: expected {must_route} of the {run.records} records {route}, "

@@ -47,6 +47,14 @@ def test_values_look_like_json_events_keyed_by_their_user():
     assert b'"user":"%s"' % record.key in record.value
 
 
+def test_records_are_stamped_from_the_specs_base_timestamp_in_header_and_value():
+    base = 1_795_000_000_000  # 2026-11-18
+    data = build_dataset(DataSpec(Compression.NONE, **SMALL, base_timestamp_ms=base), Layout.FLAGGED)
+    records = [record for _, batch in data.batches for record in kcodecs.read_batch(batch).records()]
+    assert [record.timestamp for record in records] == [base + index for index in range(len(records))]
+    assert records[7].value.startswith(b'{"id":7,"ts":%d,' % (base + 7))
+
+
 @pytest.mark.interop
 @pytest.mark.parametrize("codec", list(Compression))
 def test_layouts_hold_the_same_values_and_differ_only_in_keys_and_the_flag(codec):

@@ -43,6 +43,8 @@ def test_check_copy_refuses_missing_records_and_the_wrong_route():
     with pytest.raises(BenchError, match="passed-through"):
         check_copy(spec("pass-through"), Sample(1, 1, 1, {"passed-through": 99, "inspected": 1}), 100, 100)
     check_copy(spec("confluent-kafka"), Sample(1, 1, 1), 100, 100)  # peers have no routes to check
+    with pytest.raises(BenchError, match="deleted 40 of the copied records"):
+        check_copy(spec(), Sample(1, 1, 1, {"rebuilt": 96, "inspected": 4}), 100, 96, deleted=40)
 
 
 @pytest.mark.parametrize("record_bytes, kept", [(1024, True), (10240, False)])
@@ -127,7 +129,8 @@ def test_tree_meter_counts_a_child_that_burns_cpu():
 
 def test_measure_reports_cpu_and_rss_of_this_process():
     sample = measure(lambda: {"passed-through": sum(i for i in range(200_000)) and 1})
-    assert sample.cpu_s > 0 and sample.peak_rss_bytes == peak_rss_bytes() > 0
+    # The peak read at the end of the copy; the process may grow a little after (then the later read is higher).
+    assert sample.cpu_s > 0 and 0 < sample.peak_rss_bytes <= peak_rss_bytes()
     assert sample.routes == {"passed-through": 1} and sample.profile == ""
     assert "function calls" in measure(lambda: {}, profile=True).profile
 

@@ -144,6 +144,13 @@ class ProducerStateTable:
                            f"producer {producer_id} sent a non-transactional batch inside its open transaction")
         return None
 
+    def in_transaction(self, producer_id: int, epoch: int) -> bool:
+        """Whether this producer has a transaction open here at ``epoch`` (Kafka's
+        ``UnifiedLog.hasOngoingTransaction``): its first batch was verified with the
+        coordinator, and only a marker, written by the coordinator, closes it."""
+        entry = self._producers.get(producer_id)
+        return entry is not None and entry.txn_first_offset is not None and entry.epoch == epoch
+
     def record(self, producer_id: int, epoch: int, meta: BatchMetadata, *, now_ms: int | None,
                transactional: bool = False) -> None:
         """Remember an appended batch; call only after :meth:`check` accepted it and the append

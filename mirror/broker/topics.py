@@ -37,9 +37,12 @@ class AppendOutcome(NamedTuple):
     duplicate: bool
 
 
-Verifier = Callable[[V2Batch], None]
-"""Checks a transactional batch with the transaction coordinator before it is appended
-(KIP-890 part 1); raises :class:`ApiError`. The Produce handler builds one per request."""
+Verifier = Callable[[V2Batch, bool], None]
+"""Checks a transactional batch before it is appended; raises :class:`ApiError`. Its second
+argument says whether the producer's transaction is already open in the partition at the
+batch's epoch: if not, the transaction coordinator must confirm the partition (KIP-890 part 1);
+if so, Kafka skips that (``hasOngoingTransaction``). The Produce handler builds one per
+partition and request."""
 
 
 class Partition:
@@ -68,14 +71,15 @@ class Partition:
         """Validate, deduplicate, assign offsets and append one produced batch; all or nothing.
 
         A transactional batch goes to ``verify`` first (the coordinator must have this
-        partition in the producer's ongoing transaction); without one it is not checked.
+        partition in the producer's ongoing transaction, unless the partition already holds
+        that transaction's first batch); without one it is not checked.
         """
         config = self.topic.config
         produced = inspect_produced(data, config)
         header = produced.header
         producer_id, epoch, transactional = header.producer_id, header.producer_epoch, header.is_transactional
         if transactional and verify is not None:
-            verify(produced.batch)
+            verify(produced.batch, self.producers.in_transaction(producer_id, epoch))
         first_sequence, last_seq = header.base_sequence, last_sequence(header)
         duplicate = self.producers.check(producer_id, epoch, first_sequence, last_seq, transactional=transactional)
         if duplicate is not None:

@@ -374,6 +374,25 @@ def test_transactional_produce_is_verified_with_the_coordinator(broker, wire):
     assert latest.topics[0].partitions[0].offset == 2
 
 
+def test_a_transaction_is_verified_once_per_partition_as_kafka_does(broker, wire, monkeypatch):
+    """Kafka asks the coordinator only while the partition has no transaction of the producer
+    open at that epoch (``hasOngoingTransaction``); the request still needs its transactional id."""
+    asked = []
+    verify = broker.state.transactions.verify
+    monkeypatch.setattr(broker.state.transactions, "verify", lambda *args: (asked.append(args[3]), verify(*args))[1])
+    pid = init(wire, "once").producer_id
+    add_partitions(wire, "once", pid, 0, [("w", 0)])
+    assert produce(wire, "once", pid, 0, sequence=0) == 0
+    assert produce(wire, "once", pid, 0, sequence=1) == 0
+    assert asked == [("w", 0)]
+    assert produce(wire, None, pid, 0, sequence=2) == TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    assert end_txn(wire, "once", pid, 0, True) == 0
+    assert produce(wire, "once", pid, 0, sequence=2) == INVALID_TXN_STATE  # closed: asked again, and refused
+    add_partitions(wire, "once", pid, 0, [("w", 0)])
+    assert produce(wire, "once", pid, 0, sequence=2) == 0
+    assert asked == [("w", 0)] * 3
+
+
 def fetch(wire: KafkaConnection, isolation: int, offset: int = 0):
     partition = FetchRequest.FetchTopic.FetchPartition(partition=0, fetch_offset=offset, log_start_offset=-1,
                                                        partition_max_bytes=1 << 20, current_leader_epoch=-1)

@@ -11,8 +11,10 @@ A transactional batch needs the request's ``transactional_id`` (else
 TRANSACTIONAL_ID_AUTHORIZATION_FAILED, as Kafka answers) and is verified with the
 coordinator first, as Kafka 3.6+ does (KIP-890 part 1): it must come from the id's current
 producer id and epoch, inside an Ongoing transaction to which AddPartitionsToTxn added this
-partition. Refusals are what Kafka's ``AddPartitionsToTxnManager`` and ``ReplicaManager``
-give a producer: INVALID_PRODUCER_ID_MAPPING; INVALID_PRODUCER_EPOCH for a fenced epoch
+partition. That is asked once per transaction and partition: later batches find the
+transaction open in the partition's producer state (Kafka's ``hasOngoingTransaction``).
+Refusals are what Kafka's ``AddPartitionsToTxnManager`` and ``ReplicaManager`` give a
+producer: INVALID_PRODUCER_ID_MAPPING; INVALID_PRODUCER_EPOCH for a fenced epoch
 (librdkafka then fails fatally as fenced); INVALID_TXN_STATE for a partition not in the
 transaction (TRANSACTION_ABORTABLE from v11); NOT_ENOUGH_REPLICAS, retriable, while the
 transaction's markers are being written.
@@ -100,10 +102,12 @@ def _append(request: ProduceRequestData, part: ProducePartition, now_ms: int, st
 
 
 def _verifier(transactional_id: str | None, partition: tuple[str, int], version: int, state) -> Verifier:
-    def verify(batch) -> None:
+    def verify(batch, ongoing: bool) -> None:
         if transactional_id is None:
             raise ApiError(kerr.TransactionalIdAuthorizationFailedError,
                            "transactional batches need the request's transactional_id")
+        if ongoing:  # the transaction's first batch here was verified, as Kafka's ReplicaManager skips it then
+            return
         try:
             state.transactions.verify(transactional_id, batch.producer_id, batch.producer_epoch, partition)
         except ApiError as exc:

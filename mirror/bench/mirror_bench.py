@@ -18,7 +18,8 @@ modes:
                       (left out where batches hold too few records for their keys to split them)
   confluent-kafka     a Consumer -> Producer loop with the same codec (librdkafka)
   kafka-python        a KafkaConsumer -> KafkaProducer loop with the same codec
-  pass-through-spark  (--spark) the pass-through copy through `kmirror run --once` on local[2]
+  pass-through-spark  (--spark) the pass-through copy through `kmirror run --once` on local[2],
+                      in a JVM that first ran a warm-up query of about 16 micro-batches
 
 Source batches are filled to --batch-kib as stored, as the Java producer fills batch.size
 (see mirror/bench/datagen.py); the results show the mean stored batch as built. Per-batch
@@ -60,13 +61,13 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Iterator, Sequence
 
-import kcodecs
 from kcodecs import Compression, KMirrorError
 
 from ..broker import BrokerProcess
 from ..config import FETCH_MAX_BYTES
-from ..kafka import IdempotentProducer, KafkaClient, NewTopic, TopicPartition
+from ..kafka import KafkaClient, NewTopic, TopicPartition
 from .datagen import DataSpec, Dataset, Layout, build_dataset
+from .fill import fill_topic
 from .report import plot, ratios_table, results_table, run_copy_table, scenario_label
 from .stats import ModeResult, Sample, Scenario, machine_info, ratios, run_copy_ratios, summarise, to_json
 from .timing import rounds
@@ -364,28 +365,15 @@ def _clusters(settings: Settings, work: Path) -> Iterator[tuple[str, str]]:
 
 
 def _fill(source: str, spec: DataSpec, prefix: str, label: str, layouts: set[Layout]) -> dict[Layout, Dataset]:
-    """Generate each layout the modes need and produce it to its source topic (not timed).
-
-    An idempotent producer writes them, as Java's producer does by default since Kafka 3.0
-    (KIP-679): every source batch carries a producer id, epoch and sequence, which a mirror
-    must replace with its own."""
+    """Generate each layout the modes need and produce it to its source topic (not timed; see :mod:`.fill`)."""
     datasets = {}
     with KafkaClient(source) as client:
-        producer = IdempotentProducer(client)
-        try:
-            for layout in sorted(layouts, key=list(Layout).index):
-                began = time.perf_counter()
-                data = build_dataset(spec, layout)
-                topic = f"{prefix}-{layout.value}"
-                client.create_topics([NewTopic(topic, spec.partitions)])
-                for start in range(0, len(data.batches), 64):
-                    for p, batch in data.batches[start : start + 64]:
-                        producer.enqueue(TopicPartition(topic, p), bytearray(batch), kcodecs.read_batch(batch).record_count)
-                    producer.flush()
-                datasets[layout] = data
-                _report_fill(label, layout, data, time.perf_counter() - began)
-        finally:
-            producer.close()
+        for layout in sorted(layouts, key=list(Layout).index):
+            began = time.perf_counter()
+            data = build_dataset(spec, layout)
+            fill_topic(client, f"{prefix}-{layout.value}", spec.partitions, data)
+            datasets[layout] = data
+            _report_fill(label, layout, data, time.perf_counter() - began)
     return datasets
 
 

@@ -46,7 +46,6 @@ See docs/performance.md for a full run.
 
 from __future__ import annotations
 
-
 import argparse
 import contextlib
 import importlib.util

@@ -39,8 +39,9 @@ def _copied() -> list[str]:
 def test_the_image_copies_what_the_package_builds_from():
     copied = {source.rstrip("/") for source in _copied()}
     assert all((ROOT / source).exists() for source in copied), copied
-    # pyproject.toml's package directories and readme, and the entrypoint.
-    assert {"pyproject.toml", "README.md", "codecs", "mirror", "deploy/entrypoint.sh"} <= copied
+    # What the wheel is built from (pyproject.toml, setup.py's package discovery, the package
+    # directories, the readme), and the entrypoint.
+    assert {"pyproject.toml", "setup.py", "README.md", "codecs", "mirror", "deploy/entrypoint.sh"} <= copied
     unignored = {line[1:].rstrip("/") for line in (DEPLOY / "Dockerfile.dockerignore").read_text().splitlines()
                  if line.startswith("!")}
     assert unignored == copied  # the build context holds exactly what is copied

@@ -179,12 +179,18 @@ class EmbeddedBroker:
 
 
 class BrokerProcess:
-    """``kmirror broker`` as a child process, for crash tests and process-isolated clusters."""
+    """``kmirror broker`` as a child process, for crash tests and process-isolated clusters.
 
-    def __init__(self, data_dir: Path | str, *, port: int = 0, extra_args: tuple[str, ...] = ()):
+    ``kmirror`` is the command that starts it: this interpreter's ``mirror.cli`` by default, or
+    another installation's ``kmirror`` script (the wheel test runs the installed one)."""
+
+    def __init__(self, data_dir: Path | str, *, port: int = 0, extra_args: tuple[str, ...] = (),
+                 kmirror: tuple[str, ...] = (sys.executable, "-m", "mirror.cli"), cwd: Path | str | None = None):
         self.data_dir = Path(data_dir)
         self.requested_port = port
         self.extra_args = extra_args
+        self.kmirror = kmirror
+        self.cwd = cwd
         self.process: subprocess.Popen[str] | None = None
         self.port = 0
         self.log_lines: list[str] = []
@@ -194,10 +200,11 @@ class BrokerProcess:
         return f"127.0.0.1:{self.port}"
 
     def start(self, timeout_s: float = 60) -> "BrokerProcess":
-        cmd = [sys.executable, "-m", "mirror.cli", "broker", "--listen", f"127.0.0.1:{self.requested_port}",
+        cmd = [*self.kmirror, "broker", "--listen", f"127.0.0.1:{self.requested_port}",
                "--data-dir", str(self.data_dir), *self.extra_args]
         env = dict(os.environ, PYTHONUNBUFFERED="1")
-        self.process = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
+        self.process = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env,
+                                        cwd=self.cwd)
         ready = threading.Event()
 
         def pump() -> None:

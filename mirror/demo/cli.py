@@ -1,8 +1,9 @@
 """``kmirror demo``: the whole mirror in one command, checked by an independent client.
 
 Steps:
-  1. start two embedded Kafka-compatible brokers (source and destination) in a temporary
-     directory, removed at the end unless --keep DIR is given;
+  1. start two embedded Kafka-compatible brokers (source and destination), or with
+     --cluster kafka two real Apache Kafka clusters, in a temporary directory, removed at the
+     end unless --keep DIR is given;
   2. fill the source with four topics, one per routing path:
        nokeys.kmirror      kmirror's producer, zstd and lz4, no-keys flag  -> passed through
        unkeyed.librdkafka  librdkafka, snappy, null keys, 3 -> 2 partitions -> inspected
@@ -32,10 +33,12 @@ import time
 from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 from kcodecs import KMirrorError
 
 from ..broker import EmbeddedBroker
+from ..realkafka.distribution import ToolchainError
 from ..progress import MicroBatchReport, RunTotals
 from ..routing import RouteCounters
 from .fill import DEMO_TOPICS, DemoError, Say, create_destination_topics, fill_source
@@ -59,6 +62,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--keep", type=Path, metavar="DIR",
                         help="put the brokers' logs and the Spark checkpoint in DIR (new or empty) and keep them")
     parser.add_argument("--master", default="local[2]", metavar="URL", help="Spark master (default local[2])")
+    parser.add_argument("--cluster", choices=("embedded", "kafka"), default="embedded",
+                        help="'embedded': kmirror's own brokers (default, nothing to install); 'kafka': two real "
+                             "Apache Kafka clusters (KRaft, one node each), fetched with Maven on first use: "
+                             "needs Java 17 and mvn")
+    parser.add_argument("--kafka-version", default=None, metavar="VERSION",
+                        help="with --cluster kafka: the Apache Kafka version, one of those pinned in "
+                             "mirror/realkafka (default: the newest)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -71,12 +81,12 @@ def run(args: argparse.Namespace) -> int:
              else tempfile.TemporaryDirectory(prefix="kmirror-demo-", ignore_cleanup_errors=True))
     with place as workdir:
         try:
-            with Demo(Path(workdir), master=args.master) as demo:
+            with Demo(Path(workdir), master=args.master, **_clusters(args, Path(workdir))) as demo:
                 demo.fill(args.records // len(DEMO_TOPICS))
                 demo.consume_part_at_source()
                 mirrored = demo.mirror()
                 verification = demo.verify(mirrored)
-        except DemoError as exc:
+        except (DemoError, ToolchainError, ValueError) as exc:
             log.error("%s", exc)
             return EXIT_UNUSABLE
         except KMirrorError as exc:
@@ -104,16 +114,31 @@ class MirrorRun:
     expected_records: dict[str, int]
 
 
-class Demo:
-    """Two embedded clusters in ``workdir`` and the demo's steps. A context manager, so a test
-    can fill and mirror more than once over the same clusters and checkpoint."""
+class Cluster(Protocol):
+    """What the demo needs of a cluster: :class:`~mirror.broker.EmbeddedBroker` or
+    :class:`~mirror.realkafka.KafkaCluster`, not yet started."""
 
-    def __init__(self, workdir: Path, *, master: str = "local[2]", say: Say = print):
+    bootstrap: str
+
+    def start(self) -> object: ...
+
+    def stop(self) -> None: ...
+
+
+class Demo:
+    """Two clusters in ``workdir`` and the demo's steps. A context manager, so a test can fill
+    and mirror more than once over the same clusters and checkpoint.
+
+    The clusters are embedded brokers unless ``source`` and ``destination`` are given (real
+    Kafka clusters, say); the demo starts and stops them."""
+
+    def __init__(self, workdir: Path, *, master: str = "local[2]", say: Say = print,
+                 source: Cluster | None = None, destination: Cluster | None = None):
         self.workdir = workdir
         self.master = master
         self.say = say
-        self.source = EmbeddedBroker(workdir / "source", cluster_id="kmirror-demo-source")
-        self.destination = EmbeddedBroker(workdir / "destination", cluster_id="kmirror-demo-destination")
+        self.source = source or EmbeddedBroker(workdir / "source", cluster_id="kmirror-demo-source")
+        self.destination = destination or EmbeddedBroker(workdir / "destination", cluster_id="kmirror-demo-destination")
         self._filled = 0
         self._unmirrored: dict[str, int] = defaultdict(int)
         self._first_start_ms: int | None = None
@@ -199,6 +224,16 @@ class Demo:
             checks.append(verify_group_resume(GROUP_TOPIC, DEMO_GROUP, group_source, self._group_consumed,
                                               resume(self.destination.bootstrap, left)))
         return Verification(tuple(checks))
+
+
+def _clusters(args: argparse.Namespace, workdir: Path) -> dict[str, Cluster]:
+    """The demo's source and destination: embedded by default, or real Kafka (``--cluster kafka``)."""
+    if args.cluster == "embedded":
+        return {}
+    from ..realkafka import KAFKA_4, KafkaCluster, distribution_for
+
+    distribution = distribution_for(args.kafka_version) if args.kafka_version else KAFKA_4
+    return {side: KafkaCluster(workdir / side, distribution=distribution) for side in ("source", "destination")}
 
 
 def _record_count(text: str) -> int:

@@ -13,7 +13,9 @@ Everything about batches, sequences, pipelining and retries is
 - :meth:`commit` waits until every batch is acknowledged, then commits. A transaction begins
   implicitly with its first partition, as in Kafka's producer.
 
-Sequence numbers run on across transactions within one epoch, as in Kafka. Any failure
+Sequence numbers run on across transactions within one epoch, as in Kafka. Under transactions
+v2 (Kafka 4.x) every commit ends the epoch: the coordinator's answer names the next one, and
+sequences start again at 0 (:meth:`TransactionManager.end`). Any failure
 leaves the producer unusable (:attr:`failed`); a new one with the same transactional id
 takes over, and its ``InitProducerId`` aborts what this one left open.
 """
@@ -77,8 +79,13 @@ class TransactionalProducer(IdempotentProducer):
         """Wait for every enqueued batch, then commit the transaction (nothing to do when empty)."""
         self.flush()
         if self._registered:
-            self._guarded(lambda: self.transaction.end(commit=True))
+            self._guarded(self._end)
             self._registered.clear()
+
+    def _end(self) -> None:
+        if self.transaction.end(commit=True):  # transactions v2: the next one has a new epoch
+            self.producer_id, self.epoch = self.transaction.producer_id, self.transaction.epoch
+            self._restart_sequences()
 
     def _guarded(self, call: Callable[[], None]) -> None:
         try:

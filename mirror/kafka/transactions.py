@@ -12,6 +12,12 @@ FindCoordinator names for its transactional id:
 4. ``EndTxn(committed)`` commits or aborts: the coordinator writes a marker to every
    registered partition, and read_committed consumers see the records from then on.
 
+Transactions v2 (KIP-890, Kafka 4.0's default ``transaction.version=2``): a coordinator that
+answers EndTxn v5 bumps the producer's epoch at the end of every transaction, and returns the
+new producer id and epoch. The next transaction must use them, with sequences from 0, or its
+first request is ``PRODUCER_FENCED``; so :meth:`TransactionManager.end` adopts them. A v4 and
+older answer (Kafka 3.x, the embedded broker) keeps the epoch, as transactions v1 do.
+
 Retries follow Kafka's producer: COORDINATOR_NOT_AVAILABLE and NOT_COORDINATOR look the
 coordinator up again, COORDINATOR_LOAD_IN_PROGRESS and CONCURRENT_TRANSACTIONS (the previous
 transaction's markers are still being written) wait and retry; a fenced or invalid epoch is
@@ -104,13 +110,29 @@ class TransactionManager:
         self._client.retrying(f"add {len(wanted)} partitions to transaction {self.transactional_id}",
                               lambda: self._coordinator.call(request, read))
 
-    def end(self, commit: bool) -> None:
-        """Commit or abort the open transaction; returns once the coordinator has decided."""
+    def end(self, commit: bool) -> bool:
+        """Commit or abort the open transaction; returns once the coordinator has decided.
+
+        True when the coordinator bumped the epoch (transactions v2): :attr:`producer_id` and
+        :attr:`epoch` are then the new ones, and every partition's sequence starts again at 0."""
         request = EndTxnRequest(transactional_id=self.transactional_id, producer_id=self.producer_id,
                                 producer_epoch=self.epoch, committed=commit)
 
-        self._client.retrying(f"{'commit' if commit else 'abort'} transaction {self.transactional_id}",
-                              lambda: self._coordinator.call(request, lambda r: self._check("EndTxn", r.error_code)))
+        def read(response) -> tuple[int, int] | None:
+            self._check("EndTxn", response.error_code)
+            # v5 carries the identity for the next transaction (-1 where a coordinator did not bump).
+            if getattr(response, "producer_epoch", -1) >= 0 and getattr(response, "producer_id", -1) >= 0:
+                return response.producer_id, response.producer_epoch
+            return None
+
+        bumped = self._client.retrying(f"{'commit' if commit else 'abort'} transaction {self.transactional_id}",
+                                       lambda: self._coordinator.call(request, read))
+        if bumped is None or bumped == (self.producer_id, self.epoch):
+            return False
+        log.debug("transactional id %s: transaction ended, producer %d epoch %d -> producer %d epoch %d (v2)",
+                  self.transactional_id, self.producer_id, self.epoch, *bumped)
+        self.producer_id, self.epoch = bumped
+        return True
 
     # ---- internals ----------------------------------------------------------------------------
 

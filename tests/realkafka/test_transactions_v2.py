@@ -1,0 +1,45 @@
+"""Kafka's own transaction coordinator takes kmirror's transactions under the transaction
+protocol each broker offers: transactions v2 on Kafka 4.x (KIP-890: EndTxn v5 bumps the
+producer's epoch at every commit, and the next transaction must use the new one), v1 on 3.9.
+One :class:`TransactionalProducer` commits several transactions in a row, as a copy task that
+commits more than once does; librdkafka's read_committed consumer reads every record once.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+import kcodecs
+from kcodecs import Record
+from librdkafka_reader import read_values
+from mirror.kafka import KafkaClient, NewTopic, TopicPartition
+from mirror.kafka.transactional_producer import TransactionalProducer
+
+pytestmark = pytest.mark.slow
+
+TRANSACTIONS = 4
+
+
+def test_one_producer_commits_transaction_after_transaction(start_kafka, kafka_version):
+    cluster = start_kafka(distribution=kafka_version)
+    try:
+        with KafkaClient(cluster.bootstrap) as client:
+            client.create_topics([NewTopic("v2", 2)])
+            producer = TransactionalProducer(client, "v2-task")
+            epochs = [producer.epoch]
+            for t in range(TRANSACTIONS):
+                for p in range(2):
+                    batch = kcodecs.build_batch([Record(value=b"t%d-p%d-%d" % (t, p, i)) for i in range(5)],
+                                                compression="lz4")
+                    producer.enqueue(TopicPartition("v2", p), bytearray(batch), 5)
+                producer.commit()
+                epochs.append(producer.epoch)
+        copied = read_values(cluster.bootstrap, "v2", 2)
+    finally:
+        cluster.stop()
+    assert copied == {p: [b"t%d-p%d-%d" % (t, p, i) for t in range(TRANSACTIONS) for i in range(5)] for p in range(2)}
+    if kafka_version.version.startswith("4."):
+        # Transactions v2: a new epoch after every commit (same producer id, far from overflow).
+        assert epochs == list(range(epochs[0], epochs[0] + TRANSACTIONS + 1))
+    else:
+        assert epochs == [epochs[0]] * (TRANSACTIONS + 1)

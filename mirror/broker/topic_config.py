@@ -18,6 +18,10 @@ __all__ = ["TopicConfig"]
 _COMPRESSION_TYPES = ("producer", "uncompressed", "gzip", "snappy", "lz4", "zstd")
 _CLEANUP_POLICIES = ("delete", "compact", "compact,delete", "delete,compact")
 _TIMESTAMP_TYPES = {"CreateTime": TimestampType.CREATE_TIME, "LogAppendTime": TimestampType.LOG_APPEND_TIME}
+_INT_MAX, _LONG_MAX = 2**31 - 1, 2**63 - 1
+_INT_CONFIGS = ("segment.bytes", "max.message.bytes")
+"""Kafka's ``Type.INT`` topic configs; every other number here is a ``LONG`` (or the ratio, a
+``DOUBLE``). A value out of its type's range is INVALID_CONFIG, as Kafka's ``ConfigDef`` parses it."""
 
 
 @dataclass(frozen=True)
@@ -41,6 +45,11 @@ class TopicConfig:
     at any ratio, and the active segment rolls this often (``LogConfig.maxSegmentMs``)."""
     delete_retention_ms: int = 24 * 3600 * 1000
     """How long a tombstone stays after the cleaner first sees it (its delete horizon, KIP-534)."""
+    message_timestamp_before_max_ms: int = _LONG_MAX
+    """On a CreateTime topic, how far behind the broker's clock a record's time may be (KIP-937): no limit."""
+    message_timestamp_after_max_ms: int = 3_600_000
+    """On a CreateTime topic, how far ahead of the broker's clock a record's time may be (KIP-937):
+    an hour, Kafka 4's default (KIP-1030; Kafka 3 had no limit)."""
 
     @staticmethod
     def kafka_name(python_name: str) -> str:
@@ -63,6 +72,11 @@ class TopicConfig:
         return config
 
     def check(self) -> None:
+        for f in fields(self):
+            value, name = getattr(self, f.name), self.kafka_name(f.name)
+            limit = _INT_MAX if name in _INT_CONFIGS else _LONG_MAX
+            if isinstance(value, int) and not -limit - 1 <= value <= limit:
+                raise _invalid(name, value, f"a number of type {'INT' if limit == _INT_MAX else 'LONG'}")
         if self.message_timestamp_type not in _TIMESTAMP_TYPES:
             raise _invalid("message.timestamp.type", self.message_timestamp_type, "CreateTime or LogAppendTime")
         if self.compression_type not in _COMPRESSION_TYPES:
@@ -82,6 +96,9 @@ class TopicConfig:
         if self.min_compaction_lag_ms < 0 or self.delete_retention_ms < 0:
             raise _invalid("min.compaction.lag.ms/delete.retention.ms",
                            (self.min_compaction_lag_ms, self.delete_retention_ms), "0 or more")
+        if self.message_timestamp_before_max_ms < 0 or self.message_timestamp_after_max_ms < 0:
+            raise _invalid("message.timestamp.before.max.ms/message.timestamp.after.max.ms",
+                           (self.message_timestamp_before_max_ms, self.message_timestamp_after_max_ms), "0 or more")
         if self.max_compaction_lag_ms < max(1, self.min_compaction_lag_ms):
             raise _invalid("max.compaction.lag.ms", self.max_compaction_lag_ms,
                            f"at least 1 and at least min.compaction.lag.ms ({self.min_compaction_lag_ms})")

@@ -20,7 +20,7 @@ from .errors import ApiError, kerr
 from .log import LogConfig, PartitionLog
 from .producer_state import BatchMetadata, ProducerStateTable
 from .topic_config import TopicConfig
-from .validator import ValidationResult, assign_offsets, control_batch, inspect_produced, last_sequence
+from .validator import ValidationResult, assign_offsets, check_timestamps, control_batch, inspect_produced, last_sequence
 
 __all__ = ["TopicStore", "Topic", "Partition", "AppendOutcome", "Verifier"]
 
@@ -80,6 +80,7 @@ class Partition:
         producer_id, epoch, transactional = header.producer_id, header.producer_epoch, header.is_transactional
         if transactional and verify is not None:
             verify(produced.batch, self.producers.in_transaction(producer_id, epoch))
+        check_timestamps(produced, config, now_ms)  # before the retry check, as Kafka's LogValidator runs first
         first_sequence, last_seq = header.base_sequence, last_sequence(header)
         duplicate = self.producers.check(producer_id, epoch, first_sequence, last_seq, transactional=transactional)
         if duplicate is not None:

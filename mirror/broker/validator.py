@@ -6,7 +6,8 @@ A produced batch's header is read once, when it is inspected, and carried from t
 16 KiB batches the broker's work per batch, not per byte, sets its pace.
 Offsets are assigned by patching the base offset and LogAppendTime by patching the header
 (CRC recomputed): the compressed payload is never opened, unless the topic's
-``compression.type`` names another codec, where Kafka recompresses too.
+``compression.type`` names another codec, where Kafka recompresses too, or the topic needs
+each record's key (compacted) or earliest time (``message.timestamp.before.max.ms`` set).
 """
 
 from __future__ import annotations
@@ -19,7 +20,8 @@ from kcodecs import ControlType, CorruptBatchError, KcodecsError, TimestampType,
 from .errors import ApiError, kerr
 from .topic_config import TopicConfig
 
-__all__ = ["ProducedBatch", "ValidationResult", "inspect_produced", "assign_offsets", "control_batch", "last_sequence"]
+__all__ = ["ProducedBatch", "ValidationResult", "inspect_produced", "check_timestamps", "assign_offsets", "control_batch",
+           "last_sequence"]
 
 LEADER_EPOCH = 0
 """A single-node broker is always the leader, in epoch 0."""
@@ -66,6 +68,11 @@ def inspect_produced(data: bytes | bytearray | memoryview, config: TopicConfig) 
         if not header.has_contiguous_offsets or header.record_count == 0:
             raise ApiError(kerr.InvalidRecordError,
                            f"recordCount {header.record_count} must equal lastOffsetDelta + 1 = {header.last_offset_delta + 1}")
+        if header.producer_id >= 0 and header.base_sequence < 0:
+            # Kafka's LogValidator.validateBatch: a producer id without a sequence could be neither
+            # deduplicated nor checked for order.
+            raise ApiError(kerr.InvalidRecordError,
+                           f"invalid sequence number {header.base_sequence} in a batch of producer {header.producer_id}")
         if config.compacted and any(key is None for key in batch.keys()):
             # Kafka's LogValidator: the cleaner could never tell which record such a one replaces.
             raise ApiError(kerr.InvalidRecordError, "a compacted topic cannot accept a record without a key")
@@ -74,6 +81,40 @@ def inspect_produced(data: bytes | bytearray | memoryview, config: TopicConfig) 
     except KcodecsError as exc:
         raise ApiError(kerr.InvalidRecordError, str(exc)) from exc
     return ProducedBatch(batch, header)
+
+
+def check_timestamps(produced: ProducedBatch, config: TopicConfig, now_ms: int) -> None:
+    """Kafka's ``LogValidator.validateTimestamp``, INVALID_TIMESTAMP when it fails: on a
+    CreateTime topic every record's time (but "none", -1) lies within
+    ``[now - message.timestamp.before.max.ms, now + message.timestamp.after.max.ms]``
+    (KIP-937); a LogAppendTime topic takes no batch that claims LogAppendTime itself.
+
+    The header's max timestamp is the latest record's time, so the after-limit (Kafka 4's
+    default: an hour) needs no record read. The before-limit needs the earliest, which the
+    header does not hold: the records are read then, and only if that limit is set (it is
+    not by default)."""
+    batch, header = produced
+    if config.timestamp_type is TimestampType.LOG_APPEND_TIME:
+        if batch.timestamp_type is TimestampType.LOG_APPEND_TIME:
+            raise ApiError(kerr.InvalidTimestampError, "a producer may not set the timestamp type to LogAppendTime")
+        return
+    latest = header.max_timestamp
+    if latest != kcodecs.NO_TIMESTAMP and latest - now_ms > config.message_timestamp_after_max_ms:
+        raise _out_of_range(latest, now_ms, config)
+    if config.message_timestamp_before_max_ms < TopicConfig.message_timestamp_before_max_ms:
+        try:
+            times = [record.timestamp for record in batch.records()]  # a LogAppendTime batch's: its max
+        except KcodecsError as exc:
+            raise ApiError(kerr.CorruptRecordError, str(exc)) from exc
+        for timestamp in times:
+            if timestamp != kcodecs.NO_TIMESTAMP and now_ms - timestamp > config.message_timestamp_before_max_ms:
+                raise _out_of_range(timestamp, now_ms, config)
+
+
+def _out_of_range(timestamp: int, now_ms: int, config: TopicConfig) -> ApiError:
+    return ApiError(kerr.InvalidTimestampError,
+                    f"timestamp {timestamp} is out of range: it should be within "
+                    f"[{now_ms - config.message_timestamp_before_max_ms}, {now_ms + config.message_timestamp_after_max_ms}]")
 
 
 def _only_batch(data: bytes | bytearray | memoryview) -> kcodecs.Batch:

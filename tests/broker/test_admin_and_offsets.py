@@ -7,10 +7,10 @@ import pytest
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import ConfigResource, ConfigResourceType, KafkaAdminClient, NewTopic
 
-from kafka.protocol.consumer import FetchRequest
+from kafka.protocol.consumer import FetchRequest, ListOffsetsRequest
 
 from mirror.broker import EmbeddedBroker
-from mirror.kafka import KafkaClient
+from mirror.kafka import KafkaClient, KafkaConnection
 from mirror.kafka import TopicPartition as MTopicPartition
 
 pytestmark = pytest.mark.interop
@@ -50,6 +50,26 @@ def test_offsets_for_times_uses_the_time_index(broker):
     assert consumer.offsets_for_times({tp: 9_999_999})[tp] is None
     assert consumer.beginning_offsets([tp])[tp] == 0 and consumer.end_offsets([tp])[tp] == 300
     consumer.close()
+
+
+def test_list_offsets_max_timestamp_and_the_epoch_of_what_is_not_found(broker):
+    # v7 (KIP-734): -3 is the first record with the largest time; found or not, the leader epoch is Kafka's.
+    producer = KafkaProducer(bootstrap_servers=broker.bootstrap, linger_ms=0)
+    for ts in [1_000, 5_000, 3_000, 5_000]:
+        producer.send("latest", value=b"v", timestamp_ms=ts, partition=0)
+        producer.flush()
+    producer.close()
+    topic, part = ListOffsetsRequest.ListOffsetsTopic, ListOffsetsRequest.ListOffsetsTopic.ListOffsetsPartition
+    with KafkaConnection(broker.bootstrap) as wire:
+        def look_up(timestamp: int) -> tuple[int, int, int]:
+            wanted = part(partition_index=0, current_leader_epoch=-1, timestamp=timestamp)
+            request = ListOffsetsRequest(replica_id=-1, isolation_level=0, topics=[topic(name="latest", partitions=[wanted])])
+            (answer,) = wire.call(request, version=7).topics[0].partitions
+            return answer.offset, answer.timestamp, answer.leader_epoch
+
+        assert look_up(-3) == (1, 5_000, 0)
+        assert look_up(4_000) == (1, 5_000, 0)
+        assert look_up(5_001) == (-1, -1, -1)
 
 
 def test_fetch_long_polls_until_data_arrives(broker):

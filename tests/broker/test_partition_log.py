@@ -289,6 +289,19 @@ def test_offset_for_timestamp_when_timestamps_go_backwards(tmp_path):
     assert log.offset_for_timestamp(701) is None
 
 
+def test_max_timestamp_offset_is_the_first_record_with_the_largest_time(tmp_path, small):
+    # ListOffsets MAX_TIMESTAMP (-3): Kafka's answer since 3.8 (KAFKA-16310) is the record, not its batch.
+    log = PartitionLog.open(tmp_path / "t-0", small)
+    assert log.max_timestamp_offset() is None
+    written = fill(log, 150, seed=4)
+    records = [(r.offset, r.timestamp) for data in written for r in kcodecs.read_batch(data).records()]
+    latest = max(t for _, t in records)
+    assert log.max_timestamp_offset() == next((o, t) for o, t in records if t == latest)
+    append(log, [latest - 1, latest + 7, latest + 7])  # a tie: the first of the two
+    assert log.max_timestamp_offset() == (records[-1][0] + 2, latest + 7)
+    log.close()
+
+
 # -- no per-record work outside time look-ups -------------------------------------------------
 
 

@@ -14,7 +14,7 @@ from kcodecs import Compression, Record
 from mirror.broker.errors import ApiError
 from mirror.broker.producer_state import BatchMetadata, ProducerStateTable
 from mirror.broker.topic_config import TopicConfig
-from mirror.broker.validator import assign_offsets, inspect_produced
+from mirror.broker.validator import assign_offsets, check_timestamps, inspect_produced
 
 
 def produced(codec: str = "zstd", n: int = 5, **options) -> bytes:
@@ -69,6 +69,9 @@ def test_topic_codec_recompresses_and_keeps_producer_state():
     ({"message.timestamp.type": "BrokerTime"}, "message.timestamp.type"),
     ({"compression.type": "brotli"}, "compression.type"),
     ({"retention.ms": "-7"}, "retention"),
+    ({"segment.bytes": str(2**31)}, "segment.bytes"),  # Kafka's INT, as its ConfigDef parses it
+    ({"retention.ms": str(2**63)}, "retention.ms"),  # a LONG
+    ({"message.timestamp.after.max.ms": "-1"}, "message.timestamp"),
 ])
 def test_bad_topic_configs_name_the_field(configs, fragment):
     with pytest.raises(ApiError) as info:
@@ -90,3 +93,47 @@ def test_producer_state_follows_kafka_rules():
         table.check(7, 2, 1, 1)
     assert fenced.value.code == 47
     assert table.check(-1, -1, -1, -1) is None  # non-idempotent producers are never checked
+
+
+INVALID_TIMESTAMP, INVALID_RECORD = 32, 87
+NOW = 10_000_000
+
+
+def timed(*times: int, **options) -> bytes:
+    return kcodecs.build_batch([Record(key=b"k", value=b"v", timestamp=t) for t in times], compression="lz4", **options)
+
+
+@pytest.mark.parametrize("configs, times, refused", [
+    ({}, (NOW + 3_600_000,), False),  # Kafka 4's message.timestamp.after.max.ms: an hour ahead at most
+    ({}, (NOW, NOW + 3_600_001), True),
+    ({}, (0, 1), False),  # and no limit behind
+    ({"message.timestamp.after.max.ms": "0"}, (NOW + 1,), True),
+    ({"message.timestamp.before.max.ms": "1000"}, (NOW, NOW - 1000), False),
+    ({"message.timestamp.before.max.ms": "1000"}, (NOW, NOW - 1001, NOW), True),  # not the first record's: read
+    ({"message.timestamp.before.max.ms": "1000"}, (-1, NOW), False),  # "no timestamp" is not checked
+    ({"message.timestamp.type": "LogAppendTime"}, (NOW + 10**9,), False),  # the broker's time replaces it
+])
+def test_create_times_must_lie_within_the_topic_limits(configs, times, refused):
+    config = TopicConfig.from_kafka(configs)
+    batch = inspect_produced(timed(*times), config)
+    if refused:
+        with pytest.raises(ApiError) as info:
+            check_timestamps(batch, config, NOW)
+        assert info.value.code == INVALID_TIMESTAMP
+    else:
+        check_timestamps(batch, config, NOW)
+
+
+def test_a_log_append_time_topic_refuses_batches_claiming_log_append_time():
+    config = TopicConfig.from_kafka({"message.timestamp.type": "LogAppendTime"})
+    batch = inspect_produced(timed(NOW, timestamp_type=kcodecs.TimestampType.LOG_APPEND_TIME), config)
+    with pytest.raises(ApiError) as info:
+        check_timestamps(batch, config, NOW)
+    assert info.value.code == INVALID_TIMESTAMP
+
+
+def test_a_producer_id_without_a_sequence_is_an_invalid_record():
+    # Kafka's LogValidator.validateBatch: such a batch could be neither deduplicated nor ordered.
+    with pytest.raises(ApiError) as info:
+        inspect_produced(produced(producer_id=5, producer_epoch=0, base_sequence=-1), TopicConfig())
+    assert info.value.code == INVALID_RECORD

@@ -319,6 +319,18 @@ class PartitionLog:
                     return found
         return None
 
+    @_guarded
+    def max_timestamp_offset(self) -> tuple[int, int] | None:
+        """``(offset, timestamp)`` of the first record holding the log's largest timestamp; None
+        if no record has one. ListOffsets' MAX_TIMESTAMP (-3, KIP-734) as Kafka's
+        ``fetchOffsetByTimestamp`` finds it since 3.8 (KAFKA-16310): the first segment with the
+        largest max timestamp, then the first record in it with that time."""
+        latest, largest = None, -1  # -1: no timestamp
+        for segment in self._segments:
+            if segment.max_timestamp_and_offset.timestamp > largest:
+                latest, largest = segment, segment.max_timestamp_and_offset.timestamp
+        return None if latest is None else latest.find_offset_by_timestamp(largest, self.log_start_offset)
+
     # -- aborted transactions ----------------------------------------------------------------
 
     @_guarded

@@ -7,6 +7,8 @@ import pytest
 
 from kcodecs import Record
 
+pytest_plugins = ["real_kafka"]  # real Apache Kafka clusters as fixtures (tests/real_kafka.py)
+
 MAGIC_CODECS = [
     (magic, codec)
     for magic in (0, 1, 2)

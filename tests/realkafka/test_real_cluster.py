@@ -15,7 +15,7 @@ from mirror.realkafka import KAFKA_4, toolchain_problem
 from mirror.realkafka.distribution import cache_dir
 from secure_brokers import Pki
 
-from conftest import kafka_tls
+from real_kafka import kafka_tls
 
 pytestmark = pytest.mark.slow
 

@@ -1,7 +1,8 @@
 """Consumer groups fail over exactly: a group consumes part of a topic at the source and commits,
 the Spark mirror copies and translates, and the same group at the destination reads exactly the
 records it had not consumed: no duplicate, no gap. librdkafka consumes on both sides; a group
-with members at the destination is left alone."""
+with members at the destination is left alone. On the embedded broker and on real Kafka 4.x
+(both clusters), whose group coordinator is Kafka's own."""
 
 from __future__ import annotations
 
@@ -10,10 +11,10 @@ import threading
 import pytest
 from confluent_kafka import Consumer
 from librdkafka_reader import read_to_end
+from real_kafka import pairs
 
 import kcodecs
 from kcodecs import Record
-from mirror.broker import EmbeddedBroker
 from mirror.config import load_config
 from mirror.kafka import KafkaClient, NewTopic, TopicPartition
 
@@ -66,38 +67,39 @@ def _resume(bootstrap: str, group: str) -> dict[int, list[bytes]]:
         consumer.close()
 
 
-def test_a_group_resumes_at_the_destination_exactly_where_it_stopped(tmp_path):
+@pytest.mark.parametrize("clusters", pairs("embedded", "kafka"), indirect=True)
+def test_a_group_resumes_at_the_destination_exactly_where_it_stopped(tmp_path, clusters):
     from mirror.spark.job import run_mirror
 
-    with EmbeddedBroker(tmp_path / "src") as src, EmbeddedBroker(tmp_path / "dst") as dst:
-        with KafkaClient(src.bootstrap) as source, KafkaClient(dst.bootstrap) as destination:
-            produced = _fill(source)
-            destination.create_topics([NewTopic("orders", PARTITIONS)])
-        consumed = _consume_and_commit(src.bootstrap, "billing", 137)
-        _consume_and_commit(src.bootstrap, "busy", 10)
-        # "busy" has a member at the destination while the mirror runs: its offsets are its own.
-        busy = _consumer(dst.bootstrap, "busy")
-        busy.subscribe(["orders"])
-        while not busy.assignment():
+    src, dst = clusters.source, clusters.destination
+    with KafkaClient(src.bootstrap) as source, KafkaClient(dst.bootstrap) as destination:
+        produced = _fill(source)
+        destination.create_topics([NewTopic("orders", PARTITIONS)])
+    consumed = _consume_and_commit(src.bootstrap, "billing", 137)
+    _consume_and_commit(src.bootstrap, "busy", 10)
+    # "busy" has a member at the destination while the mirror runs: its offsets are its own.
+    busy = _consumer(dst.bootstrap, "busy")
+    busy.subscribe(["orders"])
+    while not busy.assignment():
+        busy.poll(0.2)
+    done = threading.Event()
+
+    def keep_polling() -> None:  # heartbeats: the member stays in the group
+        while not done.is_set():
             busy.poll(0.2)
-        done = threading.Event()
 
-        def keep_polling() -> None:  # heartbeats: the member stays in the group
-            while not done.is_set():
-                busy.poll(0.2)
-
-        poller = threading.Thread(target=keep_polling)
-        poller.start()
-        config = load_config(None, {"source.bootstrap": src.bootstrap, "destination.bootstrap": dst.bootstrap,
-                                    "topics": "orders", "once": True, "checkpoint": str(tmp_path / "ck"),
-                                    "groups": "billing|busy|absent", "max_records_per_trigger": 150})
-        try:
-            totals = run_mirror(config)
-        finally:
-            done.set()
-            poller.join(30)
-            busy.close()
-        resumed = _resume(dst.bootstrap, "billing")
+    poller = threading.Thread(target=keep_polling)
+    poller.start()
+    config = load_config(None, {"source.bootstrap": src.bootstrap, "destination.bootstrap": dst.bootstrap,
+                                "topics": "orders", "once": True, "checkpoint": str(tmp_path / "ck"),
+                                "groups": "billing|busy|absent", "max_records_per_trigger": 150})
+    try:
+        totals = run_mirror(config)
+    finally:
+        done.set()
+        poller.join(30)
+        busy.close()
+    resumed = _resume(dst.bootstrap, "billing")
     assert totals.groups is not None and totals.groups.synced == ["billing"]
     assert "busy" in totals.groups.skipped
     for p in range(PARTITIONS):

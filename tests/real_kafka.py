@@ -1,0 +1,147 @@
+"""Real Apache Kafka for the tests: clusters from :mod:`mirror.realkafka`, started once per
+session where tests can share them (each test uses topics and groups of its own). A pytest
+plugin (``tests/conftest.py`` loads it), so that any test module can run a scenario on real
+Kafka as well as on the embedded broker; ``tests/realkafka/`` holds the tests that exist only
+for real Kafka.
+
+On a machine without Java or Maven (and no cached jars) these tests are skipped with one line
+saying why, except under ``CI=true``, where a missing toolchain is a failure: CI must never
+pass by skipping the reference cluster.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Iterator
+
+import pytest
+from cryptography.hazmat.primitives import serialization
+
+from mirror.realkafka import KAFKA_3, KAFKA_4, Distribution, KafkaCluster, TlsFiles, ToolchainError, toolchain_problem
+from secure_brokers import Pki
+
+def _unusable(reason: str) -> None:
+    if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
+        pytest.fail(f"real Kafka is required under CI=true: {reason}", pytrace=False)
+    pytest.skip(f"real Kafka tests skipped: {reason}")
+
+
+@pytest.fixture(scope="session")
+def kafka_jars() -> Callable[[Distribution], Path]:
+    """Resolves a distribution (Maven on the first run, the cache later), or skips/fails once."""
+    problems: dict[Distribution, str] = {}
+
+    def resolve(distribution: Distribution) -> Path:
+        if distribution not in problems:
+            problem = toolchain_problem(distribution)
+            if problem is None:
+                try:
+                    distribution.resolve()
+                except ToolchainError as exc:
+                    problem = str(exc)
+            problems[distribution] = problem or ""
+        if problems[distribution]:
+            _unusable(problems[distribution])
+        return distribution.cached()
+
+    return resolve
+
+
+@pytest.fixture(scope="session")
+def start_kafka(tmp_path_factory, kafka_jars) -> Iterator[Callable[..., KafkaCluster]]:
+    """``start_kafka(nodes=1, distribution=KAFKA_4, **options)``: a started :class:`KafkaCluster`,
+    stopped at the end of the session (or earlier by the test)."""
+    started: list[KafkaCluster] = []
+    numbers = itertools.count()
+
+    def start(nodes: int = 1, distribution: Distribution = KAFKA_4, **options) -> KafkaCluster:
+        kafka_jars(distribution)
+        directory = tmp_path_factory.mktemp(f"kafka-{distribution.version}-{next(numbers)}")
+        cluster = KafkaCluster(directory, nodes=nodes, distribution=distribution, **options)
+        started.append(cluster)
+        return cluster.start()
+
+    yield start
+    for cluster in started:
+        cluster.stop(timeout_s=10)
+
+
+@pytest.fixture(scope="session")
+def kafka_source(start_kafka) -> KafkaCluster:
+    """A one-node Kafka 4.x cluster shared by the session's tests as a source."""
+    return start_kafka()
+
+
+@pytest.fixture(scope="session")
+def kafka_destination(start_kafka) -> KafkaCluster:
+    """A one-node Kafka 4.x cluster shared by the session's tests as a destination."""
+    return start_kafka()
+
+
+@pytest.fixture(params=[KAFKA_4, KAFKA_3], ids=lambda d: f"kafka-{d.version}")
+def kafka_version(request) -> Distribution:
+    """Both pinned Kafka lines, for the tests that run on each."""
+    return request.param
+
+
+def kafka_tls(pki: Pki) -> TlsFiles:
+    """The PEM files Kafka's brokers read for ``pki``: Kafka takes only PKCS#8 private keys
+    ("BEGIN PRIVATE KEY"), and trustme writes EC keys in SEC1 form, so the key is converted."""
+    pem = pki.server.read_bytes()
+    key_end = pem.index(b"-----END EC PRIVATE KEY-----") + len(b"-----END EC PRIVATE KEY-----\n")
+    key = serialization.load_pem_private_key(pem[:key_end], password=None)
+    pkcs8 = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                              serialization.NoEncryption())
+    server = pki.server.with_name("kafka-server.pem")
+    server.write_bytes(pkcs8 + pem[key_end:])
+    return TlsFiles(ca=pki.ca, server=server)
+
+
+# --- one scenario, several kinds of cluster -----------------------------------------------------
+
+PAIRS = {
+    "embedded": ("embedded", "embedded"),
+    "kafka": ("kafka", "kafka"),
+    "embedded-to-kafka": ("embedded", "kafka"),
+    "kafka-to-embedded": ("kafka", "embedded"),
+}
+"""Source and destination kinds by name: kmirror's embedded broker, or real Kafka 4.x."""
+
+
+def pairs(*names: str) -> list:
+    """``@pytest.mark.parametrize("clusters", pairs("embedded", "kafka"), indirect=True)``: the
+    named pairs, those with real Kafka marked ``kafka``."""
+    return [pytest.param(name, id=name, marks=[pytest.mark.kafka] if "kafka" in PAIRS[name] else [])
+            for name in names]
+
+
+@dataclass
+class ClusterPair:
+    """A fresh source and destination for one test, each with a ``bootstrap``."""
+
+    source: "EmbeddedBroker | KafkaCluster"
+    destination: "EmbeddedBroker | KafkaCluster"
+    kinds: tuple[str, str]
+
+
+@pytest.fixture
+def clusters(request, tmp_path, start_kafka) -> Iterator[ClusterPair]:
+    """New clusters of the kinds ``request.param`` names (see :data:`PAIRS`), stopped after the test."""
+    from mirror.broker import EmbeddedBroker
+
+    kinds = PAIRS[request.param]
+    started: list = []
+
+    def start(kind: str, name: str):
+        cluster = EmbeddedBroker(tmp_path / name).start() if kind == "embedded" else start_kafka()
+        started.append(cluster)
+        return cluster
+
+    try:
+        yield ClusterPair(start(kinds[0], "src"), start(kinds[1], "dst"), kinds)
+    finally:
+        for cluster in started:
+            cluster.stop()

@@ -3,11 +3,24 @@ copy's producer without a cluster, for its stamp."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from kcodecs import Record
 
 pytest_plugins = ["real_kafka"]  # real Apache Kafka clusters as fixtures (tests/real_kafka.py)
+
+REAL_KAFKA_TESTS = Path(__file__).parent / "realkafka"
+
+
+def pytest_collection_modifyitems(items):
+    """Every test in tests/realkafka/ runs against real Apache Kafka: marker ``kafka``. (No
+    conftest there: a second module named conftest would shadow this one for the tests that
+    import helpers from it.)"""
+    for item in items:
+        if Path(str(item.fspath)).is_relative_to(REAL_KAFKA_TESTS):
+            item.add_marker(pytest.mark.kafka)
 
 MAGIC_CODECS = [
     (magic, codec)

@@ -4,7 +4,10 @@ Runs on executors, one call per Spark task.
 A range ``[start, end)`` owns the batches whose *last* offset falls inside it. Ranges end
 where the source's last stable offset was, which is always a batch boundary; when a rate limit
 cuts a batch in two, the whole batch goes with the range that holds its last offset. Every
-batch is therefore copied by exactly one range, whole, and never split.
+batch is therefore copied by exactly one range, whole, and never split, but for where the
+copy of a partition begins: its *floor*, the job's starting offset (a time start finds the
+first record stamped that recently, often inside a batch) or the source's log start
+(DeleteRecords), below which nothing is copied, not even records of the batch that holds it.
 
 Routing checks each batch's CRC first: the destination rewrites recompute the CRC, so a
 batch corrupted at the source would otherwise arrive at the destination looking valid.
@@ -76,6 +79,9 @@ class CopyRequest:
     tp: TopicPartition
     start: int
     end: int
+    floor: int = -1
+    """The job's starting offset in ``tp`` (at most ``start``), -1 if not known: the records
+    below it in the batch that holds it are not copied (:class:`~.fetched_set.FetchedSet`)."""
 
 
 @dataclass
@@ -277,7 +283,8 @@ def _take(copy: _RangeCopy, outcome, source: KafkaClient, on_data_loss: str, rou
         return
     fetched: FetchedData = outcome
     stats.high_watermark = fetched.high_watermark
-    copy.fetched = FetchedSet(fetched, request.tp, copy.offset, request.end, copy.route, stats.counters, router)
+    copy.fetched = FetchedSet(fetched, request.tp, copy.offset, request.end, copy.route, stats.counters, router,
+                              floor=request.floor)
 
 
 def _route_slice(copy: _RangeCopy, producer: IdempotentProducer, fetched_together: int) -> int:

@@ -52,7 +52,7 @@ def resume_requests(requests: Sequence[CopyRequest], committed: dict) -> tuple[l
         if at >= request.end:
             done.append(request)
         elif at > request.start:
-            todo.append(CopyRequest(request.tp, at, request.end))
+            todo.append(CopyRequest(request.tp, at, request.end, request.floor))
         else:
             todo.append(request)
     return todo, done

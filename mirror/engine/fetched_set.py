@@ -11,9 +11,10 @@ reading answers and sending requests, as Kafka's consumer hands a buffered fetch
 ``max.poll.records`` at a time (docs/performance.md, "Routing in slices").
 
 A set owns the batches whose *last* offset falls inside its range (``copy.py`` explains
-why); batches of aborted transactions are left out (read_committed). The set keeps its place,
-and the :class:`~mirror.routing.ReadCommitted` state that reading in order builds, from one
-slice to the next.
+why); batches of aborted transactions are left out (read_committed), and so are records
+below the set's floor (:attr:`FetchedSet.floor`). The set keeps its place, and the
+:class:`~mirror.routing.ReadCommitted` state that reading in order builds, from one slice to
+the next.
 """
 
 from __future__ import annotations
@@ -21,7 +22,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable, Iterator
 
-from kcodecs import Batch, CorruptBatchError, KcodecsError, V2Header, check_v2, iter_batches, iter_v2
+import kcodecs
+from kcodecs import (Batch, CorruptBatchError, KcodecsError, TimestampType, V2Batch, V2Header, check_v2, iter_batches,
+                     iter_v2)
 
 from ..kafka import FetchedData, TopicPartition
 from ..routing import ReadCommitted, RouteClass, RouteCounters, home_partition, passes_through, route_batch
@@ -108,12 +111,20 @@ class FetchedSet:
     time, with the same outcome (``tests/engine/test_fetched_set.py``)."""
 
     def __init__(self, fetched: FetchedData, tp: TopicPartition, offset: int, end: int, route: TopicRoute,
-                 counters: RouteCounters, router: BatchRouter = route_one):
+                 counters: RouteCounters, router: BatchRouter = route_one, floor: int = -1):
         self.fetched = fetched
         self.tp, self.end, self.route, self.counters, self.router = tp, end, route, counters, router
         self.start = offset
         self.offset = offset
         """The next offset to route, and once :attr:`done` the next to fetch."""
+        self.floor = max(floor, fetched.log_start_offset)
+        """No record below it is copied: the job's starting offset in the partition (a time
+        start finds one inside a batch), or the source's log start (DeleteRecords moves it
+        inside a batch). Kafka answers a fetch with whole batches, so the batch that holds the
+        floor comes with the records before it; Kafka's consumer drops those
+        (``CompletedFetch``), and so does the copy, rebuilding that one batch without them.
+        At most ``start``, so only the first batch the set owns can hold it; once that one
+        is routed, -1."""
         self.done = False
         self._position = 0
         """Where in the record set the next batch starts."""
@@ -155,6 +166,16 @@ class FetchedSet:
                 aborted = self._committed.is_aborted(batch)  # asked of every batch, in order, as it keeps state
                 if last < self.offset:
                     continue  # the fetch began inside an earlier batch that is not ours
+                if self.floor > 0:
+                    floor, self.floor = self.floor, -1
+                    if not aborted and batch.base_offset < floor:
+                        kept = _from_floor(batch, floor, self.route.policy.max_decompressed_size)
+                        if kept is None:  # compaction left nothing from the floor on
+                            self.counters.count(RouteClass.DROPPED, 0, batch.size)
+                            self.offset = last + 1
+                            routed += 1
+                            continue
+                        batch = kept
                 outgoing += self.router(batch, last, self.tp, self.route, self.counters, aborted)
                 self.offset = last + 1
                 routed += 1
@@ -174,7 +195,7 @@ class FetchedSet:
         one to route, or anything not a whole v2 batch (the one-batch walk takes it from there)."""
         routed = records = size = 0
         tp, end, policy, destination, read = self.tp, self.end, self.route.policy, self._destination, V2Header.read
-        checked = self._checked
+        checked, floor = self._checked, self.floor
         offset, resume = self.offset, self._position
         try:
             for position, raw in iter_v2(self.fetched.records, start=resume):
@@ -183,6 +204,8 @@ class FetchedSet:
                 if last >= end:
                     break
                 if last >= offset:  # else: the fetch began inside an earlier batch that is not ours
+                    if header.base_offset < floor:
+                        break  # records below the floor: the one-batch walk leaves them out
                     if checked:
                         check_v2(raw, position, header)
                         if not passes_through(header, policy):
@@ -199,6 +222,29 @@ class FetchedSet:
         finally:  # what was forwarded stands, also when a batch fails its check
             if resume != self._position:
                 self.offset, self._position, self._batches = offset, resume, None
+            if routed:
+                self.floor = -1  # the batches after the first one owned all start above it
             if routed and checked:
                 self.counters.count(RouteClass.PASSED_THROUGH, records, size, routed)
         return routed
+
+
+def _from_floor(batch: Batch, floor: int, max_size: int) -> Batch | None:
+    """``batch`` as if it held only its records from ``floor`` on (None if none is left),
+    checked first as routing checks every batch: a new batch, for routing to take as any
+    other (rebuilt in the source's codec, it may then pass through)."""
+    if isinstance(batch, V2Batch):
+        batch.checked_header()
+    else:
+        batch.validate(max_size=max_size)
+    if batch.timestamp_type is TimestampType.LOG_APPEND_TIME:
+        # As routing's rebuilds do: the records keep their CreateTimes, and the destination
+        # topic (LogAppendTime too) stamps its own time.
+        copy = bytearray(batch.raw)
+        kcodecs.clear_log_append_time(copy)
+        batch = kcodecs.read_batch(copy)
+    kept = [record for record in batch.records(max_size=max_size) if record.offset >= floor]
+    if not kept:
+        return None
+    return kcodecs.read_batch(bytearray(kcodecs.build_batch(kept, compression=batch.compression,
+                                                            base_offset=kept[0].offset)))

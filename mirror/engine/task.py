@@ -48,11 +48,11 @@ class CopyJob:
 
     def copy_rows(self, rows: Iterable) -> Iterator[TaskStats]:
         """``mapPartitions`` body over the source's rows ``(topic, partition, start_offset,
-        end_offset, task)``: :meth:`copy_tasks` of the tasks among them (one, as the source
-        plans it)."""
+        end_offset, task, floor)``: :meth:`copy_tasks` of the tasks among them (one, as the
+        source plans it)."""
         groups: dict[int, list[CopyRequest]] = {}
-        for topic, partition, start, end, task in rows:
-            groups.setdefault(task, []).append(CopyRequest(TopicPartition(topic, partition), start, end))
+        for topic, partition, start, end, task, floor in rows:
+            groups.setdefault(task, []).append(CopyRequest(TopicPartition(topic, partition), start, end, floor))
         return self.copy_tasks(sorted(groups.items()))
 
     def copy_tasks(self, tasks: Iterable[tuple[int, Sequence[CopyRequest]]]) -> Iterator[TaskStats]:

@@ -21,6 +21,7 @@ stops with SIGTERM (a controlled shutdown), then SIGKILL for what is still runni
 
 from __future__ import annotations
 
+import base64
 import json
 import logging
 import os
@@ -299,10 +300,13 @@ class KafkaCluster:
 
 
 def _kafka_uuid() -> str:
-    """A cluster id as ``kafka-storage random-uuid`` prints it: 16 random bytes, URL-safe base64."""
-    import base64
-
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+    """A cluster id as ``kafka-storage random-uuid`` prints it: 16 random bytes, URL-safe base64,
+    drawn again when it starts with "-" (as Kafka's ``Uuid.randomUuid`` does), which the
+    command line would take for an option (one draw in 64)."""
+    while True:
+        text = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not text.startswith("-"):
+            return text
 
 
 def _free_port(used: set[int]) -> int:

@@ -73,6 +73,11 @@ def run_mirror(config: MirrorConfig, *, stop: threading.Event | None = None,
     source = client_for(config.source, config.retry)
     destination = client_for(config.destination, config.retry)
     routes = sync_destination_topics(config, source, destination)
+    if not routes:
+        # No topic selected yet (they may be created later): nothing above reached the
+        # destination, so refused credentials or a wrong address there would only show once
+        # Spark ran. One metadata request keeps the promise above.
+        destination.topics()
     log.info("mirroring %d topics from %s to %s (%s, compression %s)%s", len(routes), ",".join(config.source.bootstrap),
              ",".join(config.destination.bootstrap), config.partitioning, config.compression,
              ": " + ", ".join(f"{t} -> {r.topic}" for t, r in sorted(routes.items())) if routes else "")
@@ -410,7 +415,7 @@ def _routed(planned: list[CopyGroup], routes) -> bool:
 
 def _task(group: CopyGroup) -> tuple[int, list[CopyRequest]]:
     """A planned group as :meth:`CopyJob.copy_tasks` takes it."""
-    return group.index, [CopyRequest(r.tp, r.start, r.end) for r in group.ranges]
+    return group.index, [CopyRequest(r.tp, r.start, r.end, r.floor) for r in group.ranges]
 
 
 def _merged_latency(tasks: list[TaskStats]) -> LatencyHistogram:

@@ -9,13 +9,14 @@ Options
     ``stopFile``: optional path on the driver's machine; once it exists the reader plans no new
     micro-batch, so the job can stop between micro-batches.
 Schema
-    ``topic string, partition int, start_offset long, end_offset long, task int``: one row per
+    ``topic string, partition int, start_offset long, end_offset long, task int, floor long``: one row per
     source partition range of the micro-batch, and one Spark partition (one task) per group of
     ranges that share a source leader (:mod:`.grouping`), about ``copy_tasks`` of them, numbered
     from 0 in ``task`` (exactly-once names each task's transactional id after it). The bytes never
     enter Spark: moving payloads through rows costs about 10x more than copying inside the
     executor, so ``foreachBatch`` hands each task's rows to :func:`mirror.engine.copy_ranges`,
-    which fetches and produces on the executor.
+    which fetches and produces on the executor. ``floor`` is the job's starting offset in the
+    partition (-1 if unknown): nothing below it is copied, not even of the batch that holds it.
 Examples
     >>> spark.dataSource.register(KafkaRangeSource)
     >>> path.write_text(config.model_dump_json(context=REVEAL_SECRETS))
@@ -65,7 +66,7 @@ __all__ = ["KafkaRangeSource", "KafkaRangeReader", "CopyRange", "CopyGroup", "SC
 
 log = logging.getLogger(__name__)
 
-SCHEMA = "topic string, partition int, start_offset long, end_offset long, task int"
+SCHEMA = "topic string, partition int, start_offset long, end_offset long, task int, floor long"
 STOP_FILE_OPTION = "stopFile"
 CONFIG_FILE_OPTION = "configFile"
 T = TypeVar("T")
@@ -82,6 +83,8 @@ class CopyRange:
     partition: int
     start: int
     end: int
+    floor: int = -1
+    """The job's starting offset in the partition, -1 if unknown (:attr:`KafkaRangeReader.floors`)."""
 
     @property
     def tp(self) -> TopicPartition:
@@ -118,6 +121,17 @@ class KafkaRangeReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self.stop_file = stop_file
         self._client = None
         self._target: Offsets | None = None
+        self.floors: Offsets = {}
+        """Where the job started in each partition, as :meth:`initialOffset` found it: no record
+        below is copied, not even of the batch that holds it. A time start is found record by
+        record (Kafka's time index), so it often lies inside a batch, and the copy, which
+        takes whole batches, must leave that batch's earlier records out; the first
+        micro-batch's range may even end inside that batch (a rate limit), and a later one
+        copies it. Known to the run of the job that started it: Spark asks a reader for
+        initial offsets only when no micro-batch was committed yet (and again, to the same
+        time the same offsets, when the first one is replayed). A job restarted after its
+        first micro-batch copies the batch that holds its starting offset whole if it was not
+        copied yet, which only a rate limit inside that very batch can leave to do."""
 
     @property
     def client(self):
@@ -138,7 +152,8 @@ class KafkaRangeReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return self.client.list_offsets(tps, which, isolation_level=READ_COMMITTED) if tps else {}
 
     def initialOffset(self) -> dict:
-        return self._waiting(lambda: format_offsets(self._offsets(self._partitions(), self.config.starting_offsets)))
+        self.floors = self._waiting(lambda: self._offsets(self._partitions(), self.config.starting_offsets))
+        return format_offsets(self.floors)
 
     def prepareForTriggerAvailableNow(self) -> None:
         tps = self._waiting(self._partitions)
@@ -217,7 +232,7 @@ class KafkaRangeReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def partitions(self, start: dict, end: dict) -> list[CopyGroup]:
         begun = parse_offsets(start)
-        ranges = [CopyRange(tp.topic, tp.partition, begun[tp], stop)
+        ranges = [CopyRange(tp.topic, tp.partition, begun[tp], stop, self.floors.get(tp, -1))
                   for tp, stop in sorted(parse_offsets(end).items()) if tp in begun and stop > begun[tp]]
         if not ranges:
             return []
@@ -240,7 +255,7 @@ class KafkaRangeReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def read(self, partition: CopyGroup) -> Iterator[tuple]:
         for r in partition.ranges:
-            yield (r.topic, r.partition, r.start, r.end, partition.index)
+            yield (r.topic, r.partition, r.start, r.end, partition.index, r.floor)
 
     def stop(self) -> None:
         if self._client is not None:

@@ -204,3 +204,29 @@ def test_a_run_forwards_views_and_counts_every_batch():
     assert all(isinstance(o.data, memoryview) and o.data.obj is record_set for o in out)  # no copies
     counted = counters.by_class[RouteClass.PASSED_THROUGH]
     assert (counted.batches, counted.records, counted.bytes) == (4, 12, sum(len(o.data) for o in out))
+
+
+@pytest.mark.parametrize("codec", ["none", "zstd"])
+@pytest.mark.parametrize("floor, log_start", [(503, 0), (-1, 503), (503, 501)])
+def test_records_below_the_floor_are_left_out_of_the_batch_that_holds_it(codec, floor, log_start):
+    """A time start (the job's floor) or a log start (DeleteRecords) inside a batch: of that
+    batch only the records from there on go out, the batches after it pass through whole."""
+    record_set = _their_batch(codec, keys=False, base_offset=500) + _their_batch(codec, keys=False, base_offset=506)
+    counters = RouteCounters()
+    fetched = FetchedData(memoryview(record_set), 10**6, log_start, 10**6, ())
+    fetched_set = FetchedSet(fetched, SOURCE, 503, 10**6, _route(Partitioning.PRESERVE), counters, floor=floor)
+    out = fetched_set.route_slice(None)
+    values = [[r.value for r in kcodecs.read_batch(bytes(o.data)).records()] for o in out]
+    assert values == [[b"value-%d" % i * 20 for i in (3, 4, 5)], [b"value-%d" % i * 20 for i in range(6)]]
+    assert [(o.first, o.last, o.records) for o in out] == [(503, 505, 3), (506, 511, 6)]
+    assert fetched_set.offset == 512 and counters.total_records == 9
+    assert kcodecs.read_batch(bytes(out[0].data)).compression.name.lower() == codec  # still the source's codec
+
+
+def test_without_a_floor_a_range_that_starts_inside_a_batch_copies_it_whole():
+    """A rate limit cut the batch: the range holding its last offset copies all of it."""
+    record_set = _their_batch("lz4", keys=False, base_offset=500)
+    fetched = FetchedData(memoryview(record_set), 10**6, 0, 10**6, ())
+    fetched_set = FetchedSet(fetched, SOURCE, 503, 10**6, _route(Partitioning.PRESERVE), RouteCounters(), floor=500)
+    (out,) = fetched_set.route_slice(None)
+    assert (out.first, out.last, out.records, out.exact) == (500, 505, 6, True)

@@ -64,8 +64,9 @@ def test_the_groups_in_the_plan_are_the_rows_the_source_reads(tmp_path):
     for groups, rows in seen:
         assert groups is not None, "the copy groups were not found in this Spark's plan"
         assert [group.index for group in groups] == list(range(len(groups)))
-        assert sorted((r.topic, r.partition, r.start, r.end, group.index) for group in groups for r in group.ranges) == rows
-        copied += sum(end - start for _, _, start, end, _ in rows)
+        assert sorted((r.topic, r.partition, r.start, r.end, group.index, r.floor)
+                      for group in groups for r in group.ranges) == rows
+        copied += sum(end - start for _, _, start, end, _, _ in rows)
     assert copied == sum(3 * (5 + p) for p in range(PARTITIONS))
 
 

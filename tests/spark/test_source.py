@@ -43,7 +43,7 @@ def test_offsets_cover_every_selected_partition_and_ranges_become_rows(cluster):
     end = reader.latestOffset(start, ReadAllAvailable())
     assert end == {"t1/0": 30, "t1/1": 0}
     (only,) = reader.partitions(start, end)
-    assert list(reader.read(only)) == [("t1", 0, 0, 30, 0)]
+    assert list(reader.read(only)) == [("t1", 0, 0, 30, 0, 0)]
     assert reader.partitions(end, end) == []
 
 

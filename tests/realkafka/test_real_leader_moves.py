@@ -31,8 +31,9 @@ SETTLE_S = 4.0
 
 
 class SteadyProducer:
-    """librdkafka's idempotent producer, about 2,000 records a second, until stopped: through
-    leader moves it retries without duplicating or reordering the source."""
+    """librdkafka's idempotent producer, about 500 records a second, until stopped: through
+    leader moves it retries without duplicating or reordering the source. (The faults are the
+    point, not the volume: more records only make the final reads longer.)"""
 
     def __init__(self, bootstrap: str):
         self.producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "acks": "all",
@@ -43,11 +44,11 @@ class SteadyProducer:
     def run(self) -> None:
         n = 0
         while not self.stop.is_set():
-            for _ in range(100):
+            for _ in range(50):
                 self.producer.produce(TOPIC, value=b"r-%08d" % n, partition=n % PARTITIONS,
                                       on_delivery=self._delivered)
                 n += 1
-            self.producer.poll(0.05)
+            self.producer.poll(0.1)
         assert self.producer.flush(120) == 0
 
     def _delivered(self, error, _message) -> None:
@@ -111,5 +112,5 @@ def test_leader_moves_and_broker_restarts_on_both_clusters_lose_and_duplicate_no
         lost = len(set(expected[p]) - set(copied[p]))
         assert (lost, duplicated) == (0, 0), f"{TOPIC}/{p}: {lost} lost, {duplicated} duplicated"
         assert copied[p] == expected[p], f"{TOPIC}/{p}: out of order"
-    assert total > 10_000
+    assert total > 5_000
     assert not [line for line in log_path.read_text().splitlines() if "Traceback" in line]

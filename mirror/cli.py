@@ -6,7 +6,7 @@ import argparse
 import sys
 from typing import Sequence
 
-from .bench import broker_bench, codecs_bench, mirror_bench
+from .bench import broker_bench, codecs_bench, latency_bench, mirror_bench
 from . import logs, run_cli
 from .broker import cli as broker_cli
 from .demo import cli as demo_cli
@@ -49,6 +49,7 @@ def build_parser() -> argparse.ArgumentParser:
         ("codecs", codecs_bench, "header-only vs full decoding, in-place LogAppendTime vs recompression"),
         ("broker", broker_bench, "produce and fetch throughput of the embedded broker"),
         ("mirror", mirror_bench, "pass-through vs recompress vs naive mirrors, side by side"),
+        ("latency", latency_bench, "replication latency under a steady load: kmirror run beside a consumer->producer loop"),
     ):
         suite = suites.add_parser(name, help=summary, description=module.__doc__,
                                   formatter_class=argparse.RawDescriptionHelpFormatter)

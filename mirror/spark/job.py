@@ -14,9 +14,11 @@ the micro-batch again (see docs/architecture.md).
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import re
+import signal
 import shutil
 import sys
 import tempfile
@@ -113,8 +115,14 @@ def run_mirror(config: MirrorConfig, *, stop: threading.Event | None = None,
     except Exception as exc:
         if runner.failure is not None:
             raise runner.failure from None
-        if stop.is_set():  # the planner was waiting out an outage when the stop came
-            runner.interrupted = True
+        if stop.is_set():
+            # Asked to stop, and Spark did not finish: it was waiting out an outage (then the
+            # runner says so), or its JVM got the signal too and ended (systemd's default
+            # KillMode signals every process of the service). Either way a restart goes on
+            # from what the destination and the checkpoint hold.
+            log.debug("the query ended while stopping: %s", exc)
+            if not runner.interrupted:
+                log.info("stopped: Spark ended with the stop; a restart resumes from the checkpoint")
         else:
             log.debug("the query failed in Spark: %s", exc)
             raise _job_failure(exc) from None
@@ -197,16 +205,52 @@ def spark_session(config: MirrorConfig):
     The executors' Python must be the one kmirror is installed in. A local master gets task
     retries (:func:`with_task_retries`); the settings are :func:`spark_settings`. The JVM's own
     log, whose errors are stack traces of what the driver reports in one line, shows only with
-    debug logging (``kmirror -v``)."""
+    debug logging (``kmirror -v``).
+
+    Stopping is the driver's to do (:mod:`mirror.run_cli`): Spark's JVM runs in a session of
+    its own, so that a signal sent to the whole process group (a terminal's Ctrl-C, ``kill --
+    -PGID``, ``timeout``) reaches the driver only; the JVM's shutdown hook would otherwise stop
+    the SparkContext under the micro-batch the driver is finishing. The JVM still ends with
+    the driver: it exits when its stdin, a pipe from the driver, closes. PySpark's SIGINT
+    handler, which cancels the running jobs and raises KeyboardInterrupt mid-micro-batch, is
+    replaced by the one the caller had installed."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    from pyspark import SparkConf, SparkContext
     from pyspark.sql import SparkSession
 
-    builder = SparkSession.builder.master(with_task_retries(config.master)).appName("kmirror")
-    for key, value in spark_settings(config).items():
+    settings = {"spark.master": with_task_retries(config.master), "spark.app.name": "kmirror", **spark_settings(config)}
+    if SparkContext._active_spark_context is None:
+        from pyspark.java_gateway import launch_gateway
+
+        conf = SparkConf(loadDefaults=False).setAll(settings.items())
+        with _keeping_sigint():
+            gateway = launch_gateway(conf, popen_kwargs={"start_new_session": True})
+            context = SparkContext(conf=conf, gateway=gateway)
+        # A JVM that ended on a signal of its own drops the accumulator server's connection;
+        # socketserver would print that as a traceback. It is the end of the job, not an error.
+        server = getattr(context, "_accumulatorServer", None)
+        if server is not None:
+            server.handle_error = lambda _request, address: log.debug("Spark's accumulator connection %s ended", address)
+    builder = SparkSession.builder
+    for key, value in settings.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("WARN" if log.isEnabledFor(logging.DEBUG) else "FATAL")
     return spark
+
+
+@contextlib.contextmanager
+def _keeping_sigint():
+    """Restore the SIGINT handler PySpark's SparkContext replaces (in the main thread only)."""
+    try:
+        handler = signal.getsignal(signal.SIGINT)
+    except ValueError:
+        handler = None
+    try:
+        yield
+    finally:
+        if handler is not None and threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGINT, handler)
 
 
 JVM_OPTIONS = "-XX:TieredStopAtLevel=1"
@@ -233,7 +277,6 @@ def spark_settings(config: MirrorConfig) -> dict[str, str]:
     return {
         "spark.ui.enabled": "false",
         "spark.ui.showConsoleProgress": "false",  # its bar garbles the progress lines
-        "spark.sql.streaming.stopGracefullyOnShutdown": "true",
         "spark.driver.extraJavaOptions": JVM_OPTIONS,
         "spark.executor.extraJavaOptions": JVM_OPTIONS,
         "spark.python.daemon.module": "mirror.spark.worker_daemon",

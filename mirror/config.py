@@ -229,6 +229,17 @@ class MirrorConfig(_Strict):
     checkpoint: Path = Field(Path("kmirror-checkpoint"), description="Spark checkpoint directory (the mirror's offsets)")
     once: bool = Field(False, description="copy what is there now, then exit (Trigger.AvailableNow)")
     trigger_interval_s: float = Field(1.0, ge=0, description="processing-time trigger interval of the long-running job")
+    copy_between_micro_batches: bool = Field(
+        True, description="long-running job: each copy task hands its ranges to a resident copier that keeps "
+        "following its partitions between micro-batches, so records are copied as they arrive, not at the next "
+        "trigger (false: each task copies its ranges and ends)")
+    commit_interval_ms: int = Field(
+        20, ge=1, le=60_000, description="a resident copier that has caught up commits its copied records this "
+        "often (exactly-once: one destination transaction each; at-least-once: a flush): the most a record waits "
+        "for its commit")
+    lease_s: float = Field(
+        30.0, gt=0, description="how long a resident copier goes on without a micro-batch renewing its lease; the "
+        "driver renews idle copiers every third of it")
     max_outage_s: float | None = Field(
         None, ge=0, description="how long the job waits out an unreachable or leaderless cluster, retrying with "
         "capped exponential backoff, before it fails (default: no limit for the long-running job, "

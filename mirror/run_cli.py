@@ -45,6 +45,8 @@ _FLAGS = {
     "checkpoint": "checkpoint",
     "once": "once",
     "trigger_interval": "trigger_interval_s",
+    "copy_between_micro_batches": "copy_between_micro_batches",
+    "commit_interval_ms": "commit_interval_ms",
     "max_outage": "max_outage_s",
     "max_bytes_per_trigger": "max_bytes_per_trigger",
     "max_records_per_trigger": "max_records_per_trigger",
@@ -102,7 +104,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     run.add_argument("--once", action="store_true", default=None,
                      help="copy everything there is now, then exit 0 (Trigger.AvailableNow)")
     run.add_argument("--trigger-interval", type=float, metavar="SECONDS",
-                     help="how often the long-running job looks for new data (default 1)")
+                     help="how often the long-running job plans a micro-batch: checkpoints its offsets, renews the "
+                          "copiers' leases, logs progress (default 1); copying does not wait for it")
+    run.add_argument("--commit-interval-ms", type=int, metavar="MS",
+                     help="a caught-up copier commits this often, the most a record waits for its commit "
+                          "(default 20)")
+    run.add_argument("--no-copy-between-micro-batches", dest="copy_between_micro_batches", action="store_false",
+                     default=None,
+                     help="copy each micro-batch's ranges in its tasks only, as before resident copiers: records "
+                          "then wait for the next trigger")
     run.add_argument("--max-bytes-per-trigger", type=int, metavar="N", help="approximate cap on source bytes per micro-batch")
     run.add_argument("--max-records-per-trigger", type=int, metavar="N", help="cap on source offsets per micro-batch")
     run.add_argument("--starting-offsets", metavar="earliest|latest|TIME",

@@ -134,6 +134,8 @@ class _RangeCopy:
         self.offset = request.start
         self.fetched: FetchedSet | None = None
         self.stalls = 0
+        self.caught_up = False
+        """A tailing range routed all the source had at its last fetch (reset by new data)."""
         self.stats = RangeStats(request.tp, request.start, request.end)
 
     @property
@@ -175,56 +177,155 @@ def copy_ranges(requests: Sequence[CopyRequest], routes: Mapping[str, TopicRoute
     ``router`` replaces :func:`~.fetched_set.route_one` (``kmirror bench``'s raw ceiling
     forwards without routing or checks, through this same loop)."""
     began = time.perf_counter()
-    copies = {request.tp: _RangeCopy(request, routes[request.tp.topic]) for request in requests}
-    if len(copies) != len(requests):
+    if len({request.tp for request in requests}) != len(requests):
         raise ValueError("copy_ranges takes at most one range per partition")
-    # Idle buffers beyond what the bound leaves room for would only sit there.
-    frames = FrameBuffers(fetch_max_bytes + FRAME_SLACK, keep=max(1, max_buffer_bytes // (fetch_max_bytes + FRAME_SLACK)))
-    fetcher = Fetcher(source, max_bytes=fetch_max_bytes, isolation_level=READ_COMMITTED, frames=frames)
-    rebuilt = peak = 0
-    syncs = SyncLog()
-    latency = LatencyHistogram()
+    loop = CopyLoop(routes, source, producer, fetch_max_bytes=fetch_max_bytes, max_buffer_bytes=max_buffer_bytes,
+                    on_data_loss=on_data_loss, router=router)
     try:
-        while any(copy.active for copy in copies.values()) or not producer.idle:
-            wanted = {tp: c.offset for tp, c in copies.items()
-                      if c.active and c.fetched is None and not fetcher.fetching(tp)}
-            # Fetch ahead only while less than a fetch waits for the destination: more would
-            # not copy faster, only hold more memory (each buffer mapped fresh, every batch
-            # an object the garbage collector walks).
-            if wanted and producer.buffered_bytes < fetch_max_bytes \
-                    and _room_to_fetch(frames, rebuilt, fetcher.in_flight(), max_buffer_bytes, producer.idle):
-                fetcher.send(wanted)
-            producer.send_ready()
-            routing = [copy for copy in copies.values() if copy.fetched is not None]
-            # With batches left to route, only look at the sockets (no wait).
-            readable = wait_readable(fetcher.connections() + producer.connections(),
-                                     0.0 if routing else _timeout(fetcher, producer))
-            for conn in readable:
-                if fetcher.owns(conn):
-                    _read_fetch(fetcher, conn, copies, source, on_data_loss, router)
-                    peak = max(peak, frames.usage().pinned + rebuilt)
-                else:
-                    producer.on_readable(conn)
-            if routing and not readable:
-                # Answers first: an acknowledgement frees a place in the producer's window, to
-                # be filled at once. A slice is routed in a turn with nothing to read, while
-                # the destination works on the requests in flight. (Answers cannot crowd
-                # routing out: none come without requests, and none go without routed batches.)
-                grown = sum(_route_slice(copy, producer, len(copies)) for copy in routing)
-                if grown:
-                    rebuilt += grown
-                    peak = max(peak, frames.usage().pinned + rebuilt)
-            rebuilt -= _take_acks(producer, syncs, latency)
+        for request in requests:
+            loop.assign(request)
+        while not loop.finished:
+            loop.turn()
     except BaseException as exc:
         # Whatever the producer still holds belongs to this failed copy: it must not go out
         # with the next task's batches. A new producer (a new id) takes over.
         producer.abort(exc)
         raise
     finally:
-        fetcher.close()
-        frames.clear()
-    return TaskStats([copy.stats for copy in copies.values()], time.perf_counter() - began, peak, syncs=syncs,
-                     latency=latency)
+        loop.close()
+    stats = loop.take_stats()
+    stats.seconds = time.perf_counter() - began
+    return stats
+
+
+TAIL = (1 << 63) - 1
+"""The end of a range that has none: :meth:`CopyLoop.assign` of a tailing copy."""
+
+
+class CopyLoop:
+    """The fetch -> route -> produce loop over a set of ranges, one :meth:`turn` at a time.
+
+    :func:`copy_ranges` turns it until its ranges are copied. A resident copier
+    (:mod:`.copier`) turns it for as long as it holds a lease, over ranges that end at
+    :data:`TAIL`: those are fetched with long polls and followed as the source grows, and
+    reaching the source's end is being caught up (:attr:`caught_up`), not a truncated
+    source. Ranges are added as they come (:meth:`assign`); statistics accumulate until
+    :meth:`take_stats` hands them over."""
+
+    def __init__(self, routes: Mapping[str, TopicRoute], source: KafkaClient, producer: IdempotentProducer, *,
+                 fetch_max_bytes: int, max_buffer_bytes: int = DEFAULT_MAX_BUFFER_BYTES,
+                 on_data_loss: Literal["fail", "skip-to-earliest"] = "fail", router: BatchRouter = route_one,
+                 max_wait_ms: int = 100):
+        self.routes = routes
+        self.source = source
+        self.producer = producer
+        self.fetch_max_bytes = fetch_max_bytes
+        self.max_buffer_bytes = max_buffer_bytes
+        self.on_data_loss = on_data_loss
+        self.router = router
+        self.copies: dict[TopicPartition, _RangeCopy] = {}
+        # Idle buffers beyond what the bound leaves room for would only sit there.
+        self.frames = FrameBuffers(fetch_max_bytes + FRAME_SLACK,
+                                   keep=max(1, max_buffer_bytes // (fetch_max_bytes + FRAME_SLACK)))
+        self.fetcher = Fetcher(source, max_bytes=fetch_max_bytes, isolation_level=READ_COMMITTED, frames=self.frames,
+                               max_wait_ms=max_wait_ms)
+        self.rebuilt = 0
+        self._peak = 0
+        self._syncs = SyncLog()
+        self._latency = LatencyHistogram()
+
+    def assign(self, request: CopyRequest) -> None:
+        """Copy ``request`` too: a partition not yet in the loop, or (the same partition) a
+        range that goes on from where the loop's copy of it is."""
+        copy = self.copies.get(request.tp)
+        if copy is not None:
+            if request.start != copy.offset and copy.active:
+                raise ValueError(f"{request.tp}: a range from {request.start} while the copy is at {copy.offset}")
+            copy.request = CopyRequest(request.tp, copy.request.start, max(request.end, copy.request.end), copy.request.floor)
+            return
+        self.copies[request.tp] = _RangeCopy(request, self.routes[request.tp.topic])
+
+    def position(self, tp: TopicPartition) -> int:
+        """The next offset of ``tp`` to route (every one before it is routed, and enqueued or dropped)."""
+        return self.copies[tp].offset
+
+    @property
+    def finished(self) -> bool:
+        """Every range copied to its end and acknowledged (never, while one tails)."""
+        return not any(copy.active for copy in self.copies.values()) and self.producer.idle
+
+    @property
+    def caught_up(self) -> bool:
+        """Every tailing range has routed all the source had when it was last fetched."""
+        return all(copy.caught_up or not copy.active for copy in self.copies.values())
+
+    def turn(self, also: Sequence = (), max_wait_s: float = _MAX_WAIT_S) -> list:
+        """One turn: fetch what is wanted, send what is ready, read what came, route a slice;
+        waits at most ``max_wait_s`` for answers (or for ``also``, sockets of the caller's).
+        Returns those of ``also`` that are readable."""
+        copies, fetcher, producer, frames = self.copies, self.fetcher, self.producer, self.frames
+        wanted = {tp: c.offset for tp, c in copies.items() if c.active and c.fetched is None and not fetcher.fetching(tp)}
+        # Fetch ahead only while less than a fetch waits for the destination: more would
+        # not copy faster, only hold more memory (each buffer mapped fresh, every batch
+        # an object the garbage collector walks).
+        if wanted and producer.buffered_bytes < self.fetch_max_bytes \
+                and _room_to_fetch(frames, self.rebuilt, fetcher.in_flight(), self.max_buffer_bytes, producer.idle):
+            fetcher.send(wanted)
+        producer.send_ready()
+        routing = [copy for copy in copies.values() if copy.fetched is not None]
+        # With batches left to route, only look at the sockets (no wait).
+        readable = wait_readable(fetcher.connections() + producer.connections(),
+                                 0.0 if routing else min(max_wait_s, _timeout(fetcher, producer)), also=also)
+        ours = []
+        for conn in readable:
+            if conn in also:
+                ours.append(conn)
+            elif fetcher.owns(conn):
+                _read_fetch(fetcher, conn, copies, self.source, self.on_data_loss, self.router)
+                self._peak = max(self._peak, frames.usage().pinned + self.rebuilt)
+            else:
+                producer.on_readable(conn)
+        if routing and len(ours) == len(readable):
+            # Answers first: an acknowledgement frees a place in the producer's window, to
+            # be filled at once. A slice is routed in a turn with nothing to read, while
+            # the destination works on the requests in flight. (Answers cannot crowd
+            # routing out: none come without requests, and none go without routed batches.)
+            grown = sum(_route_slice(copy, producer, len(copies)) for copy in routing)
+            if grown:
+                self.rebuilt += grown
+                self._peak = max(self._peak, frames.usage().pinned + self.rebuilt)
+        self.rebuilt -= _take_acks(producer, self._syncs, self._latency)
+        return ours
+
+    def flush(self) -> None:
+        """Turn until the producer holds nothing unacknowledged (routing no further)."""
+        while not self.producer.idle:
+            self.producer.send_ready()
+            for conn in wait_readable(self.producer.connections(), _timeout(self.fetcher, self.producer)):
+                self.producer.on_readable(conn)
+            self.rebuilt -= _take_acks(self.producer, self._syncs, self._latency)
+
+    def take_syncs(self) -> SyncLog:
+        """Where the records acknowledged since the last call landed."""
+        syncs, self._syncs = self._syncs, SyncLog()
+        return syncs
+
+    def take_stats(self) -> TaskStats:
+        """What the loop did since the last call: per partition, from where the last call left
+        it to where it is now, and the acknowledged batches' syncs and latencies."""
+        ranges = []
+        for copy in self.copies.values():
+            stats = copy.stats
+            stats.end = copy.offset if copy.request.end == TAIL else copy.request.end
+            ranges.append(stats)
+            copy.stats = RangeStats(copy.request.tp, stats.end, stats.end, high_watermark=stats.high_watermark)
+        taken = TaskStats(ranges, 0.0, self._peak, syncs=self.take_syncs(), latency=self._latency)
+        self._latency, self._peak = LatencyHistogram(), 0
+        return taken
+
+    def close(self) -> None:
+        self.fetcher.close()
+        self.frames.clear()
 
 
 def _timeout(fetcher: Fetcher, producer: IdempotentProducer) -> float:
@@ -264,6 +365,8 @@ def _take_acks(producer: IdempotentProducer, syncs: SyncLog, latency: LatencyHis
     released = 0
     for ack in acks:
         batch: OutgoingBatch = ack.token
+        if batch is None:
+            continue  # a record of the mirror's own (offset syncs), not a copied batch
         if batch.max_timestamp >= 0:
             latency.observe(now - batch.max_timestamp / 1000)
         if ack.base_offset >= 0:  # -1: a retry found it written, and the broker did not say where
@@ -295,8 +398,12 @@ def _route_slice(copy: _RangeCopy, producer: IdempotentProducer, fetched_togethe
     copy.offset = fetched_set.offset
     if fetched_set.done:
         copy.fetched = None
+        fetched = fetched_set.fetched
+        if copy.request.end == TAIL:
+            stable = fetched.last_stable_offset if fetched.last_stable_offset >= 0 else fetched.high_watermark
+            copy.caught_up = copy.offset >= stable
         if not fetched_set.progressed:
-            _no_progress(copy, fetched_set.fetched, fetched_together)
+            _no_progress(copy, fetched, fetched_together)
             return 0
         copy.stalls = 0
     size = rebuilt = 0
@@ -325,6 +432,8 @@ def _no_progress(copy: _RangeCopy, fetched: FetchedData, fetched_together: int) 
     leader whose LSO lags may reach it. That is a wait, not an error; the fetcher bounds it
     (:class:`~mirror.kafka.HangingTransactionError`)."""
     tp, offset = copy.request.tp, copy.offset
+    if copy.request.end == TAIL and fetched.high_watermark == offset:
+        return  # a tailing copy at the source's end: caught up, the next fetch waits for more
     if fetched.high_watermark <= offset:
         raise SourceTruncatedError(tp, offset, fetched.high_watermark)
     if 0 <= fetched.last_stable_offset <= offset:

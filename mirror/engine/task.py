@@ -15,6 +15,7 @@ from .clients import client_for, committed_offsets_for, producer_for, transactio
 from .copy import DEFAULT_MAX_BUFFER_BYTES, CopyRequest, TaskStats, copy_ranges
 from .exactly_once import copy_exactly_once, transactional_id
 from .failures import TaskFailure, verdict
+from .lease import lease, release
 from .offset_syncs import offset_syncs_topic, write_syncs
 from .offsets_topic import offsets_topic
 from .topics import TopicRoute
@@ -45,6 +46,12 @@ class CopyJob:
     run_id: str = ""
     """One per start of the job: the driver fenced every task's transactional id when it
     started, so producers a reused Python worker kept from an earlier run are stale."""
+    lease_s: float = 0.0
+    """0: each task copies its ranges itself. Otherwise a task leases them to the resident
+    copier of its index (:mod:`.lease`) for this long, and that copier goes on copying
+    between micro-batches."""
+    commit_interval_ms: int = 20
+    """A resident copier that has caught up commits this often (:mod:`.copier`)."""
 
     def copy_rows(self, rows: Iterable) -> Iterator[TaskStats]:
         """``mapPartitions`` body over the source's rows ``(topic, partition, start_offset,
@@ -61,6 +68,9 @@ class CopyJob:
         :attr:`~TaskStats.failure` for the driver to act on (:mod:`.failures`)."""
         configure_spark_process(logging.WARNING)  # an executor's Python worker
         for task, requests in tasks:
+            if self.lease_s > 0:
+                yield lease(self, task, list(requests), self.lease_s)  # failures come as data already
+                continue
             try:
                 yield self.copy(task, list(requests))
             except KMirrorError as exc:
@@ -68,6 +78,13 @@ class CopyJob:
                     raise  # Spark runs the task again (spark.task.maxFailures)
                 log.debug("copy task %d failed", task, exc_info=True)
                 yield TaskStats([], failure=TaskFailure.of(task, exc))
+
+    def release_tasks(self, tasks: Iterable[int]) -> Iterator[TaskStats]:
+        """``mapPartitions`` body at the job's end: each copier of ``tasks`` on this executor
+        commits what it copied, reports it and exits (:func:`~.lease.release`)."""
+        configure_spark_process(logging.WARNING)
+        for task in tasks:
+            yield release(self, task) or TaskStats([])
 
     def copy(self, task: int, requests: list[CopyRequest]) -> TaskStats:
         source = client_for(self.source, self.retry)

@@ -99,15 +99,16 @@ class PipelinedConnection:
         return pending
 
 
-def wait_readable(connections: Iterable[PipelinedConnection], timeout_s: float) -> list[PipelinedConnection]:
-    """The connections (among those awaiting answers) with bytes to read, within ``timeout_s``."""
+def wait_readable(connections: Iterable[PipelinedConnection], timeout_s: float, also: Sequence = ()) -> list:
+    """The connections (among those awaiting answers) with bytes to read, within ``timeout_s``;
+    and those of ``also`` (anything with a ``fileno``: a caller's own sockets) that are readable."""
     waiting = [conn for conn in connections if conn.in_flight and not conn.closed]
-    if not waiting:
+    if not waiting and not also:
         if timeout_s > 0:
             time.sleep(timeout_s)
         return []
     decrypted = [conn for conn in waiting if conn.broker.conn.buffered()]
     if decrypted:  # already read from the socket by TLS: select would wait for more
         return decrypted
-    readable, _, _ = select.select(waiting, [], [], max(timeout_s, 0))
+    readable, _, _ = select.select([*waiting, *also], [], [], max(timeout_s, 0))
     return readable

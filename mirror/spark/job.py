@@ -25,6 +25,7 @@ import tempfile
 import threading
 import time
 import uuid
+import zlib
 from pathlib import Path
 from typing import Callable
 
@@ -43,7 +44,7 @@ from ..metrics import MirrorMetrics
 from ..progress import MicroBatchReport, RunTotals
 from .outage import Outage, OutageInterrupted, is_outage, ride_out
 from .planned import planned_groups
-from .source import CopyGroup
+from .source import CopyGroup, CopyRange
 
 __all__ = ["run_mirror", "spark_session", "spark_settings", "JVM_OPTIONS", "with_task_retries", "MirrorJobError",
            "QUERY_NAME", "LOCAL_TASK_ATTEMPTS"]
@@ -110,6 +111,7 @@ def run_mirror(config: MirrorConfig, *, stop: threading.Event | None = None,
     else:
         writer = writer.trigger(processingTime=f"{config.trigger_interval_s} seconds")
     query = writer.start()
+    renewer = runner.start_renewing(spark.sparkContext)
     try:
         _await(query, stop, stop_file)
     except Exception as exc:
@@ -127,6 +129,8 @@ def run_mirror(config: MirrorConfig, *, stop: threading.Event | None = None,
             log.debug("the query failed in Spark: %s", exc)
             raise _job_failure(exc) from None
     finally:
+        if renewer is not None:
+            renewer.stop()
         warm_up.join()  # a query that ended first must not leave a job running
         shutil.rmtree(stop_file.parent, ignore_errors=True)
         if metrics is not None:
@@ -135,6 +139,7 @@ def run_mirror(config: MirrorConfig, *, stop: threading.Event | None = None,
         raise runner.failure
     if runner.interrupted:
         log.info("stopped while waiting out an outage: the unfinished micro-batch is copied on restart")
+    runner.release_copiers(spark.sparkContext)
     runner.totals.groups = runner.sync_groups(final=True) or runner.totals.groups
     log.info("%s", runner.totals.summary())
     return runner.totals
@@ -327,6 +332,11 @@ class _MicroBatchRunner:
         self.group_sync = _group_sync(config, routes) if config.groups else None
         self.reading_rows = False
         """The groups were not in a micro-batch's plan, so its rows were read (logged once)."""
+        self.leasing = config.copy_between_micro_batches and not config.once
+        """Tasks lease their ranges to resident copiers (:mod:`mirror.engine.lease`)."""
+        self.spark_jobs = threading.Lock()
+        """Micro-batches and lease renewals take turns at the copiers."""
+        self.last_lease = time.monotonic()
 
     def sync_groups(self, *, final: bool = False) -> GroupSyncReport | None:
         """A round of group offset translation if one is due (or ``final``). A failure is logged
@@ -418,10 +428,13 @@ class _MicroBatchRunner:
             source = client_for(config.source, config.retry)
             destination = client_for(config.destination, config.retry)
             self.routes = sync_destination_topics(config, source, destination, self.routes)
-        job = CopyJob(config.source, config.destination, config.retry, self.routes, config.fetch_max_bytes,
-                      config.max_buffer_bytes, config.max_in_flight, config.on_data_loss, config.delivery,
-                      config.job_name, int(config.transaction_timeout_s * 1000), self.run_id)
+        job = self.job()
         try:
+            if self.leasing:
+                ranges = ([r for group in planned for r in group.ranges] if planned is not None
+                          else [_range_of(row) for row in rows.collect()])
+                chosen = [lease for lease in self._leases(ranges) if tasks is None or lease[0] in tasks]
+                return self._run_leases(rows.sparkSession.sparkContext, job, chosen)
             # One Spark task per group of ranges (see .grouping), numbered as the source planned it.
             if planned is None:
                 selected = rows.rdd if tasks is None else rows.rdd.filter(lambda row: row.task in tasks)
@@ -434,6 +447,69 @@ class _MicroBatchRunner:
         except Exception as exc:  # Spark's report of a task that failed every attempt
             log.debug("the copy failed in Spark: %s", exc)
             raise _job_failure(exc) from None
+
+    def job(self) -> CopyJob:
+        """What a copy task needs, as of this micro-batch's routes."""
+        config = self.config
+        return CopyJob(config.source, config.destination, config.retry, self.routes, config.fetch_max_bytes,
+                       config.max_buffer_bytes, config.max_in_flight, config.on_data_loss, config.delivery,
+                       config.job_name, int(config.transaction_timeout_s * 1000), self.run_id,
+                       lease_s=config.lease_s if self.leasing else 0.0, commit_interval_ms=config.commit_interval_ms)
+
+    def _leases(self, ranges: list[CopyRange]) -> list[tuple[int, list[CopyRequest]]]:
+        """The micro-batch's ranges by copier, and every copier that follows a known partition
+        (with no range, its task renews the lease and collects what it copied)."""
+        copiers = self.config.copy_tasks or 1
+        chosen: dict[int, list[CopyRequest]] = {}
+        for topic, route in self.routes.items():
+            for partition in range(route.source_partitions):
+                chosen.setdefault(copier_index(TopicPartition(topic, partition), copiers), [])
+        for r in ranges:
+            chosen.setdefault(copier_index(r.tp, copiers), []).append(CopyRequest(r.tp, r.start, r.end, r.floor))
+        return sorted(chosen.items())
+
+    def _run_leases(self, spark_context, job: CopyJob, chosen) -> list[TaskStats]:
+        if not chosen:
+            return []
+        with self.spark_jobs:
+            self.last_lease = time.monotonic()
+            return spark_context.parallelize(chosen, len(chosen)).mapPartitions(job.copy_tasks).collect()
+
+    def start_renewing(self, spark_context) -> "_Renewer | None":
+        """Renew the copiers' leases while no micro-batch does (an idle source plans none)."""
+        if not self.leasing:
+            return None
+        renewer = _Renewer(self, spark_context)
+        renewer.start()
+        return renewer
+
+    def renew(self, spark_context) -> None:
+        """One renewal of every copier's lease, if none was renewed for a third of it; what they
+        copied meanwhile is added to the totals."""
+        if time.monotonic() - self.last_lease < self.config.lease_s / 3:
+            return
+        tasks = self._run_leases(spark_context, self.job(), self._leases([]))
+        copied = [stats for task in tasks for stats in task.ranges if stats.end > stats.start]
+        if copied:
+            self.totals.add(MicroBatchReport(-1, 0.0, copied, sum(task.seconds for task in tasks), None,
+                                             _merged_latency(tasks)))
+
+    def release_copiers(self, spark_context) -> None:
+        """At the end: every copier commits what it copied and exits; their last reports count."""
+        if not self.leasing:
+            return
+        job = self.job()
+        indices = [index for index, _ in self._leases([])]
+        try:
+            with self.spark_jobs:
+                reports = spark_context.parallelize(indices, max(1, len(indices))).mapPartitions(
+                    job.release_tasks).collect()
+        except Exception as exc:  # Spark ended with the stop: the copiers end with their executors
+            log.debug("releasing the copiers failed: %s", exc)
+            return
+        copied = [stats for task in reports for stats in task.ranges if stats.end > stats.start]
+        if copied:
+            self.totals.add(MicroBatchReport(-1, 0.0, copied, 0.0, None, LatencyHistogram()))
 
     def _count_error(self, kind: str) -> None:
         if self.metrics is not None:
@@ -448,6 +524,37 @@ class _MicroBatchRunner:
         what = failures[0].message if failures else str(error)
         tasks = f" ({len(failures)} copy task{'s' if len(failures) > 1 else ''} waiting)" if failures else ""
         return f"outage: {role + ' ' if role else ''}{what}{tasks}"
+
+
+class _Renewer(threading.Thread):
+    """Renews idle copiers' leases every third of ``lease_s`` (see :meth:`_MicroBatchRunner.renew`)."""
+
+    def __init__(self, runner: _MicroBatchRunner, spark_context):
+        super().__init__(name="kmirror-lease-renewer", daemon=True)
+        self.runner, self.spark_context = runner, spark_context
+        self._stopped = threading.Event()
+
+    def run(self) -> None:
+        while not self._stopped.wait(self.runner.config.lease_s / 3):
+            try:
+                self.runner.renew(self.spark_context)
+            except Exception as exc:  # the next micro-batch leases again; a lapsed copier restarts
+                log.debug("renewing the copiers' leases failed: %s", exc)
+
+    def stop(self) -> None:
+        self._stopped.set()
+        self.join(60)
+
+
+def copier_index(tp: TopicPartition, copiers: int) -> int:
+    """The resident copier that follows ``tp``: fixed for the run, so a partition never moves
+    between copiers (two would copy it at once); a topic's partitions spread over all of them."""
+    return (tp.partition + zlib.crc32(tp.topic.encode())) % copiers
+
+
+def _range_of(row) -> CopyRange:
+    topic, partition, start, end, _task, floor = row
+    return CopyRange(topic, partition, start, end, floor)
 
 
 def _routed(planned: list[CopyGroup], routes) -> bool:

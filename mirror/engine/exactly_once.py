@@ -67,13 +67,17 @@ def copy_exactly_once(requests: Sequence[CopyRequest], routes, source: KafkaClie
     # This attempt's epoch first, then the offsets: a commit anyone made before is read, and
     # no earlier producer of the task can commit after (Kafka's read-process-write order).
     producer.renew()
-    todo, done = resume_requests(requests, offsets.refresh())
+    committed = offsets.refresh()
+    todo, done = resume_requests(requests, committed)
     starts = {request.tp: request.start for request in requests}
     resumed = sum(1 for request in todo if request.start != starts[request.tp])
     if done or resumed:
         log.info("replayed micro-batch: the destination already holds %d of its %d ranges in full and %d in part; "
                  "copying only the rest", len(done), len(requests), resumed)
-    ends = {request.tp: request.end for request in requests}
+    # Where the destination already holds more (a resident copier copied ahead of the plan,
+    # :mod:`.copier`), its offsets stand: writing the micro-batch's lower end would take the
+    # copy back, and the next attempt would copy those records again.
+    ends = {request.tp: max(request.end, committed.get(request.tp, request.end)) for request in requests}
     try:
         producer.add_partitions([offsets.partition, *_preserved_partitions(todo, routes)])
         stats = copy_ranges(todo, routes, source, producer, **copy_options) if todo else TaskStats([])

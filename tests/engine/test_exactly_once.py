@@ -143,6 +143,24 @@ def test_a_replayed_micro_batch_copies_only_what_was_not_committed(mirror_setup)
     assert _read_committed(dst.bootstrap, "t", 2) == {0: _expected(0), 1: _expected(1)}
 
 
+def test_a_micro_batch_behind_what_the_destination_holds_neither_copies_nor_takes_the_offsets_back(mirror_setup):
+    """A resident copier copied ahead of Spark's plan (to 60) and the job died; the replayed
+    micro-batches plan [20, 40) and [40, 60) again. Both are done already, and the offsets
+    stay at 60: writing the first one's end, 40, would make the second copy again."""
+    (src, dst, source, destination), routes = mirror_setup
+    ahead = _producer(destination, task=1)
+    _copy([CopyRequest(TopicPartition("t", 0), 0, 60)], routes, source, ahead, destination)
+    ahead.close()
+    producer = _producer(destination)
+    view = _offsets(destination)  # one worker's view, kept from one task to the next
+    for start, end in ((20, 40), (40, 60)):
+        stats = copy_exactly_once([CopyRequest(TopicPartition("t", 0), start, end)], routes, source, producer, view,
+                                  fetch_max_bytes=FETCH)
+        assert [r.already_committed for r in stats.ranges] == [True]
+    assert _offsets(destination).refresh() == {TopicPartition("t", 0): 60}
+    assert _read_committed(dst.bootstrap, "t", 2)[0] == _expected(0)
+
+
 def test_an_attempt_that_died_before_committing_is_aborted_and_copied_again(mirror_setup):
     (src, dst, source, destination), routes = mirror_setup
     dead = _producer(destination)

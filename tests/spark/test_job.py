@@ -82,13 +82,15 @@ def test_a_corrupt_source_batch_fails_the_job_at_once_in_one_clean_log_line(tmp_
 
 @pytest.mark.slow
 def test_sigterm_stops_after_a_micro_batch_and_a_restart_resumes_without_loss(tmp_path):
+    """Tasks that copy their micro-batch's ranges and end: a rate-limited job stops mid-stream.
+    (Resident copiers copy ahead of the rate limit: tests/spark/test_stop.py stops those.)"""
     with EmbeddedBroker(tmp_path / "src") as src, EmbeddedBroker(tmp_path / "dst") as dst:
         with KafkaClient(src.bootstrap) as source:
             source.create_topics([NewTopic("stream", 1)])
             produced = _produce(source, "stream", batches=40)
         command = [sys.executable, "-m", "mirror.cli", "run", "--source", src.bootstrap, "--destination",
                    dst.bootstrap, "--topics", "stream", "--checkpoint", str(tmp_path / "ck"),
-                   "--max-records-per-trigger", "50", "--trigger-interval", "0.5"]
+                   "--max-records-per-trigger", "50", "--trigger-interval", "0.5", "--no-copy-between-micro-batches"]
         job = subprocess.Popen(command, stderr=subprocess.PIPE, text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"})
         lines = []
         for line in job.stderr:  # wait for the first micro-batch's progress line

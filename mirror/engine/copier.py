@@ -193,6 +193,7 @@ def serve(path: Path) -> int:
                     if isinstance(message, Release):
                         if copier is not None:
                             copier.commit()
+                        path.unlink(missing_ok=True)  # gone before the answer: the next lease starts anew
                         _answer(sock, Report(stats=copier.report() if copier else TaskStats([])))
                         stopping.append("released")
                         break

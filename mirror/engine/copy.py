@@ -37,6 +37,7 @@ socket that writes them.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import gc
 import logging
 import time
@@ -315,10 +316,14 @@ class CopyLoop:
         it to where it is now, and the acknowledged batches' syncs and latencies."""
         ranges = []
         for copy in self.copies.values():
-            stats = copy.stats
-            stats.end = copy.offset if copy.request.end == TAIL else copy.request.end
-            ranges.append(stats)
-            copy.stats = RangeStats(copy.request.tp, stats.end, stats.end, high_watermark=stats.high_watermark)
+            live = copy.stats
+            end = copy.offset if copy.request.end == TAIL else copy.request.end
+            # A report of its own; the live stats (and the counters a fetched set being routed
+            # counts into) go on from here.
+            ranges.append(dataclasses.replace(live, end=end, counters=live.counters.take()))
+            live.start = live.end = end
+            live.lost_records = live.produced_batches = live.produced_bytes = 0
+            live.max_timestamp = -1
         taken = TaskStats(ranges, 0.0, self._peak, syncs=self.take_syncs(), latency=self._latency)
         self._latency, self._peak = LatencyHistogram(), 0
         return taken

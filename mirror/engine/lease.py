@@ -83,9 +83,14 @@ class CopierLostError(KMirrorError):
 
 
 def socket_path(job: str, run_id: str, task: int) -> Path:
-    """Short enough for a Unix socket (108 bytes), unique per job, run and task index."""
+    """Unique per job, run and task index, in the temporary directory; in ``/tmp`` where that
+    directory's path is too long for a Unix socket (108 bytes), under a name that still tells
+    temporary directories apart."""
+    base = tempfile.gettempdir()
     name = hashlib.sha1(f"{job}\0{run_id}\0{task}".encode()).hexdigest()[:20]
-    directory = Path(tempfile.gettempdir()) / f"kmirror-copiers-{os.getuid()}"
+    directory = Path(base) / f"kmirror-copiers-{os.getuid()}"
+    if len(str(directory)) > 60:
+        directory = Path("/tmp") / f"kmirror-copiers-{os.getuid()}-{hashlib.sha1(base.encode()).hexdigest()[:8]}"
     directory.mkdir(mode=0o700, exist_ok=True)
     return directory / f"{name}.sock"
 

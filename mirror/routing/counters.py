@@ -46,6 +46,13 @@ class RouteCounters:
         counts.records += records
         counts.bytes += source_bytes
 
+    def take(self) -> "RouteCounters":
+        """What was counted, handed over: these counters start again from zero, in place, so
+        whoever counts into them (a fetched set being routed) goes on counting here."""
+        taken = RouteCounters(self.by_class)
+        self.by_class = _one_per_class()
+        return taken
+
     def merge(self, other: RouteCounters) -> None:
         """Add ``other``'s counts (another task's) into these."""
         for route, theirs in other.by_class.items():

@@ -1,0 +1,136 @@
+"""Resident copiers without Spark: leases handed to them as a Spark task hands them
+(:func:`mirror.engine.lease.lease`), between two embedded brokers, read back by librdkafka's
+read_committed consumer.
+
+- A copier follows its partitions past the lease's ranges: records produced after the lease
+  reach the destination without another one.
+- A lease taken elsewhere (another executor: another socket directory) fences the first
+  copier: the zombie cannot commit, it exits, and every record is at the destination once.
+"""
+
+from __future__ import annotations
+
+import tempfile
+import threading
+import time
+import uuid
+
+import pytest
+from librdkafka_reader import read_values
+
+import kcodecs
+from kcodecs import Record
+from mirror.broker import EmbeddedBroker
+from mirror.config import load_config
+from mirror.engine import CopyJob, CopyRequest, offsets_topic_spec, sync_destination_topics
+from mirror.engine.lease import lease, release, socket_path
+from mirror.engine.offset_syncs import offset_syncs_topic_spec
+from mirror.kafka import KafkaClient, NewTopic, TopicPartition
+
+pytestmark = pytest.mark.slow
+
+PARTITIONS = 2
+JOB = "copier-test"
+
+
+class Writer:
+    """Batches of 10 unique records to every partition, every 20 ms, until stopped."""
+
+    def __init__(self, bootstrap: str):
+        self.bootstrap = bootstrap
+        self.written: dict[int, list[bytes]] = {p: [] for p in range(PARTITIONS)}
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self.run)
+
+    def run(self) -> None:
+        with KafkaClient(self.bootstrap) as client:
+            n = 0
+            while not self.stop.is_set():
+                for p in range(PARTITIONS):
+                    values = [b"p%d-%07d" % (p, n + i) for i in range(10)]
+                    batch = kcodecs.build_batch([Record(value=v, timestamp=int(time.time() * 1000)) for v in values],
+                                                compression="lz4")
+                    client.produce([(TopicPartition("live", p), batch)])
+                    self.written[p] += values
+                n += 10
+                time.sleep(0.02)
+
+    def __enter__(self) -> "Writer":
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop.set()
+        self.thread.join(30)
+
+
+@pytest.fixture
+def setup(tmp_path):
+    with EmbeddedBroker(tmp_path / "src") as src, EmbeddedBroker(tmp_path / "dst") as dst:
+        with KafkaClient(src.bootstrap) as source, KafkaClient(dst.bootstrap) as destination:
+            source.create_topics([NewTopic("live", PARTITIONS)])
+            config = load_config(None, {"source.bootstrap": src.bootstrap, "destination.bootstrap": dst.bootstrap,
+                                        "topics": "live", "name": JOB})
+            routes = sync_destination_topics(config, source, destination)
+            destination.create_topics([offsets_topic_spec(JOB), offset_syncs_topic_spec(JOB)])
+        job = CopyJob(config.source, config.destination, config.retry, routes, 1024 * 1024, delivery="exactly-once",
+                      job=JOB, transaction_timeout_ms=10_000, run_id=uuid.uuid4().hex, lease_s=30,
+                      commit_interval_ms=20)
+        try:
+            yield src, dst, job
+        finally:
+            release(job, 0)  # a copier left running would outlive its brokers for a lease
+
+
+def _ends(bootstrap: str) -> list[CopyRequest]:
+    with KafkaClient(bootstrap) as client:
+        tps = [TopicPartition("live", p) for p in range(PARTITIONS)]
+        latest = client.list_offsets(tps, "latest")
+    return [CopyRequest(tp, 0, latest[tp]) for tp in tps]
+
+
+def _wait_until(predicate, what: str, timeout_s: float = 60) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not predicate():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.1)
+
+
+def _copied(bootstrap: str) -> dict[int, list[bytes]]:
+    return read_values(bootstrap, "live", PARTITIONS)
+
+
+def test_a_copier_follows_its_partitions_past_its_lease(setup):
+    src, dst, job = setup
+    with Writer(src.bootstrap) as writer:
+        time.sleep(0.5)
+        stats = lease(job, 0, _ends(src.bootstrap), 30)
+        assert stats.failure is None
+        time.sleep(1.0)
+    # Nothing more was leased, yet the records written since are copied (and committed).
+    _wait_until(lambda: _copied(dst.bootstrap) == writer.written, "the copier to copy what came after its lease")
+    final = release(job, 0)
+    assert final is not None and final.failure is None
+    assert not socket_path(JOB, job.run_id, 0).exists()
+
+
+def test_a_lease_taken_elsewhere_fences_the_first_copier(setup, tmp_path, monkeypatch):
+    src, dst, job = setup
+    with Writer(src.bootstrap) as writer:
+        time.sleep(0.5)
+        assert lease(job, 0, _ends(src.bootstrap), 30).failure is None
+        first = socket_path(JOB, job.run_id, 0)
+        time.sleep(1.0)
+        # Another executor: another machine's temporary directory, so another copier of task 0.
+        elsewhere = tmp_path / "elsewhere"
+        elsewhere.mkdir()
+        monkeypatch.setattr(tempfile, "tempdir", str(elsewhere))
+        second = socket_path(JOB, job.run_id, 0)
+        assert second != first
+        assert lease(job, 0, _ends(src.bootstrap), 30).failure is None
+        # The first copier's next commit is refused (its epoch is fenced): it stops.
+        _wait_until(lambda: not first.exists(), "the fenced copier to exit", 30)
+        time.sleep(1.0)
+    stats = lease(job, 0, _ends(src.bootstrap), 30)
+    assert stats.failure is None
+    assert _copied(dst.bootstrap) == writer.written  # every record once, in order

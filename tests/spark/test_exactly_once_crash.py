@@ -1,6 +1,7 @@
-"""Exactly-once through crashes: ``kmirror run``'s whole process group (driver, JVM, Python
-workers) is SIGKILLed at random moments mid-copy, as a lost machine would be, and restarted on
-the same checkpoint each time. librdkafka's read_committed consumer must then find every
+"""Exactly-once through crashes: every process of ``kmirror run`` (driver, Spark's JVM, Python
+workers, resident copiers) is SIGKILLed at random moments mid-copy, as a lost machine would be,
+and restarted on the same checkpoint each time, while the source is still being written (so
+the copiers are following it when they die). librdkafka's read_committed consumer must then find every
 source record at the destination once, in per-partition order.
 
 On the embedded broker the default is a CI-sized run (3 kills, 200,000 records);
@@ -18,6 +19,7 @@ import random
 import signal
 import subprocess
 import sys
+import threading
 import time
 
 import pytest
@@ -27,6 +29,7 @@ from real_kafka import pairs
 
 import kcodecs
 from kcodecs import Record
+from mirror.bench.proctree import tree_pids
 from mirror.broker import BrokerProcess, EmbeddedBroker
 from mirror.kafka import KafkaClient, NewTopic, TopicPartition
 
@@ -43,17 +46,35 @@ NOW_MS = int(time.time() * 1000)
 transaction marker, stamped now, rolls it."""
 
 
-def _fill(client: KafkaClient, records: int = RECORDS) -> dict[int, list[bytes]]:
+def _fill(client: KafkaClient, records: int = RECORDS, seconds: float = 0.0) -> dict[int, list[bytes]]:
+    """``records`` records in batches of :data:`PER_BATCH`, spread evenly over ``seconds``."""
     client.create_topics([NewTopic("events", PARTITIONS)])
     produced: dict[int, list[bytes]] = {p: [] for p in range(PARTITIONS)}
     per_partition = records // PARTITIONS
-    for p in range(PARTITIONS):
-        for start in range(0, per_partition, PER_BATCH):
-            records = [Record(key=None, value=b"p%d-%08d" % (p, i), timestamp=NOW_MS + i)
-                       for i in range(start, min(start + PER_BATCH, per_partition))]
-            client.produce([(TopicPartition("events", p), kcodecs.build_batch(records, compression="lz4"))])
-            produced[p] += [r.value for r in records]
+    rounds = range(0, per_partition, PER_BATCH)
+    began = time.monotonic()
+    for n, start in enumerate(rounds):
+        for p in range(PARTITIONS):
+            batch = [Record(key=None, value=b"p%d-%08d" % (p, i), timestamp=NOW_MS + i)
+                     for i in range(start, min(start + PER_BATCH, per_partition))]
+            client.produce([(TopicPartition("events", p), kcodecs.build_batch(batch, compression="lz4"))])
+            produced[p] += [r.value for r in batch]
+        time.sleep(max(0.0, began + seconds * (n + 1) / len(rounds) - time.monotonic()))
     return produced
+
+
+class _Writing(threading.Thread):
+    """:func:`_fill` in the background: the copy must be under way at every kill, and resident
+    copiers copy a static backlog within the first run or two."""
+
+    def __init__(self, bootstrap: str, records: int, seconds: float):
+        super().__init__()
+        self.bootstrap, self.records, self.seconds = bootstrap, records, seconds
+        self.produced: dict[int, list[bytes]] = {}
+
+    def run(self) -> None:
+        with KafkaClient(self.bootstrap) as client:
+            self.produced = _fill(client, self.records, self.seconds)
 
 
 def _read_committed(bootstrap: str) -> dict[int, list[bytes]]:
@@ -82,6 +103,25 @@ def _start_and_wait_for_copying(command: list[str], log_path, rng: random.Random
     return job
 
 
+def _kill_everything(root: int) -> None:
+    """SIGKILL the job's every process at once, as a lost machine: the driver, Spark's JVM (in a
+    session of its own), the Python workers and the resident copiers (in the worker daemon's
+    process group), so none of them commits on its way out."""
+    parents = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                stat = open(f"/proc/{entry}/stat").read()
+                parents[int(entry)] = int(stat[stat.rindex(")") + 2:].split()[1])
+            except (OSError, ValueError):
+                continue
+    for pid in sorted(tree_pids(parents, root)):
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
 def _assert_copied_exactly(produced: dict[int, list[bytes]], copied: dict[int, list[bytes]]) -> None:
     for p in range(PARTITIONS):
         lost = len(set(produced[p]) - set(copied[p]))
@@ -95,13 +135,17 @@ def test_sigkills_of_the_whole_mirror_lose_and_duplicate_nothing(tmp_path, clust
     rng = random.Random(20261123)
     kills, records = REAL_KAFKA_RUN if clusters.kinds == ("kafka", "kafka") else (KILLS, RECORDS)
     src, dst = clusters.source, clusters.destination
-    with KafkaClient(src.bootstrap) as source:
-        produced = _fill(source, records)
+    writing = _Writing(src.bootstrap, records, seconds=kills * 12.0)  # the source grows through every kill
+    writing.start()
     command = _command(src.bootstrap, dst.bootstrap, tmp_path / "ck", 40, "--trigger-interval", "0", records=records)
-    for kill in range(kills):
-        job = _start_and_wait_for_copying(command, tmp_path / f"run-{kill}.log", rng, 2.5)
-        os.killpg(job.pid, signal.SIGKILL)  # driver, JVM and Python workers, as a lost machine
-        job.wait(30)
+    try:
+        for kill in range(kills):
+            job = _start_and_wait_for_copying(command, tmp_path / f"run-{kill}.log", rng, 2.5)
+            _kill_everything(job.pid)
+            job.wait(30)
+    finally:
+        writing.join(600)
+    produced = writing.produced
     finished = subprocess.run(command + ["--once"], capture_output=True, text=True, env=_ENV, timeout=1800)
     assert finished.returncode == 0, finished.stderr[-3000:]
     _assert_copied_exactly(produced, _read_committed(dst.bootstrap))

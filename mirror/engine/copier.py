@@ -57,6 +57,11 @@ TAIL_WAIT_MS = 500
 CATCH_UP_COMMIT_S = 1.0
 """While catching up, a transaction is committed after this long (each commit flushes the
 producer and waits for EndTxn: every few milliseconds would halve the copy's speed)."""
+SYNCS_INTERVAL_S = 1.0
+"""Offset syncs go out with the first commit after this long, not with every commit: one record
+per source partition per commit would be a hundred a second for the driver to read back at
+every start, where micro-batches wrote about one. What a copier that dies loses is at most this
+long of syncs (group offsets in that stretch are not translated until later ones cover them)."""
 
 
 class Copier:
@@ -74,11 +79,9 @@ class Copier:
                 max_in_flight=job.max_in_flight, timeout_ms=timeout_ms)
             self.offsets: CommittedOffsets | None = CommittedOffsets(
                 destination, offsets_topic(job.job), max_wait_s=2 * job.transaction_timeout_ms / 1000)
-            self.committed = self.offsets.refresh()
         else:
             self.producer = IdempotentProducer(destination, max_in_flight=job.max_in_flight, timeout_ms=timeout_ms)
             self.offsets = None
-            self.committed = {}
         self.loop = CopyLoop(dict(job.routes), client_for(job.source, job.retry), self.producer,
                              fetch_max_bytes=job.fetch_max_bytes, max_buffer_bytes=job.max_buffer_bytes,
                              on_data_loss=job.on_data_loss, max_wait_ms=TAIL_WAIT_MS)
@@ -86,16 +89,19 @@ class Copier:
         self.positions: dict[TopicPartition, int] = {}
         """What the last commit made durable, per partition (what a waiting task may be told)."""
         self.last_commit = time.monotonic()
+        self.last_syncs = self.last_commit
 
     def take(self, lease: Lease) -> None:
         """The lease's ranges: new partitions are followed from their range's start, or from what
         the destination says was committed, whichever is later; known ones go on."""
         self.job = lease.job
         self.loop.routes.update(lease.job.routes)
-        for request in lease.ranges:
-            if request.tp in self.loop.copies:
-                continue
-            start = max(self.committed.get(request.tp, request.start), request.start)
+        new = [request for request in lease.ranges if request.tp not in self.loop.copies]
+        # What the destination holds, read from the end of the offsets topic (start-up stays
+        # short however long the job has run): the next transaction goes on from there.
+        committed = self.offsets.latest(r.tp for r in new) if self.offsets is not None and new else {}
+        for request in new:
+            start = max(committed.get(request.tp, request.start), request.start)
             self.loop.assign(CopyRequest(request.tp, start, TAIL, request.floor))
             self.positions.setdefault(request.tp, start)
 
@@ -121,12 +127,16 @@ class Copier:
     def _pending(self) -> bool:
         return any(self.loop.position(tp) != self.positions.get(tp) for tp in self.loop.copies) or not self.producer.idle
 
-    def commit(self) -> None:
-        """Make everything routed so far durable: acknowledged, with its syncs (and, exactly-once,
-        with every partition's position, in one transaction)."""
+    def commit(self, *, last: bool = False) -> None:
+        """Make everything routed so far durable: acknowledged (and, exactly-once, with every
+        partition's position, in one transaction), with the offset syncs once a second and at
+        the ``last`` commit."""
         positions = {tp: self.loop.position(tp) for tp in self.loop.copies}
         self.loop.flush()
-        write_syncs(self.producer, self.syncs_to, self.loop.take_syncs())
+        now = time.monotonic()
+        if last or now - self.last_syncs >= SYNCS_INTERVAL_S:
+            write_syncs(self.producer, self.syncs_to, self.loop.take_syncs())
+            self.last_syncs = now
         if self.exactly_once:
             self.producer.enqueue(self.offsets.partition, encode_offsets(positions, time.time_ns() // 1_000_000),
                                   len(positions))
@@ -139,7 +149,8 @@ class Copier:
         self.last_commit = time.monotonic()
 
     def report(self) -> TaskStats:
-        return self.loop.take_stats()
+        """What was copied since the last report (the syncs stay, for the next commit to write)."""
+        return self.loop.take_stats(with_syncs=False)
 
     def close(self) -> None:
         self.loop.close()
@@ -192,7 +203,7 @@ def serve(path: Path) -> int:
                         continue
                     if isinstance(message, Release):
                         if copier is not None:
-                            copier.commit()
+                            copier.commit(last=True)
                         path.unlink(missing_ok=True)  # gone before the answer: the next lease starts anew
                         _answer(sock, Report(stats=copier.report() if copier else TaskStats([])))
                         stopping.append("released")
@@ -218,7 +229,7 @@ def serve(path: Path) -> int:
                     waiters.remove(waiter)
                     _answer(waiter.conn, Report(stats=copier.report()))
             if copier is not None:
-                copier.commit()
+                copier.commit(last=True)
                 for waiter in waiters:
                     _answer(waiter.conn, Report(stats=copier.report()))
                 waiters = []

@@ -311,9 +311,10 @@ class CopyLoop:
         syncs, self._syncs = self._syncs, SyncLog()
         return syncs
 
-    def take_stats(self) -> TaskStats:
+    def take_stats(self, *, with_syncs: bool = True) -> TaskStats:
         """What the loop did since the last call: per partition, from where the last call left
-        it to where it is now, and the acknowledged batches' syncs and latencies."""
+        it to where it is now, and the acknowledged batches' latencies and (``with_syncs``,
+        else they wait for :meth:`take_syncs`) syncs."""
         ranges = []
         for copy in self.copies.values():
             live = copy.stats
@@ -324,7 +325,8 @@ class CopyLoop:
             live.start = live.end = end
             live.lost_records = live.produced_batches = live.produced_bytes = 0
             live.max_timestamp = -1
-        taken = TaskStats(ranges, 0.0, self._peak, syncs=self.take_syncs(), latency=self._latency)
+        taken = TaskStats(ranges, 0.0, self._peak, syncs=self.take_syncs() if with_syncs else SyncLog(),
+                          latency=self._latency)
         self._latency, self._peak = LatencyHistogram(), 0
         return taken
 

@@ -15,12 +15,20 @@ already committed (:mod:`.exactly_once`). Spark's checkpoint is the plan; this i
 Reading is read_committed and goes to the end as it was when the read began, waiting for
 open transactions below it (:mod:`.topic_tail`). The view is kept per process and each read
 only fetches what is new.
+
+Resident copiers commit every few milliseconds (:mod:`.copier`), so the topic grows by a few
+hundred records a second under load: a day is tens of millions. Two things keep a start-up's
+read short. The topic rolls a segment every ten minutes and is cleaned from a tenth dirty on,
+its commit markers dropped ten minutes after their records (``segment.ms``,
+``min.cleanable.dirty.ratio``, ``delete.retention.ms``), so compaction keeps up; and a copier
+starting reads only the end of it (:meth:`CommittedOffsets.latest`): every commit writes all
+of a copier's partitions, so the last commit alone says where they are.
 """
 
 from __future__ import annotations
 
 import json
-from typing import Mapping
+from typing import Iterable, Mapping
 
 import kcodecs
 from kcodecs import KMirrorError, Record
@@ -42,9 +50,17 @@ def offsets_topic(job: str) -> str:
     return OFFSETS_TOPIC_PREFIX + job
 
 
+COMPACTION = {"cleanup.policy": "compact", "segment.ms": str(10 * 60_000), "min.cleanable.dirty.ratio": "0.1",
+              "delete.retention.ms": str(10 * 60_000)}
+"""The offsets topic's configs: compacted, and cleaned often enough to keep up with copiers."""
+_TAIL_SPAN = 1024
+"""Offsets :meth:`CommittedOffsets.latest` reads first, from the end; four times more each time
+a wanted partition is not among them."""
+
+
 def offsets_topic_spec(job: str) -> NewTopic:
     """One partition, compacted: every task's progress in one ordered log, last value per key."""
-    return NewTopic(offsets_topic(job), 1, configs={"cleanup.policy": "compact"})
+    return NewTopic(offsets_topic(job), 1, configs=dict(COMPACTION))
 
 
 def encode_offsets(ends: Mapping[TopicPartition, int], now_ms: int) -> bytearray:
@@ -89,6 +105,34 @@ class CommittedOffsets:
             else:
                 self._offsets[tp] = offset
         return dict(self._offsets)
+
+    def latest(self, wanted: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
+        """The committed offsets of ``wanted`` (those committed at all), read from the end of the
+        topic backwards: the last :data:`_TAIL_SPAN` offsets, then four times as many, until
+        every wanted partition is found or the log's start is reached. A copier that commits
+        every partition it follows at every commit finds them in its last transaction."""
+        wanted = set(wanted)
+        client, tp = self._tail._client, self._tail.tp
+        end = client.list_offsets([tp], "latest")[tp]
+        start = client.list_offsets([tp], "earliest")[tp]
+        span = _TAIL_SPAN
+        while True:
+            since = max(start, end - span)
+            tail = CommittedTail(client, tp, max_wait_s=self._tail._max_wait_s)
+            tail.position = since
+            found: dict[TopicPartition, int] = {}
+            seen: set[TopicPartition] = set()  # a tombstone decides a partition too
+            for record in tail.read_to_end():
+                source, offset = decode_offsets(record)
+                seen.add(source)
+                if offset is None:
+                    found.pop(source, None)
+                else:
+                    found[source] = offset
+            if wanted <= seen or since <= start:
+                self._offsets.update(found)
+                return {source: offset for source, offset in found.items() if source in wanted}
+            span *= 4
 
     def record(self, ends: Mapping[TopicPartition, int]) -> None:
         """What this process just committed (the next :meth:`refresh` reads it back too)."""

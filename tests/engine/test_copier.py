@@ -24,7 +24,7 @@ from mirror.broker import EmbeddedBroker
 from mirror.config import load_config
 from mirror.engine import CopyJob, CopyRequest, offsets_topic_spec, sync_destination_topics
 from mirror.engine.lease import lease, release, socket_path
-from mirror.engine.offset_syncs import offset_syncs_topic_spec
+from mirror.engine.offset_syncs import OffsetSyncStore, offset_syncs_topic, offset_syncs_topic_spec
 from mirror.kafka import KafkaClient, NewTopic, TopicPartition
 
 pytestmark = pytest.mark.slow
@@ -112,6 +112,19 @@ def test_a_copier_follows_its_partitions_past_its_lease(setup):
     final = release(job, 0)
     assert final is not None and final.failure is None
     assert not socket_path(JOB, job.run_id, 0).exists()
+    # The offset syncs the copier committed place copied records exactly: a group at source
+    # offset n resumes at the destination offset where librdkafka reads record n (commit
+    # markers between transactions take offsets there).
+    with KafkaClient(dst.bootstrap) as destination:
+        syncs = OffsetSyncStore(destination, offset_syncs_topic(JOB))
+        syncs.refresh()
+    tp = TopicPartition("live", 1)
+    landed = {value: offset for offset, value in read_values(dst.bootstrap, "live", PARTITIONS,
+                                                             take=lambda m: (m.offset(), m.value()))[1]}
+    end = len(writer.written[1])
+    for offset in (0, 7, end // 2, end - 1):
+        translated = syncs.translate({tp: offset}, {tp: end})[tp]
+        assert (translated.offset, translated.precision.value) == (landed[writer.written[1][offset]], "exact")
 
 
 def test_a_lease_taken_elsewhere_fences_the_first_copier(setup, tmp_path, monkeypatch):

@@ -48,7 +48,8 @@ class SteadyProducer:
                 self.producer.produce(TOPIC, value=b"r-%08d" % n, partition=n % PARTITIONS,
                                       on_delivery=self._delivered)
                 n += 1
-            self.producer.poll(0.1)
+            self.producer.poll(0)
+            time.sleep(0.1)  # poll(timeout) returns at once when deliveries are waiting
         assert self.producer.flush(120) == 0
 
     def _delivered(self, error, _message) -> None:

@@ -135,7 +135,7 @@ def test_sigkills_of_the_whole_mirror_lose_and_duplicate_nothing(tmp_path, clust
     rng = random.Random(20261123)
     kills, records = REAL_KAFKA_RUN if clusters.kinds == ("kafka", "kafka") else (KILLS, RECORDS)
     src, dst = clusters.source, clusters.destination
-    writing = _Writing(src.bootstrap, records, seconds=kills * 12.0)  # the source grows through every kill
+    writing = _Writing(src.bootstrap, records, seconds=kills * 30.0)  # the source grows through every kill
     writing.start()
     command = _command(src.bootstrap, dst.bootstrap, tmp_path / "ck", 40, "--trigger-interval", "0", records=records)
     try:

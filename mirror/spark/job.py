@@ -228,7 +228,7 @@ def spark_session(config: MirrorConfig):
         from pyspark.java_gateway import launch_gateway
 
         conf = SparkConf(loadDefaults=False).setAll(settings.items())
-        with _keeping_sigint():
+        with _keeping_sigint(), _jvm_ignoring_sigterm():
             gateway = launch_gateway(conf, popen_kwargs={"start_new_session": True})
             context = SparkContext(conf=conf, gateway=gateway)
         # A JVM that ended on a signal of its own drops the accumulator server's connection;
@@ -242,6 +242,40 @@ def spark_session(config: MirrorConfig):
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("WARN" if log.isEnabledFor(logging.DEBUG) else "FATAL")
     return spark
+
+
+@contextlib.contextmanager
+def _jvm_ignoring_sigterm():
+    """Start Spark's JVM with SIGTERM ignored, as PySpark starts it with SIGINT ignored.
+
+    systemd's default ``KillMode=control-group`` sends SIGTERM to every process of the
+    service, the JVM included, whatever its session. The JVM's shutdown hook then stopped the
+    SparkContext while the driver finished its micro-batch, and Spark printed the stream
+    thread's ``RpcEnvStoppedException`` (a race: most stops were clean). HotSpot leaves a
+    shutdown signal it inherits as ignored alone, so the JVM now ends the way it always ended
+    otherwise: when the driver, done, closes its stdin. (systemd's SIGKILL after
+    ``TimeoutStopSec`` still ends everything.) PySpark sets ``preexec_fn`` itself, so its
+    ``Popen`` is wrapped for the launch."""
+    from pyspark import java_gateway
+
+    original = java_gateway.Popen
+
+    def popen(*args, **kwargs):
+        theirs = kwargs.get("preexec_fn")
+
+        def preexec() -> None:
+            if theirs is not None:
+                theirs()
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)
+
+        kwargs["preexec_fn"] = preexec
+        return original(*args, **kwargs)
+
+    java_gateway.Popen = popen
+    try:
+        yield
+    finally:
+        java_gateway.Popen = original
 
 
 @contextlib.contextmanager

@@ -8,6 +8,7 @@ See ``docs/kcodecs.md`` for the API and ``docs/formats.md`` for the byte layouts
 
 from ._batch import Batch
 from ._build import build_batch
+from ._coalesce import RecordBytes, build_from_record_bytes, record_bytes
 from ._compression import DEFAULT_MAX_DECOMPRESSED_SIZE, Compression, compress, decompress
 from ._errors import (
     CorruptBatchError,
@@ -44,6 +45,9 @@ __all__ = [
     "check_v2",
     "read_batch",
     "build_batch",
+    "RecordBytes",
+    "record_bytes",
+    "build_from_record_bytes",
     "retain_records",
     "empty_batch",
     "Record",

@@ -537,6 +537,14 @@ def _pack(base_offset: int, partition_leader_epoch: int, attributes: int, last_o
           max_timestamp: int, producer_id: int, producer_epoch: int, base_sequence: int, count: int,
           body: bytes | bytearray) -> bytes:
     """Header, ``body`` (the record section as stored) and the CRC over both."""
+    return bytes(pack_writable(base_offset, partition_leader_epoch, attributes, last_offset_delta, base_timestamp,
+                               max_timestamp, producer_id, producer_epoch, base_sequence, count, body))
+
+
+def pack_writable(base_offset: int, partition_leader_epoch: int, attributes: int, last_offset_delta: int,
+                  base_timestamp: int, max_timestamp: int, producer_id: int, producer_epoch: int, base_sequence: int,
+                  count: int, body: bytes | bytearray) -> bytearray:
+    """:func:`_pack`'s batch as a ``bytearray``, for a caller that rewrites it in place next."""
     out = bytearray(HEADER_SIZE + len(body))
     try:
         HEADER.pack_into(
@@ -547,7 +555,7 @@ def _pack(base_offset: int, partition_leader_epoch: int, attributes: int, last_o
         raise InvalidRecordError(f"a header field is out of range: {exc}") from exc
     out[RECORDS:] = body
     UINT32.pack_into(out, CRC, batch_crc(out))
-    return bytes(out)
+    return out
 
 
 def _signed16(value: int) -> int:

@@ -23,6 +23,7 @@ from pydantic import (BaseModel, ConfigDict, Field, FilePath, PlainSerializer, S
 from kcodecs import KMirrorError
 
 from .kafka.security import SaslCredentials, Security, TlsSettings
+from .routing.policy import DEFAULT_COALESCE_BELOW_BYTES, DEFAULT_COALESCE_TARGET_BYTES
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -199,6 +200,14 @@ class MirrorConfig(_Strict):
         "partitions, like Kafka's default partitioner; preserve: destination partition = source partition")
     compression: Literal["source", "none", "gzip", "snappy", "lz4", "zstd"] = Field(
         "source", description="codec of the destination batches; anything but 'source' rebuilds batches in another codec")
+    coalesce_below_bytes: int = Field(
+        DEFAULT_COALESCE_BELOW_BYTES, ge=0, description="source batches smaller than this are merged with the small "
+        "batches after them in the same fetch into one destination batch per partition (records, keys, headers and "
+        "timestamps kept; recompressed): a consumer-producer mirror re-batches, and one-to-one forwarding of tiny "
+        "batches pays every per-batch cost on each; 0 forwards every batch as it is")
+    coalesce_target_bytes: int = Field(
+        DEFAULT_COALESCE_TARGET_BYTES, ge=1024, le=1024 * 1024, description="a run of coalesced source batches "
+        "stops at this many bytes (compressed, as the source wrote them)")
     destination_partitions: int | None = Field(
         None, ge=1, description="partitions of created destination topics (default: the source topic's count)")
     replication_factor: int = Field(-1, description="replication factor of created destination topics (-1: broker default)")

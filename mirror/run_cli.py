@@ -34,6 +34,7 @@ _FLAGS = {
     "rename": "rename",
     "partitioning": "partitioning",
     "compression": "compression",
+    "coalesce_below_bytes": "coalesce_below_bytes",
     "destination_partitions": "destination_partitions",
     "starting_offsets": "starting_offsets",
     "on_data_loss": "on_data_loss",
@@ -95,6 +96,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     how.add_argument("--compression", choices=("source", "none", "gzip", "snappy", "lz4", "zstd"),
                      help="destination codec; 'source' (default) keeps each batch's codec so batches pass through. "
                           "Any other value rebuilds batches in a different codec")
+    how.add_argument("--coalesce-below-bytes", type=int, metavar="N",
+                     help="merge source batches smaller than N bytes with the small batches after them in the same "
+                          "fetch, up to coalesce_target_bytes (64 KiB), into one destination batch: tiny batches "
+                          "from low-traffic producers then cost the destination and its consumers as few large "
+                          "ones do (default 4096; 0: forward every batch as it is)")
     how.add_argument("--destination-partitions", type=int, metavar="N",
                      help="partitions of destination topics kmirror creates (default: the source topic's count)")
     run = parser.add_argument_group("streaming")

@@ -29,18 +29,21 @@ from ..engine import (CommittedOffsets, CopyRequest, TopicRoute, copy_exactly_on
 from ..engine.fetched_set import forward_unchecked, route_one
 from ..kafka import IdempotentProducer, KafkaClient, TopicPartition
 from ..kafka.transactional_producer import TransactionalProducer
-from ..routing import RouteCounters, RoutingPolicy
+from ..routing import DEFAULT_COALESCE_BELOW_BYTES, RouteCounters, RoutingPolicy
 from .datagen import DataSpec, Layout, build_dataset
 from .fill import fill_topic
 from .proctree import TreeMeter
 from .stats import Sample
 from .worker import ModeRun
 
-__all__ = ["prepared", "copy_pipeline", "copy_spark", "ENGINE_POLICIES"]
+__all__ = ["prepared", "copy_pipeline", "copy_spark", "ENGINE_POLICIES", "COALESCING_MODES"]
 
 ENGINE_POLICIES = {"raw": "preserve", "pass-through": "preserve", "exactly-once": "preserve", "inspect": "by-key",
-                   "recompress": "by-key"}
+                   "recompress": "by-key", "coalesced": "preserve"}
 """Partitioning per copy-engine mode; the data (see :mod:`.datagen`) decides the routing class."""
+COALESCING_MODES = {"coalesced"}
+"""Modes that coalesce small batches with ``kmirror run``'s defaults; the others forward every
+batch as it is, so that pass-through stays what it is named for at every batch size."""
 
 
 @contextlib.contextmanager
@@ -69,7 +72,9 @@ def copy_pipeline(spec: ModeRun, source: KafkaClient, producer: IdempotentProduc
     """The whole topic as one task copies its group; with ``offsets`` (mode ``exactly-once``) in
     one destination transaction with its source offsets and offset syncs, as a task of an
     exactly-once job."""
-    policy = RoutingPolicy(partitioning=ENGINE_POLICIES[spec.mode], destination_partitions=spec.destination_partitions)
+    coalescing = spec.mode in COALESCING_MODES
+    policy = RoutingPolicy(partitioning=ENGINE_POLICIES[spec.mode], destination_partitions=spec.destination_partitions,
+                           coalesce_below_bytes=DEFAULT_COALESCE_BELOW_BYTES if coalescing else 0)
     route = TopicRoute(spec.source_topic, spec.destination_topic, len(spec.end_offsets), policy)
     routes = {spec.source_topic: route}
     requests = [CopyRequest(TopicPartition(spec.source_topic, p), 0, end) for p, end in enumerate(spec.end_offsets)]

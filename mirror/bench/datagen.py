@@ -37,7 +37,7 @@ from typing import Callable, Iterator
 import kcodecs
 from kcodecs import Compression, Record
 
-from ..routing import partition_for_key
+from ..routing import DEFAULT_COALESCE_BELOW_BYTES, partition_for_key
 
 __all__ = ["Layout", "DataSpec", "Dataset", "Corpus", "event_value", "build_dataset"]
 
@@ -125,6 +125,13 @@ class Dataset:
     def wire_bytes(self) -> int:
         """Bytes the source broker stores and serves: the batches as built, compressed."""
         return sum(len(batch) for _, batch in self.batches)
+
+    @property
+    def small_records(self) -> int:
+        """Records in batches that ``kmirror run`` coalesces by default (under
+        ``coalesce_below_bytes``): what the coalesced mode must merge."""
+        below = DEFAULT_COALESCE_BELOW_BYTES
+        return sum(kcodecs.read_batch(batch).record_count for _, batch in self.batches if len(batch) < below)
 
     @property
     def mean_batch_bytes(self) -> float:

@@ -16,6 +16,9 @@ modes:
                       decompress to check the keys, forward the original bytes
   recompress          the engine on keyed data into another partition count: every batch rebuilt
                       (left out where batches hold too few records for their keys to split them)
+  coalesced           the engine as kmirror run copies by default, on unflagged data (as Java's
+                      producer writes it), preserve: batches under coalesce_below_bytes (4 KiB) merged
+                      into batches of up to 64 KiB, bigger ones forwarded (pass-through forwards all)
   confluent-kafka     a Consumer -> Producer loop with the same codec (librdkafka)
   kafka-python        a KafkaConsumer -> KafkaProducer loop with the same codec
   pass-through-spark  (--spark) the pass-through copy through `kmirror run --once` on local[2],
@@ -33,6 +36,9 @@ costs decide how close pass-through gets to the loops, so batch size is a dimens
            record sizes with every batch size would be 45 for little more to learn (record size
            shifts the per-record cost of the loops, batch size the per-batch cost of ours).
            About half an hour on 2 cores (25 minutes for the run in docs/performance.md).
+  --small-batches  lz4,zstd x 1 KiB records x 1,2,4,8,16 KiB batches, 64 MB, 3 rounds, modes
+           pass-through, coalesced and the two loops: where producers write little at a time
+           (issue 40's table).
 
 --codecs, --record-sizes and --batch-kib replace that dimension in each grid of the preset.
 Source topics have --partitions (4) partitions.
@@ -67,25 +73,27 @@ from ..config import FETCH_MAX_BYTES
 from ..kafka import KafkaClient, NewTopic, TopicPartition
 from .datagen import DataSpec, Dataset, Layout, build_dataset
 from .fill import fill_topic
-from .report import plot, ratios_table, results_table, run_copy_table, scenario_label
-from .stats import ModeResult, Sample, Scenario, machine_info, ratios, run_copy_ratios, summarise, to_json
+from .report import plot, ratios_table, results_table, run_copy_table, scenario_label, small_batch_table
+from .stats import (ModeResult, Sample, Scenario, machine_info, ratios, run_copy_ratios, small_batch_ratios, summarise,
+                    to_json)
 from .timing import rounds
 from .worker import ModeRun
 
-__all__ = ["MODES", "LAYOUT_OF_MODE", "FULL", "QUICK", "BenchError", "Grid", "Preset", "Settings", "settings_from",
+__all__ = ["MODES", "SMALL_BATCH_MODES", "LAYOUT_OF_MODE", "FULL", "QUICK", "SMALL", "BenchError", "Grid", "Preset", "Settings", "settings_from",
            "scenarios", "bench", "run_worker", "check_copy", "add_arguments", "run"]
 
-MODES = ("raw", "pass-through", "exactly-once", "inspect", "recompress", "confluent-kafka", "kafka-python")
+MODES = ("raw", "pass-through", "exactly-once", "inspect", "recompress", "coalesced", "confluent-kafka", "kafka-python")
+SMALL_BATCH_MODES = ("pass-through", "coalesced", "confluent-kafka", "kafka-python")
 DELIVERY_MODES = {"at-least-once": "pass-through", "exactly-once": "exactly-once"}
 """``--delivery``: the pass-through copy at each guarantee."""
 SPARK_MODE = "pass-through-spark"
 LAYOUT_OF_MODE = {
     "raw": Layout.FLAGGED, "pass-through": Layout.FLAGGED, "exactly-once": Layout.FLAGGED, "inspect": Layout.UNFLAGGED,
-    "recompress": Layout.KEYED,
+    "recompress": Layout.KEYED, "coalesced": Layout.UNFLAGGED,
     "confluent-kafka": Layout.FLAGGED, "kafka-python": Layout.FLAGGED, SPARK_MODE: Layout.FLAGGED,
 }
 ROUTE_OF_MODE = {"pass-through": "passed-through", "exactly-once": "passed-through", "inspect": "inspected",
-                 "recompress": "rebuilt",
+                 "recompress": "rebuilt", "coalesced": "coalesced",
                  SPARK_MODE: "passed-through"}
 """The routing class an engine mode is named for, which its records must take, or the mode
 measured something else. In recompress, a batch whose keys all route to one partition goes
@@ -94,6 +102,9 @@ MIN_REBUILT_SHARE = 0.9
 """recompress runs only where the engine must rebuild at least this share of the keyed records.
 Small batches of big records (10 KiB records fill 16 KiB batches with one without a codec,
 two with lz4 or snappy) often route whole to one partition: recompress would measure inspect."""
+MIN_COALESCED_SHARE = 0.9
+"""coalesced must merge at least this share of the records in batches under the threshold: a
+small batch alone in its fetch, or between two big ones, goes as it is."""
 _NEEDS = {"confluent-kafka": "confluent_kafka", "kafka-python": "kafka", SPARK_MODE: "pyspark"}
 _MB = 10**6
 _WORKER_TIMEOUT_S = 3600
@@ -130,6 +141,7 @@ class Preset:
 _ALL_CODECS = "none,gzip,snappy,lz4,zstd"
 FULL = Preset((Grid(_ALL_CODECS, "1024", "16,128,1024"), Grid(_ALL_CODECS, "100,10240", "16")), total_mb=64, repeats=3)
 QUICK = Preset((Grid("lz4,zstd", "1024", "16,128"),), total_mb=32, repeats=3)
+SMALL = Preset((Grid("lz4,zstd", "1024", "1,2,4,8,16"),), total_mb=64, repeats=3)
 
 
 class BenchError(KMirrorError):
@@ -161,8 +173,11 @@ class Settings:
 
 
 def settings_from(args: argparse.Namespace) -> Settings:
-    preset = QUICK if args.quick else FULL
-    modes = tuple(pick_list(args.modes or ",".join(MODES), MODES + (SPARK_MODE,), "mode"))
+    if args.quick and args.small_batches:
+        raise BenchError("--quick and --small-batches are two presets: choose one")
+    preset = QUICK if args.quick else SMALL if args.small_batches else FULL
+    default_modes = SMALL_BATCH_MODES if args.small_batches else MODES
+    modes = tuple(pick_list(args.modes or ",".join(default_modes), MODES + (SPARK_MODE,), "mode"))
     if args.delivery is not None:
         wanted = {DELIVERY_MODES[d] for d in pick_list(args.delivery, tuple(DELIVERY_MODES), "delivery")}
         modes = tuple(m for m in modes if m not in DELIVERY_MODES.values() or m in wanted)
@@ -228,6 +243,8 @@ def pick_list(text: str, allowed: Sequence[str], what: str) -> list[str]:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--quick", action="store_true",
                         help=f"a subset: {QUICK.describe()} (about 3 minutes on 2 cores)")
+    parser.add_argument("--small-batches", action="store_true",
+                        help=f"small source batches: {SMALL.describe()}, modes {','.join(SMALL_BATCH_MODES)}")
     parser.add_argument("--codecs", help="comma-separated; replaces the preset's in each of its grids")
     parser.add_argument("--record-sizes", help="value bytes per record, comma-separated; replaces the preset's")
     parser.add_argument("--batch-kib", help=f"stored size of a source batch (the producer's batch.size), KiB, "
@@ -270,6 +287,9 @@ def run(args: argparse.Namespace) -> int:
         tasks = "the default copy tasks" if count is None else f"{count} copy task{'s' if count > 1 else ''}"
         print(f"\nkmirror run ({SPARK_MODE}, {tasks}) against pass-through, {settings.scenarios[0].partitions} source "
               f"partitions (medians of round-by-round ratios)\n{run_copy_table(run_copy_ratios(results))}", flush=True)
+    if small_batch_ratios(results):
+        print(f"\nThe coalesced copy against the confluent-kafka loop and pass-through (medians of round-by-round "
+              f"ratios)\n{small_batch_table(small_batch_ratios(results))}", flush=True)
     if args.json:
         args.json.write_text(json.dumps(to_json(results, settings.parameters() | {"command": sys.argv},
                                                 machine_info()), indent=2) + "\n")
@@ -389,7 +409,8 @@ def _runner(settings: Settings, source: str, destination: str, spec: DataSpec, d
     count = iter(range(1, 1 << 30))
     name = name or mode
     destination_partitions = spec.repartitioned if mode == "recompress" else spec.partitions
-    must_route = data.split_records if mode == "recompress" else data.records
+    must_route = {"recompress": data.split_records, "coalesced": int(MIN_COALESCED_SHARE * data.small_records)}.get(
+        mode, data.records)
 
     def run_once(*, profile: bool = False) -> Sample:
         number = next(count)

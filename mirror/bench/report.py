@@ -7,9 +7,9 @@ from pathlib import Path
 from typing import Sequence
 
 from .stats import (BASELINE, RUN_COPY_TARGET, TARGET_SCENARIOS, TARGETS, Measure, ModeResult, Ratio, RunCopyRatio,
-                    Scenario, Target)
+                    Scenario, SmallBatchRatio, Target)
 
-__all__ = ["size_label", "scenario_label", "results_table", "ratios_table", "run_copy_table", "plot",
+__all__ = ["size_label", "scenario_label", "results_table", "ratios_table", "run_copy_table", "small_batch_table", "plot",
            "PlotUnavailableError"]
 
 
@@ -95,6 +95,23 @@ def run_copy_table(ratios: Sequence[RunCopyRatio]) -> str:
         verdict = "met" if r.met else "MISSED"
         lines.append(f"{_scenario_columns(r.scenario)}  {f'{r.copy:.2f}x (>= {RUN_COPY_TARGET:g}x) {verdict}':<38}"
                      f"{r.query:.2f}x")
+    return "\n".join(lines)
+
+
+def small_batch_table(ratios: Sequence[SmallBatchRatio]) -> str:
+    """One line per scenario: the coalesced copy's MB/s and CPU s/GB against the confluent-kafka
+    loop's, its MB/s against pass-through's, and issue 40's bounds where it sets them."""
+    lines = [f"{_SCENARIO_HEADER}  {'MB/s vs loop':<14}{'CPU s/GB vs loop':<18}{'MB/s vs pass-through':<22}target"]
+    for r in ratios:
+        versus_base = "-" if r.over_pass_through is None else f"{r.over_pass_through:.2f}x"
+        if r.bounds is None:
+            target = "-"
+        else:
+            throughput, cpu = r.bounds
+            target = f">= {throughput:g}x" + ("" if cpu is None else f", <= {cpu:g}x CPU") + \
+                (" met" if r.met else " MISSED")
+        lines.append(f"{_scenario_columns(r.scenario)}  {f'{r.throughput:.2f}x':<14}{f'{r.cpu:.2f}x':<18}"
+                     f"{versus_base:<22}{target}")
     return "\n".join(lines)
 
 

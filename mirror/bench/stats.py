@@ -17,7 +17,8 @@ from enum import Enum
 from typing import Any, Iterable, Sequence
 
 __all__ = ["Sample", "Scenario", "ModeResult", "Measure", "Target", "Ratio", "TARGETS", "TARGET_SCENARIOS", "summarise",
-           "ratios", "RUN_COPY_TARGET", "RunCopyRatio", "run_copy_ratios", "machine_info", "to_json"]
+           "ratios", "RUN_COPY_TARGET", "RunCopyRatio", "run_copy_ratios", "SMALL_BATCH_TARGETS", "SmallBatchRatio",
+           "small_batch_ratios", "machine_info", "to_json"]
 
 MB = 10**6
 GB = 10**9
@@ -270,6 +271,64 @@ def run_copy_ratios(results: Iterable[ModeResult]) -> list[RunCopyRatio]:
     return out
 
 
+COALESCED = "coalesced"
+LOOP = "confluent-kafka"
+SMALL_BATCH_TARGETS = {2 * 1024: (2.0, 0.5), 4 * 1024: (2.5, None)}
+"""Issue 40, by source batch size: coalesced's MB/s over the confluent-kafka loop's at least the
+first figure, its CPU s/GB over the loop's at most the second (None: no bound)."""
+
+
+@dataclass(frozen=True)
+class SmallBatchRatio:
+    """The coalesced copy against the confluent-kafka loop, and against pass-through, in one scenario."""
+
+    scenario: Scenario
+    throughput: float
+    """Coalesced MB/s over the loop's."""
+    cpu: float
+    """Coalesced CPU s/GB over the loop's: 0.5 means half."""
+    over_pass_through: float | None
+    """Coalesced MB/s over pass-through's (None: pass-through did not run)."""
+
+    @property
+    def bounds(self) -> tuple[float, float | None] | None:
+        if self.scenario.record_bytes != 1024 or self.scenario.codec not in ("lz4", "zstd"):
+            return None
+        return SMALL_BATCH_TARGETS.get(self.scenario.batch_bytes)
+
+    @property
+    def met(self) -> bool | None:
+        if self.bounds is None:
+            return None
+        throughput, cpu = self.bounds
+        return self.throughput >= throughput and (cpu is None or self.cpu <= cpu)
+
+    def as_json(self) -> dict[str, Any]:
+        return {**asdict(self.scenario), "versus": LOOP, "throughput_ratio": round(self.throughput, 3),
+                "cpu_fraction": round(self.cpu, 3),
+                "over_pass_through": None if self.over_pass_through is None else round(self.over_pass_through, 3),
+                "bounds": self.bounds, "met": self.met}
+
+
+def small_batch_ratios(results: Iterable[ModeResult]) -> list[SmallBatchRatio]:
+    """Per scenario that ran both the coalesced copy and the confluent-kafka loop, the medians of
+    the round-by-round ratios (as :func:`ratios`)."""
+    by_scenario: dict[Scenario, dict[str, ModeResult]] = {}
+    for result in results:
+        by_scenario.setdefault(result.scenario, {})[result.mode] = result
+    out = []
+    for scenario, modes in by_scenario.items():
+        ours, loop, base = modes.get(COALESCED), modes.get(LOOP), modes.get(BASELINE)
+        if ours is None or loop is None:
+            continue
+        cpu = ours.cpu_s_per_gb / loop.cpu_s_per_gb if loop.cpu_s > 0 else float("inf")
+        out.append(SmallBatchRatio(
+            scenario, _paired(loop, loop.walls, ours, ours.walls, ours.mb_per_s / loop.mb_per_s),
+            _paired(ours, ours.cpus, loop, loop.cpus, cpu),
+            None if base is None else _paired(base, base.walls, ours, ours.walls, ours.mb_per_s / base.mb_per_s)))
+    return out
+
+
 def _version(distribution: str) -> str | None:
     try:
         return importlib.metadata.version(distribution)
@@ -296,6 +355,7 @@ def to_json(results: Sequence[ModeResult], parameters: dict[str, Any], machine: 
         "results": [result.as_json() for result in results],
         "ratios": [ratio.as_json() for ratio in ratios(results)],
         "run_copy_ratios": [ratio.as_json() for ratio in run_copy_ratios(results)],
+        "small_batch_ratios": [ratio.as_json() for ratio in small_batch_ratios(results)],
         "parameters": parameters,
         "machine": machine,
     }

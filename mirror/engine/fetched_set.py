@@ -27,7 +27,8 @@ from kcodecs import (Batch, CorruptBatchError, KcodecsError, TimestampType, V2Ba
                      iter_v2)
 
 from ..kafka import FetchedData, TopicPartition
-from ..routing import ReadCommitted, RouteClass, RouteCounters, home_partition, passes_through, route_batch
+from ..routing import (ReadCommitted, RouteClass, RouteCounters, coalesce, home_partition, passes_through,
+                       route_batch)
 from .errors import CorruptSourceError
 from .topics import TopicRoute
 
@@ -36,6 +37,12 @@ __all__ = ["SLICE", "BatchRouter", "FetchedSet", "Outgoing", "OutgoingBatch", "r
 SLICE = 8
 """Batches of one set routed per turn of the copy loop: about 0.2 ms of routing at 16 KiB,
 so with four sets in a turn the destination's five requests in flight still outlast it."""
+
+_NOTHING = object()
+"""No step held (:attr:`FetchedSet._held`)."""
+_PAST_END = object()
+"""The walk reached a batch of a later range (:meth:`FetchedSet._advance`)."""
+_CODEC_MASK = 0x07
 
 _ONE_FOR_ONE = (RouteClass.PASSED_THROUGH, RouteClass.INSPECTED)
 """Classes whose outgoing batch is the source batch, record for record."""
@@ -130,6 +137,10 @@ class FetchedSet:
         """Where in the record set the next batch starts."""
         self._batches: Iterator[Batch] | None = None
         """The one-batch-at-a-time walk from :attr:`_position`, while it is the one in use."""
+        self._held: object = _NOTHING
+        """A step of the walk taken but not yet routed (see :meth:`_advance`)."""
+        self._below = route.policy.coalesce_below_bytes if router is route_one else 0
+        """Batches smaller than this are coalesced (0: none is)."""
         self._runs = (router is route_one or router is forward_unchecked) and not fetched.aborted_transactions
         self._checked = router is route_one
         self._committed = ReadCommitted(fetched.aborted_transactions)
@@ -149,23 +160,18 @@ class FetchedSet:
         routed = 0
         try:
             while routed != limit:
-                if self._runs:
+                if self._runs and self._held is _NOTHING:
                     routed += self._forward_run(outgoing, None if limit is None else limit - routed)
                     if routed == limit:
                         return outgoing
-                if self._batches is None:
-                    self._batches = iter_batches(self.fetched.records, start=self._position)
-                batch = next(self._batches, None)
-                if batch is None:
+                step = self._advance()
+                if step is None:
                     break
-                self._position = batch.position + batch.size
+                if step is _PAST_END:
+                    self.offset = self.end  # the next batch belongs to a later range
+                    break
+                batch, aborted = step
                 last = batch.last_offset
-                if last >= self.end:
-                    self.offset = self.end  # this batch belongs to a later range
-                    break
-                aborted = self._committed.is_aborted(batch)  # asked of every batch, in order, as it keeps state
-                if last < self.offset:
-                    continue  # the fetch began inside an earlier batch that is not ours
                 if self.floor > 0:
                     floor, self.floor = self.floor, -1
                     if not aborted and batch.base_offset < floor:
@@ -176,6 +182,10 @@ class FetchedSet:
                             routed += 1
                             continue
                         batch = kept
+                if not aborted and batch.size < self._below and batch.magic == 2 and not batch.is_control:
+                    outgoing += self._coalesce_from(batch)
+                    routed += 1
+                    continue
                 outgoing += self.router(batch, last, self.tp, self.route, self.counters, aborted)
                 self.offset = last + 1
                 routed += 1
@@ -187,6 +197,73 @@ class FetchedSet:
         self.done = True
         return outgoing
 
+    def _advance(self) -> tuple[Batch, bool] | None | object:
+        """The next batch this set owns and whether it is aborted, asked of
+        :class:`~mirror.routing.ReadCommitted` once, in order; ``None`` when the record set
+        ends, :data:`_PAST_END` at a batch of a later range. A run being coalesced looks one
+        step past its end, and hands that step back through :attr:`_held`."""
+        if self._held is not _NOTHING:
+            step, self._held = self._held, _NOTHING
+            return step
+        if self._batches is None:
+            self._batches = iter_batches(self.fetched.records, start=self._position)
+        for batch in self._batches:
+            self._position = batch.position + batch.size
+            last = batch.last_offset
+            if last >= self.end:
+                return _PAST_END
+            aborted = self._committed.is_aborted(batch)  # asked of every batch, in order, as it keeps state
+            if last >= self.offset:  # else: the fetch began inside an earlier batch that is not ours
+                return batch, aborted
+        return None
+
+    def _coalesce_from(self, first: Batch) -> Outgoing:
+        """``first`` (a small v2 data batch) merged with the small batches after it in this
+        record set (:func:`~mirror.routing.coalesce`), up to ``coalesce_target_bytes`` of
+        them; transaction markers and aborted batches among them are left out as routing
+        leaves them out. What the fetch holds is all it merges: it never waits for more.
+
+        The merged batch maps source offsets ``[first, last]`` of its data onto its
+        destination run, exactly (one for one) when the records fill the span, i.e. no hole
+        from compaction or a marker, and they all went to one partition; otherwise as a
+        bound, as a rebuilt batch does (:mod:`.offset_syncs`). A lone small batch is routed
+        as any other."""
+        policy = self.route.policy
+        first.checked_header()
+        codec = first.attributes & _CODEC_MASK
+        run, size, last = [first], first.size, first.last_offset
+        while size < policy.coalesce_target_bytes:
+            step = self._advance()
+            if step is None or step is _PAST_END:
+                self._held = step
+                break
+            batch, aborted = step
+            if batch.magic == 2:
+                batch.checked_header()
+            if aborted or batch.is_control:
+                # Data of an aborted transaction, or a marker: routed (to nothing) here, as
+                # route_batch would, and the run goes on past it.
+                self.counters.add(route_batch(batch, self.tp.partition, policy, aborted=aborted))
+                self.offset = batch.last_offset + 1
+                continue
+            if (batch.magic != 2 or batch.size >= self._below or batch.attributes & _CODEC_MASK != codec
+                    or size + batch.size > policy.coalesce_target_bytes):
+                self._held = step
+                break
+            run.append(batch)
+            size += batch.size
+            last = batch.last_offset
+        self.offset = max(self.offset, last + 1)
+        if len(run) == 1:
+            return self.router(first, last, self.tp, self.route, self.counters, False)
+        routed = coalesce(run, self.tp.partition, policy)
+        self.counters.count(RouteClass.COALESCED, routed.records, routed.source_bytes, batches=len(run))
+        begin = first.base_offset
+        exact = len(routed.outgoing) == 1 and routed.records == last - begin + 1
+        newest = max(batch.max_timestamp for batch in run)
+        return [OutgoingBatch(self.route.destinations[out.partition], out.data, out.records, self.tp, begin, last,
+                              exact, newest) for out in routed.outgoing]
+
     def _forward_run(self, outgoing: Outgoing, limit: int | None) -> int:
         """Forward the v2 batches from :attr:`_position` that pass through, up to ``limit``, as
         :func:`route_one` would (checked, counted, sent to their home partition as views of the
@@ -195,7 +272,7 @@ class FetchedSet:
         one to route, or anything not a whole v2 batch (the one-batch walk takes it from there)."""
         routed = records = size = 0
         tp, end, policy, destination, read = self.tp, self.end, self.route.policy, self._destination, V2Header.read
-        checked, floor = self._checked, self.floor
+        checked, floor, below = self._checked, self.floor, self._below
         offset, resume = self.offset, self._position
         try:
             for position, raw in iter_v2(self.fetched.records, start=resume):
@@ -204,8 +281,8 @@ class FetchedSet:
                 if last >= end:
                     break
                 if last >= offset:  # else: the fetch began inside an earlier batch that is not ours
-                    if header.base_offset < floor:
-                        break  # records below the floor: the one-batch walk leaves them out
+                    if header.base_offset < floor or len(raw) < below:
+                        break  # records below the floor, or a small batch: the one-batch walk takes it
                     if checked:
                         check_v2(raw, position, header)
                         if not passes_through(header, policy):

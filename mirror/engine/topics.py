@@ -102,5 +102,7 @@ def _route(config: MirrorConfig, topic: str, source_partitions: int, destination
         log.info("%s -> %s: %d and %d partitions, partitioning auto is %s", topic, name, source_partitions,
                  destination_partitions, partitioning)
     policy = RoutingPolicy(partitioning=partitioning, destination_partitions=destination_partitions,
-                           compression=None if config.compression == "source" else config.compression)
+                           compression=None if config.compression == "source" else config.compression,
+                           coalesce_below_bytes=config.coalesce_below_bytes,
+                           coalesce_target_bytes=config.coalesce_target_bytes)
     return TopicRoute(topic, name, source_partitions, policy)

@@ -7,7 +7,13 @@ from enum import Enum
 
 from kcodecs import DEFAULT_MAX_DECOMPRESSED_SIZE, Compression, KMirrorError
 
-__all__ = ["Partitioning", "RouteClass", "RoutingPolicy", "RoutingError"]
+__all__ = ["Partitioning", "RouteClass", "RoutingPolicy", "RoutingError", "DEFAULT_COALESCE_BELOW_BYTES",
+           "DEFAULT_COALESCE_TARGET_BYTES"]
+
+DEFAULT_COALESCE_BELOW_BYTES = 4096
+"""The job's default threshold (``coalesce_below_bytes``): docs/performance.md, "Small source
+batches", measured where coalescing starts to pay."""
+DEFAULT_COALESCE_TARGET_BYTES = 65536
 
 
 class RoutingError(KMirrorError, ValueError):
@@ -31,6 +37,8 @@ class RouteClass(str, Enum):
     """Forwarded without decompressing."""
     INSPECTED = "inspected"
     """Decompressed to read the keys, then the original bytes forwarded."""
+    COALESCED = "coalesced"
+    """One of a run of small batches whose records were merged into few destination batches."""
     REBUILT = "rebuilt"
     """Decoded and built again as new v2 batches (split by partition, recompressed)."""
     DROPPED = "dropped"
@@ -46,12 +54,18 @@ class RoutingPolicy:
     ``compression=None`` keeps each source batch's codec, so batches can be forwarded as they
     are; naming a codec forces every batch in another codec to be rebuilt.
     ``partitioning`` and ``compression`` also accept their config strings ("by-key", "zstd").
+
+    A source batch smaller than ``coalesce_below_bytes`` (0: never) is merged with the small
+    batches after it in the same fetch, up to ``coalesce_target_bytes`` of source batches
+    (:mod:`.coalescer`).
     """
 
     partitioning: Partitioning = Partitioning.BY_KEY
     destination_partitions: int
     compression: Compression | None = None
     max_decompressed_size: int = DEFAULT_MAX_DECOMPRESSED_SIZE
+    coalesce_below_bytes: int = 0
+    coalesce_target_bytes: int = DEFAULT_COALESCE_TARGET_BYTES
 
     def __post_init__(self) -> None:
         try:
@@ -67,3 +81,8 @@ class RoutingPolicy:
             raise RoutingError(f"destination_partitions must be at least 1, not {self.destination_partitions}")
         if self.max_decompressed_size < 0:
             raise RoutingError(f"max_decompressed_size must not be negative, not {self.max_decompressed_size}")
+        if self.coalesce_below_bytes < 0:
+            raise RoutingError(f"coalesce_below_bytes must not be negative, not {self.coalesce_below_bytes}")
+        if self.coalesce_below_bytes and self.coalesce_target_bytes < self.coalesce_below_bytes:
+            raise RoutingError(f"coalesce_target_bytes ({self.coalesce_target_bytes}) must be at least "
+                               f"coalesce_below_bytes ({self.coalesce_below_bytes})")

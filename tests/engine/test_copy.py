@@ -48,8 +48,10 @@ def copy_range(request: CopyRequest, route, source: KafkaClient, destination: Ka
 
 
 def _config(src, dst, **extra):
+    """The job's config, with every batch forwarded as it is: these tests build small batches to
+    check the classes the decision table gives them (tests/engine/test_coalesce.py coalesces)."""
     return load_config(None, {"source.bootstrap": src.bootstrap, "destination.bootstrap": dst.bootstrap,
-                              "topics": ".*", **extra})
+                              "topics": ".*", "coalesce_below_bytes": 0, **extra})
 
 
 def _fill(client: KafkaClient, topic: str, batches: int, per_batch: int, *, partition: int = 0, keyed=False,

@@ -80,7 +80,9 @@ def _filled(clusters):
             records = [Record(key=None, value=b"p%d-b%d-r%d" % (partition, b, i), timestamp=NOW_MS + i)
                        for i in range(10)]
             source.produce([(TopicPartition("t", partition), kcodecs.build_batch(records, compression="lz4"))])
+    # Every batch forwarded as it is (coalesce_below_bytes 0): the tests count produced batches.
     config = load_config(None, {"source.bootstrap": src.bootstrap, "destination.bootstrap": dst.bootstrap,
+                                "coalesce_below_bytes": 0,
                                 "topics": "t"})
     return sync_destination_topics(config, source, destination)
 

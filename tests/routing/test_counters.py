@@ -7,7 +7,7 @@ import pickle
 
 import kcodecs
 from kcodecs import ControlType, Record, control_record
-from mirror.routing import RouteClass, RouteCounters, RoutingPolicy, route_batch
+from mirror.routing import RouteClass, RouteCounters, RoutingPolicy, coalesce, route_batch
 
 
 def routed_examples():
@@ -22,6 +22,8 @@ def routed_examples():
         kcodecs.build_batch([control_record(ControlType.COMMIT)], control=True, transactional=True, producer_id=1),
     ]
     routed = [route_batch(kcodecs.read_batch(data), 1, policy) for data in sources]
+    small = [kcodecs.read_batch(bytearray(kcodecs.build_batch(unkeyed[i:i + 2], compression="lz4"))) for i in (0, 2)]
+    routed.insert(2, coalesce(small, 1, policy))  # two small batches merged
     aborted = kcodecs.build_batch(unkeyed[:2], transactional=True, producer_id=1, producer_epoch=0, base_sequence=0)
     return routed + [route_batch(kcodecs.read_batch(aborted), 1, policy, aborted=True)]
 
@@ -33,11 +35,11 @@ def test_counts_each_class():
     for r in routed:
         counters.add(r)
     counts = counters.as_dict()
-    assert list(counts) == ["passed-through", "inspected", "rebuilt", "dropped", "aborted"]
+    assert list(counts) == ["passed-through", "inspected", "coalesced", "rebuilt", "dropped", "aborted"]
     for r in routed:
         assert counts[r.route.value] == {"batches": 1, "records": r.records, "bytes": r.source_bytes}
     assert counts["rebuilt"]["records"] == 9
-    assert counters.total_records == 4 + 4 + 9 + 1 + 2
+    assert counters.total_records == 4 + 4 + 4 + 9 + 1 + 2
     assert counters.total_bytes == sum(r.source_bytes for r in routed)
 
 

@@ -25,7 +25,7 @@ def test_config_strings_become_enums():
 
 
 def test_counter_names_are_the_enum_values():
-    assert [c.value for c in RouteClass] == ["passed-through", "inspected", "rebuilt", "dropped", "aborted"]
+    assert [c.value for c in RouteClass] == ["passed-through", "inspected", "coalesced", "rebuilt", "dropped", "aborted"]
 
 
 @pytest.mark.parametrize(

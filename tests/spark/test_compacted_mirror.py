@@ -79,7 +79,8 @@ def test_a_compacted_topic_mirrors_with_its_holes_and_tombstones(tmp_path):
         for p in range(PARTITIONS):
             assert _last_values(mirrored[p]) == _last_values(source[p])
         classes = totals.counters.by_class
-        assert classes[RouteClass.REBUILT].batches > 0  # holey batches
+        # Holey batches: rebuilt, or, the small ones, coalesced (both renumber the offsets).
+        assert classes[RouteClass.REBUILT].batches + classes[RouteClass.COALESCED].batches > 0
         assert classes[RouteClass.DROPPED].batches > 0  # empty producer headers
         destination_config = dst.state.topics.topics[TOPIC].config
         assert (destination_config.cleanup_policy, destination_config.delete_retention_ms,

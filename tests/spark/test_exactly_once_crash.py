@@ -15,7 +15,9 @@ mid-transaction instead.
 from __future__ import annotations
 
 import os
+import itertools
 import random
+import re
 import signal
 import subprocess
 import sys
@@ -40,23 +42,30 @@ RECORDS = int(os.environ.get("KMIRROR_CRASH_RECORDS", "200000"))
 REAL_KAFKA_RUN = (10, 1_000_000)
 """Kills and records of the real-Kafka run (issue 34's acceptance)."""
 PARTITIONS = 4
-PER_BATCH = 500
+BATCH_SIZES = (2000,) + (20,) * 10
+"""Records per source batch, in turn: 2,000 records (about 18 KiB of lz4) pass through, ten of 20
+(about 260 bytes each) coalesce into one destination batch."""
 NOW_MS = int(time.time() * 1000)
 """Record timestamps: recent, or the destination's 7-day retention deletes their segment once a
 transaction marker, stamped now, rolls it."""
 
 
 def _fill(client: KafkaClient, records: int = RECORDS, seconds: float = 0.0) -> dict[int, list[bytes]]:
-    """``records`` records in batches of :data:`PER_BATCH`, spread evenly over ``seconds``."""
+    """``records`` records spread evenly over ``seconds``, in batches of :data:`BATCH_SIZES` in
+    turn: big ones pass through, runs of small ones are coalesced (issue 40)."""
     client.create_topics([NewTopic("events", PARTITIONS)])
     produced: dict[int, list[bytes]] = {p: [] for p in range(PARTITIONS)}
     per_partition = records // PARTITIONS
-    rounds = range(0, per_partition, PER_BATCH)
+    rounds, start = [], 0
+    for size in itertools.cycle(BATCH_SIZES):
+        if start >= per_partition:
+            break
+        rounds.append((start, min(start + size, per_partition)))
+        start += size
     began = time.monotonic()
-    for n, start in enumerate(rounds):
+    for n, (start, end) in enumerate(rounds):
         for p in range(PARTITIONS):
-            batch = [Record(key=None, value=b"p%d-%08d" % (p, i), timestamp=NOW_MS + i)
-                     for i in range(start, min(start + PER_BATCH, per_partition))]
+            batch = [Record(key=None, value=b"p%d-%08d" % (p, i), timestamp=NOW_MS + i) for i in range(start, end)]
             client.produce([(TopicPartition("events", p), kcodecs.build_batch(batch, compression="lz4"))])
             produced[p] += [r.value for r in batch]
         time.sleep(max(0.0, began + seconds * (n + 1) / len(rounds) - time.monotonic()))
@@ -149,6 +158,8 @@ def test_sigkills_of_the_whole_mirror_lose_and_duplicate_nothing(tmp_path, clust
     finished = subprocess.run(command + ["--once"], capture_output=True, text=True, env=_ENV, timeout=1800)
     assert finished.returncode == 0, finished.stderr[-3000:]
     _assert_copied_exactly(produced, _read_committed(dst.bootstrap))
+    logs = "".join((tmp_path / f"run-{kill}.log").read_text() for kill in range(kills)) + finished.stderr
+    assert re.search(r"coalesced [1-9]\d* batches", logs), "no run of small batches was coalesced"
 
 
 def test_a_destination_broker_killed_mid_transaction_loses_and_duplicates_nothing(tmp_path):

@@ -1,6 +1,7 @@
 """Consumer groups fail over exactly: a group consumes part of a topic at the source and commits,
 the Spark mirror copies and translates, and the same group at the destination reads exactly the
-records it had not consumed: no duplicate, no gap. librdkafka consumes on both sides; a group
+records it had not consumed: no duplicate, no gap, also where small source batches were
+coalesced into bigger ones (issue 40). librdkafka consumes on both sides; a group
 with members at the destination is left alone. On the embedded broker and on real Kafka 4.x
 (both clusters), whose group coordinator is Kafka's own."""
 
@@ -100,6 +101,8 @@ def test_a_group_resumes_at_the_destination_exactly_where_it_stopped(tmp_path, c
         poller.join(30)
         busy.close()
     resumed = _resume(dst.bootstrap, "billing")
+    # The source's batches of ten small records were coalesced: translation must stay exact across them.
+    assert totals.counters.by_class["coalesced"].records > 0
     assert totals.groups is not None and totals.groups.synced == ["billing"]
     assert "busy" in totals.groups.skipped
     for p in range(PARTITIONS):

@@ -48,7 +48,9 @@ def test_a_run_serves_its_metrics_over_http(tmp_path):
                     records = [Record(key=None, value=b"p%d-%d-%d" % (p, b, i), timestamp=stamped)
                                for i in range(PER_BATCH)]
                     source.produce([(TopicPartition("orders", p), kcodecs.build_batch(records, compression="lz4"))])
+        # Every source batch produced as it is (no coalescing): one latency observation each.
         config = load_config(None, {"source.bootstrap": src.bootstrap, "destination.bootstrap": dst.bootstrap,
+                                    "coalesce_below_bytes": 0,
                                     "topics": "orders", "once": True, "checkpoint": str(tmp_path / "ck"),
                                     "metrics_port": port})
         scrapes = []

@@ -14,6 +14,7 @@ Kafka's ``LogValidator`` accepts or refuses every one.
 from __future__ import annotations
 
 import random
+import time
 from collections import defaultdict
 
 import pytest
@@ -30,7 +31,8 @@ pytestmark = [pytest.mark.slow, pytest.mark.interop]
 
 PARTITIONS = 3
 RECORDS = 3000
-T0 = 1_764_000_000_000
+T0 = int(time.time() * 1000) - 3_600_000
+"""An hour ago: older records would fall to the destination's retention (7 days) at once."""
 
 
 def _create(bootstrap: str, topics: dict[str, int]) -> None:

@@ -307,10 +307,16 @@ def raw_produce(target: Target, topic: str, partition: int, batch: RawBatch, lab
     records = batch.encode(label, target.base_ts)
     request = ProduceRequest(transactional_id=batch.transactional_id, acks=-1, timeout_ms=TIMEOUT_S * 1000, topic_data=[
         data(name=topic, partition_data=[data.PartitionProduceData(index=partition, records=records)])])
-    with KafkaConnection(target.bootstrap, timeout_s=TIMEOUT_S) as wire:
-        (topic_response,) = wire.call(request, version=9).responses
-    (answer,) = topic_response.partition_responses
-    return answer.error_code, answer.base_offset if answer.error_code == 0 else None
+    deadline = time.monotonic() + TIMEOUT_S
+    while True:
+        with KafkaConnection(target.bootstrap, timeout_s=TIMEOUT_S) as wire:
+            (topic_response,) = wire.call(request, version=9).responses
+        (answer,) = topic_response.partition_responses
+        # A topic just created has no leader yet on a busy Kafka broker (NOT_LEADER_OR_FOLLOWER,
+        # or UNKNOWN_TOPIC_OR_PARTITION): nothing was appended, so asking again is the same request.
+        if answer.error_code not in (3, 6) or time.monotonic() > deadline:
+            return answer.error_code, answer.base_offset if answer.error_code == 0 else None
+        time.sleep(0.1)
 
 
 def idempotence_scenario(target: Target) -> dict:

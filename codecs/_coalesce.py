@@ -15,8 +15,8 @@ from typing import NamedTuple, Sequence
 from ._compression import DEFAULT_MAX_DECOMPRESSED_SIZE, Compression, compress
 from ._errors import CorruptBatchError, InvalidRecordError
 from ._record import check_int
-from ._v2 import MAGIC, NO_KEYS_MASK, V2Batch, _read_bytes, _skip_bytes, pack_writable
-from ._varint import read_varint, write_varint
+from ._v2 import MAGIC, NO_KEYS_MASK, V2Batch, pack_writable, walk_records
+from ._varint import write_varint
 
 __all__ = ["RecordBytes", "record_bytes", "build_from_record_bytes"]
 
@@ -44,29 +44,10 @@ def record_bytes(batch: V2Batch, *, max_size: int = DEFAULT_MAX_DECOMPRESSED_SIZ
                                 offset=batch.base_offset)
     data = batch._payload(max_size)
     base_timestamp = batch.base_timestamp
-    records = []
-    pos, end = 0, len(data)
     try:
-        for _ in range(batch.record_count):
-            length, pos = read_varint(data, pos)
-            record_end = pos + length
-            if length < 0 or record_end > end:
-                raise CorruptBatchError(f"record length {length} runs past the end of the batch")
-            delta, pos = read_varint(data, pos + 1)  # attributes (unused in v2), then timestamp delta
-            _, body = read_varint(data, pos)  # offset delta: the new batch numbers its own
-            key, pos = _read_bytes(data, body, record_end)
-            pos = _skip_bytes(data, pos, record_end)  # value
-            header_count, pos = read_varint(data, pos)
-            if header_count < 0:
-                raise CorruptBatchError(f"negative header count {header_count}")
-            for _ in range(header_count):
-                pos = _skip_bytes(data, pos, record_end, nullable=False)
-                pos = _skip_bytes(data, pos, record_end)
-            if pos != record_end:
-                raise CorruptBatchError(f"record declares {length} bytes but its fields use {length + pos - record_end}")
-            records.append(RecordBytes(key, base_timestamp + delta, data[body:record_end]))
-        if pos != end:
-            raise CorruptBatchError(f"{end - pos} bytes left over after {batch.record_count} records")
+        # The offset delta is left behind: the new batch numbers its records itself.
+        records = [RecordBytes(key, base_timestamp + ts_delta, data[body:record_end])
+                   for ts_delta, _, key, body, record_end in walk_records(data, batch.record_count)]
     except CorruptBatchError as exc:
         raise exc.at(batch.position, batch.base_offset)
     return records

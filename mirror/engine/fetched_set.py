@@ -42,7 +42,6 @@ _NOTHING = object()
 """No step held (:attr:`FetchedSet._held`)."""
 _PAST_END = object()
 """The walk reached a batch of a later range (:meth:`FetchedSet._advance`)."""
-_CODEC_MASK = 0x07
 
 _ONE_FOR_ONE = (RouteClass.PASSED_THROUGH, RouteClass.INSPECTED)
 """Classes whose outgoing batch is the source batch, record for record."""
@@ -229,8 +228,7 @@ class FetchedSet:
         bound, as a rebuilt batch does (:mod:`.offset_syncs`). A lone small batch is routed
         as any other."""
         policy = self.route.policy
-        first.checked_header()
-        codec = first.attributes & _CODEC_MASK
+        codec = first.checked_header().codec_id
         run, size, last = [first], first.size, first.last_offset
         while size < policy.coalesce_target_bytes:
             step = self._advance()
@@ -238,17 +236,15 @@ class FetchedSet:
                 self._held = step
                 break
             batch, aborted = step
-            if batch.magic == 2:
-                batch.checked_header()
             if aborted or batch.is_control:
-                # Data of an aborted transaction, or a marker: routed (to nothing) here, as
-                # route_batch would, and the run goes on past it.
+                # Data of an aborted transaction, or a marker: routed (to nothing) here by
+                # route_batch, which checks it first, and the run goes on past it.
                 self.counters.add(route_batch(batch, self.tp.partition, policy, aborted=aborted))
                 self.offset = batch.last_offset + 1
                 continue
-            if (batch.magic != 2 or batch.size >= self._below or batch.attributes & _CODEC_MASK != codec
-                    or size + batch.size > policy.coalesce_target_bytes):
-                self._held = step
+            if (batch.magic != 2 or batch.size >= self._below or size + batch.size > policy.coalesce_target_bytes
+                    or batch.checked_header().codec_id != codec):
+                self._held = step  # routed on its own next (and checked there, if it was not here)
                 break
             run.append(batch)
             size += batch.size

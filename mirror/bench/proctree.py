@@ -13,7 +13,7 @@ import os
 import threading
 from pathlib import Path
 
-__all__ = ["TreeMeter", "tree_pids", "tree_rss", "parse_stat"]
+__all__ = ["TreeMeter", "tree_pids", "process_tree", "tree_rss", "parse_stat"]
 
 _PROC = Path("/proc")
 _TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
@@ -53,6 +53,13 @@ def tree_pids(parents: dict[int, int], root: int) -> set[int]:
     return found
 
 
+def process_tree(root: int) -> set[int]:
+    """``root`` and every process below it now, whatever their process groups and sessions
+    (Spark's JVM runs in a session of its own): what a lost machine, or systemd's
+    ``KillMode=control-group``, takes with the job."""
+    return tree_pids({pid: stat[0] for pid, stat in _stats().items()}, root)
+
+
 def _tree_cpu(root: int) -> float:
     stats = _stats()
     return sum(stats[pid][1] for pid in tree_pids({pid: s[0] for pid, s in stats.items()}, root) if pid in stats)
@@ -60,9 +67,8 @@ def _tree_cpu(root: int) -> float:
 
 def tree_rss(root: int) -> int:
     """The summed RSS of ``root`` and its descendants now, in bytes (the soak test samples it over a run)."""
-    stats = _stats()
     total = 0
-    for pid in tree_pids({pid: s[0] for pid, s in stats.items()}, root):
+    for pid in process_tree(root):
         try:
             total += int((_PROC / str(pid) / "statm").read_text().split()[1]) * _PAGE
         except (OSError, ValueError, IndexError):

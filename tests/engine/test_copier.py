@@ -11,15 +11,13 @@ read_committed consumer.
 from __future__ import annotations
 
 import tempfile
-import threading
 import time
 import uuid
 
 import pytest
 from librdkafka_reader import read_values
+from live_source import Writer, wait_until
 
-import kcodecs
-from kcodecs import Record
 from mirror.broker import EmbeddedBroker
 from mirror.config import load_config
 from mirror.engine import CopyJob, CopyRequest, offsets_topic_spec, sync_destination_topics
@@ -31,37 +29,6 @@ pytestmark = pytest.mark.slow
 
 PARTITIONS = 2
 JOB = "copier-test"
-
-
-class Writer:
-    """Batches of 10 unique records to every partition, every 20 ms, until stopped."""
-
-    def __init__(self, bootstrap: str):
-        self.bootstrap = bootstrap
-        self.written: dict[int, list[bytes]] = {p: [] for p in range(PARTITIONS)}
-        self.stop = threading.Event()
-        self.thread = threading.Thread(target=self.run)
-
-    def run(self) -> None:
-        with KafkaClient(self.bootstrap) as client:
-            n = 0
-            while not self.stop.is_set():
-                for p in range(PARTITIONS):
-                    values = [b"p%d-%07d" % (p, n + i) for i in range(10)]
-                    batch = kcodecs.build_batch([Record(value=v, timestamp=int(time.time() * 1000)) for v in values],
-                                                compression="lz4")
-                    client.produce([(TopicPartition("live", p), batch)])
-                    self.written[p] += values
-                n += 10
-                time.sleep(0.02)
-
-    def __enter__(self) -> "Writer":
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.stop.set()
-        self.thread.join(30)
 
 
 @pytest.fixture
@@ -89,26 +56,19 @@ def _ends(bootstrap: str) -> list[CopyRequest]:
     return [CopyRequest(tp, 0, latest[tp]) for tp in tps]
 
 
-def _wait_until(predicate, what: str, timeout_s: float = 60) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not predicate():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.1)
-
-
 def _copied(bootstrap: str) -> dict[int, list[bytes]]:
     return read_values(bootstrap, "live", PARTITIONS)
 
 
 def test_a_copier_follows_its_partitions_past_its_lease(setup):
     src, dst, job = setup
-    with Writer(src.bootstrap) as writer:
+    with Writer(src.bootstrap, "live", PARTITIONS) as writer:
         time.sleep(0.5)
         stats = lease(job, 0, _ends(src.bootstrap), 30)
         assert stats.failure is None
         time.sleep(1.0)
     # Nothing more was leased, yet the records written since are copied (and committed).
-    _wait_until(lambda: _copied(dst.bootstrap) == writer.written, "the copier to copy what came after its lease")
+    wait_until(lambda: _copied(dst.bootstrap) == writer.written, "the copier to copy what came after its lease", 60)
     final = release(job, 0)
     assert final is not None and final.failure is None
     assert not socket_path(JOB, job.run_id, 0).exists()
@@ -129,7 +89,7 @@ def test_a_copier_follows_its_partitions_past_its_lease(setup):
 
 def test_a_lease_taken_elsewhere_fences_the_first_copier(setup, tmp_path, monkeypatch):
     src, dst, job = setup
-    with Writer(src.bootstrap) as writer:
+    with Writer(src.bootstrap, "live", PARTITIONS) as writer:
         time.sleep(0.5)
         assert lease(job, 0, _ends(src.bootstrap), 30).failure is None
         first = socket_path(JOB, job.run_id, 0)
@@ -142,7 +102,7 @@ def test_a_lease_taken_elsewhere_fences_the_first_copier(setup, tmp_path, monkey
         assert second != first
         assert lease(job, 0, _ends(src.bootstrap), 30).failure is None
         # The first copier's next commit is refused (its epoch is fenced): it stops.
-        _wait_until(lambda: not first.exists(), "the fenced copier to exit", 30)
+        wait_until(lambda: not first.exists(), "the fenced copier to exit", 30)
         time.sleep(1.0)
     stats = lease(job, 0, _ends(src.bootstrap), 30)
     assert stats.failure is None

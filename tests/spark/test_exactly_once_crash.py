@@ -31,7 +31,7 @@ from real_kafka import pairs
 
 import kcodecs
 from kcodecs import Record
-from mirror.bench.proctree import tree_pids
+from mirror.bench.proctree import process_tree
 from mirror.broker import BrokerProcess, EmbeddedBroker
 from mirror.kafka import KafkaClient, NewTopic, TopicPartition
 
@@ -116,15 +116,7 @@ def _kill_everything(root: int) -> None:
     """SIGKILL the job's every process at once, as a lost machine: the driver, Spark's JVM (in a
     session of its own), the Python workers and the resident copiers (in the worker daemon's
     process group), so none of them commits on its way out."""
-    parents = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                stat = open(f"/proc/{entry}/stat").read()
-                parents[int(entry)] = int(stat[stat.rindex(")") + 2:].split()[1])
-            except (OSError, ValueError):
-                continue
-    for pid in sorted(tree_pids(parents, root)):
+    for pid in sorted(process_tree(root)):
         try:
             os.kill(pid, signal.SIGKILL)
         except ProcessLookupError:

@@ -4,12 +4,10 @@ holds the records copied, the lag and replication latency samples."""
 
 from __future__ import annotations
 
-import socket
 import time
-import urllib.request
 
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
+from prometheus_scrape import free_port, scrape
 
 import kcodecs
 from kcodecs import Record
@@ -22,22 +20,10 @@ pytestmark = pytest.mark.slow
 PARTITIONS, BATCHES, PER_BATCH = 2, 10, 10
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def _scrape(port: int) -> dict[tuple[str, tuple], float]:
-    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
-    return {(s.name, tuple(sorted(s.labels.items()))): s.value
-            for family in text_string_to_metric_families(text) for s in family.samples}
-
-
 def test_a_run_serves_its_metrics_over_http(tmp_path):
     from mirror.spark.job import run_mirror
 
-    port = _free_port()
+    port = free_port()
     began = time.time()
     with EmbeddedBroker(tmp_path / "src") as src, EmbeddedBroker(tmp_path / "dst") as dst:
         with KafkaClient(src.bootstrap) as source:
@@ -54,9 +40,9 @@ def test_a_run_serves_its_metrics_over_http(tmp_path):
                                     "topics": "orders", "once": True, "checkpoint": str(tmp_path / "ck"),
                                     "metrics_port": port})
         scrapes = []
-        totals = run_mirror(config, on_report=lambda report: scrapes.append(_scrape(port)))
+        totals = run_mirror(config, on_report=lambda report: scrapes.append(scrape(port)))
         with pytest.raises(OSError):  # the endpoint ends with the run
-            _scrape(port)
+            scrape(port)
     assert scrapes, "no micro-batch reported"
     last = scrapes[-1]
     copied = sum(v for (name, labels), v in last.items()

@@ -20,26 +20,13 @@ from librdkafka_reader import read_values
 
 import kcodecs
 from kcodecs import Record
-from mirror.bench.proctree import tree_pids
+from mirror.bench.proctree import process_tree
 from mirror.broker import EmbeddedBroker
 from mirror.kafka import KafkaClient, NewTopic, TopicPartition
 
 pytestmark = pytest.mark.slow
 
 PARTITIONS = 2
-
-
-def _every_process(root: int) -> list[int]:
-    """``root`` and its descendants, and Spark's JVM, which runs in a session of its own."""
-    parents = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                stat = open(f"/proc/{entry}/stat").read()
-                parents[int(entry)] = int(stat[stat.rindex(")") + 2:].split()[1])
-            except (OSError, ValueError):
-                continue
-    return sorted(tree_pids(parents, root))
 
 
 def _signal(job: subprocess.Popen, how: str) -> None:
@@ -50,7 +37,7 @@ def _signal(job: subprocess.Popen, how: str) -> None:
     elif how == "ctrl-c":
         os.killpg(job.pid, signal.SIGINT)
     else:  # systemd: every process of the service's cgroup, whatever its process group
-        for pid in _every_process(job.pid):
+        for pid in sorted(process_tree(job.pid)):
             try:
                 os.kill(pid, signal.SIGTERM)
             except ProcessLookupError:

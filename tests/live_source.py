@@ -1,0 +1,56 @@
+"""A source topic being written while a test copies it, and waiting on what a copy shows.
+
+Resident copiers follow their partitions between micro-batches, so the tests of copy-ahead,
+fencing and crashes need a source that keeps growing under them: :class:`Writer` produces
+unique values (``p<partition>-<n>``) from a thread and keeps what it wrote, in order, for
+the test to compare with what librdkafka reads at the destination.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import kcodecs
+from kcodecs import Record
+from mirror.kafka import KafkaClient, TopicPartition
+
+
+class Writer:
+    """10 unique records to every one of ``partitions`` every ``pause_s``, until stopped:
+    ``with Writer(bootstrap, topic, partitions) as writer: ...``, then ``writer.written``."""
+
+    def __init__(self, bootstrap: str, topic: str, partitions: int, pause_s: float = 0.02):
+        self.bootstrap, self.topic, self.partitions, self.pause_s = bootstrap, topic, partitions, pause_s
+        self.written: dict[int, list[bytes]] = {p: [] for p in range(partitions)}
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self.run)
+
+    def run(self) -> None:
+        with KafkaClient(self.bootstrap) as client:
+            n = 0
+            while not self.stop.is_set():
+                for p in range(self.partitions):
+                    values = [b"p%d-%07d" % (p, n + i) for i in range(10)]
+                    batch = kcodecs.build_batch([Record(value=v, timestamp=int(time.time() * 1000)) for v in values],
+                                                compression="lz4")
+                    client.produce([(TopicPartition(self.topic, p), batch)])
+                    self.written[p] += values
+                n += 10
+                time.sleep(self.pause_s)
+
+    def __enter__(self) -> "Writer":
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop.set()
+        self.thread.join(30)
+
+
+def wait_until(predicate, what: str, timeout_s: float, poll_s: float = 0.1) -> None:
+    """Poll ``predicate`` until it holds; fail naming ``what`` after ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    while not predicate():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(poll_s)

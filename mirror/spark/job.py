@@ -93,9 +93,9 @@ def run_mirror(config: MirrorConfig, *, stop: threading.Event | None = None,
 
     spark.dataSource.register(KafkaRangeSource)
     _prepare_destination(config, source, destination)
-    warm_up = _warm_up_executors(spark, config.copy_tasks)
     stop = stop or threading.Event()
     runner = _MicroBatchRunner(config, routes, on_report, stop, metrics)
+    warm_up = _warm_up_executors(spark, runner)
     # The reader plans on the driver's machine, so a local file can tell it to plan no more, and
     # another (in mkdtemp's private directory) hands it the configuration: data source options
     # show in Spark's plans and logs, so no password goes there.
@@ -175,23 +175,30 @@ def _prepare_destination(config: MirrorConfig, source, destination) -> None:
              offsets_topic(job), transactional_id(job, 0), transactional_id(job, tasks - 1))
 
 
-def _warm_up_executors(spark, slots: int) -> threading.Thread:
-    """Start, in the background, the Python worker of each of ``slots`` copy tasks, with the
-    copy engine imported. Spark reuses its Python workers (``spark.python.worker.reuse``), so
-    the first micro-batch finds them started instead of paying seconds for it inside its copy;
-    and as this runs while the query starts (the planner's process, the first offsets), the
-    run gets shorter too (docs/performance.md, "The Spark job"). Returns the thread, to join
-    before the session can go."""
+def _warm_up_executors(spark, runner: "_MicroBatchRunner") -> threading.Thread:
+    """Start, in the background, the Python worker of each copy task, with the copy engine
+    imported, and where copies run between micro-batches the resident copiers too. Spark reuses
+    its Python workers (``spark.python.worker.reuse``), so the first micro-batch finds them
+    started instead of paying seconds for it inside its copy; and as this runs while the query
+    starts (the planner's process, the first offsets), the run gets shorter too
+    (docs/performance.md, "The Spark job"). A copier's own start (its process, its imports, its
+    producer's ``InitProducerId``) took a 512 MB catch-up's first micro-batch from 1.7 to 2.3 s
+    when it was paid there (docs/performance.md, "Catch-up throughput"). Returns the thread, to
+    join before the session can go."""
 
     def warm() -> None:
         began = time.perf_counter()
         try:
-            spark.sparkContext.parallelize(range(slots), slots).mapPartitions(_import_copy_engine).collect()
+            started = runner.start_copiers(spark.sparkContext)
+            if not started:
+                slots = runner.config.copy_tasks
+                spark.sparkContext.parallelize(range(slots), slots).mapPartitions(_import_copy_engine).collect()
         except Exception as exc:  # only an optimisation: the copy reports what is broken
             log.warning("warming up the executors failed: %s", _first_line(str(exc)))
             return
-        log.info("executors ready in %.1f s (%d tasks' Python workers started, copy engine imported)",
-                 time.perf_counter() - began, slots)
+        log.info("executors ready in %.1f s (%s)", time.perf_counter() - began,
+                 f"{started} copiers started" if started else
+                 f"{runner.config.copy_tasks} tasks' Python workers started, copy engine imported")
 
     thread = threading.Thread(target=warm, name="kmirror-warm-up", daemon=True)
     thread.start()
@@ -508,6 +515,14 @@ class _MicroBatchRunner:
         with self.spark_jobs:
             self.last_lease = time.monotonic()
             return spark_context.parallelize(chosen, len(chosen)).mapPartitions(job.copy_tasks).collect()
+
+    def start_copiers(self, spark_context) -> int:
+        """Give every copier that follows a known partition its first lease, with no range, so
+        that it starts before the first micro-batch needs it; how many were started (0 when
+        tasks copy themselves, or no topic is selected yet)."""
+        if not self.leasing:
+            return 0
+        return len(self._run_leases(spark_context, self.job(), self._leases([])))
 
     def start_renewing(self, spark_context) -> "_Renewer | None":
         """Renew the copiers' leases while no micro-batch does (an idle source plans none)."""

@@ -61,15 +61,62 @@ def test_the_warm_up_leaves_workers_the_copy_tasks_reuse(tmp_path):
             pass
         return iter([(warm, os.getpid(), daemon)])
 
-    spark = spark_session(load_config(None, {**_BASE, "checkpoint": str(tmp_path / "ck")}))
+    config = load_config(None, {**_BASE, "checkpoint": str(tmp_path / "ck")})
+    spark = spark_session(config)
     slots = spark.sparkContext.defaultParallelism
-    _warm_up_executors(spark, slots).join()
+    runner = _runner(config.model_copy(update={"copy_tasks": slots}), routes={})  # no topic yet: no copier
+    _warm_up_executors(spark, runner).join()
     probes = spark.sparkContext.parallelize(range(slots), slots).mapPartitions(worker_state).collect()
     assert [warm for warm, _, _ in probes] == [True] * slots
     assert {daemon for _, _, daemon in probes} == {"mirror.spark.worker_daemon"}
-    _warm_up_executors(spark, slots).join()
+    _warm_up_executors(spark, runner).join()
     again = spark.sparkContext.parallelize(range(slots), slots).mapPartitions(worker_state).collect()
     assert {pid for _, pid, _ in again} == {pid for _, pid, _ in probes}  # the same workers, still there
+
+
+@pytest.mark.slow
+def test_the_warm_up_starts_the_copiers_before_the_first_micro_batch(tmp_path):
+    """A long-running job's copiers are started by the warm-up, while the query starts, so
+    that the first micro-batch of a catch-up does not pay for their start inside its copy:
+    with no micro-batch run, each copier a known partition needs is listening at its socket
+    (three partitions, two copy tasks: both), and the release at the end stops them."""
+    import socket
+
+    from mirror.broker import EmbeddedBroker
+    from mirror.engine import sync_destination_topics
+    from mirror.engine.clients import client_for
+    from mirror.engine.lease import socket_path
+    from mirror.kafka import KafkaClient, NewTopic
+    from mirror.spark.job import _prepare_destination, _warm_up_executors, spark_session
+
+    with EmbeddedBroker(tmp_path / "src") as src, EmbeddedBroker(tmp_path / "dst") as dst:
+        with KafkaClient(src.bootstrap) as client:
+            client.create_topics([NewTopic("warm", 3)])
+        config = load_config(None, {"source.bootstrap": src.bootstrap, "destination.bootstrap": dst.bootstrap,
+                                    "topics": "warm", "checkpoint": str(tmp_path / "ck"), "copy_tasks": 2})
+        source, destination = client_for(config.source, config.retry), client_for(config.destination, config.retry)
+        routes = sync_destination_topics(config, source, destination)
+        _prepare_destination(config, source, destination)
+        spark = spark_session(config)
+        runner = _runner(config, routes)
+        _warm_up_executors(spark, runner).join()
+        paths = [socket_path(config.job_name, runner.run_id, task) for task in (0, 1)]
+        try:
+            for path in paths:
+                with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+                    probe.connect(str(path))  # refused or missing: no copier there
+        finally:
+            runner.release_copiers(spark.sparkContext)
+        assert not any(path.exists() for path in paths)
+
+
+def _runner(config, routes):
+    """The job's micro-batch runner, as :func:`run_mirror` makes it."""
+    import threading
+
+    from mirror.spark.job import _MicroBatchRunner
+
+    return _MicroBatchRunner(config, routes, None, threading.Event())
 
 
 def test_the_worker_daemon_hands_pyspark_a_socket_in_quick_ack_mode(monkeypatch):

@@ -42,6 +42,7 @@ above ``max_size`` raises :class:`DecompressionLimitError` after inflating at mo
 from __future__ import annotations
 
 import struct
+import threading
 import zlib
 from collections.abc import Callable, Iterator
 from enum import IntEnum
@@ -75,6 +76,8 @@ class Compression(IntEnum):
     @classmethod
     def parse(cls, value: Compression | int | str) -> Compression:
         """Accept a member, its id or its name (any case), e.g. from config strings."""
+        if type(value) is cls:  # the batch path's case, once per batch: no lookup
+            return value
         try:
             if isinstance(value, str):
                 return cls[value.strip().upper()]
@@ -279,7 +282,21 @@ def _lz4_header_checksums(view: memoryview) -> tuple[int, int, int] | None:
     return end, _lz4_hc(view[4:end]), _lz4_hc(view[:end])
 
 
+_LZ4_MAX_RATIO = 256
+"""An LZ4 block inflates at most 255-fold (each length-extension byte adds 255 bytes of match),
+so a frame of n bytes holds less than 256 n."""
+
+
 def _lz4_decode(view: memoryview, max_size: int) -> bytes:
+    if (len(view) > 7 and view[4] & (_LZ4_FLG_CONTENT_SIZE | _LZ4_FLG_DICT_ID) == 0 and view[:4] == _LZ4_MAGIC
+            and view[6] == _lz4_hc(view[4:6]) and len(view) * _LZ4_MAX_RATIO <= max_size):
+        # A frame too small to exceed max_size, with no declared size to allocate for: one
+        # call, where the streaming decompressor below costs four times a one-record batch's
+        # whole inflate (docs/performance.md, "Small source batches").
+        out, read = lz4.frame.decompress(view, return_bytes_read=True)
+        if read != len(view):  # Lz4BlockInputStream reads exactly one frame
+            raise CorruptBatchError(f"lz4: {len(view) - read} bytes after the end mark")
+        return out
     inflater = lz4.frame.LZ4FrameDecompressor()
     hc = _lz4_header_checksums(view)
     if hc is not None and view[hc[0]] != hc[1] and view[hc[0]] == hc[2]:
@@ -312,6 +329,7 @@ _ZSTD_U32 = struct.Struct("<I")
 _ZSTD_FHD = struct.Struct("<B")  # frame header descriptor
 _ZSTD_BLOCK = struct.Struct("<HB")  # 3-byte LE block header: last(1) type(2) size(21)
 _ZSTD_RLE_BLOCK = 1
+_ZSTD_COMPRESSED_BLOCK = 2
 
 
 def _zstd_encode(view: memoryview, magic: int) -> bytes:
@@ -319,7 +337,12 @@ def _zstd_encode(view: memoryview, magic: int) -> bytes:
 
 
 def _zstd_decode(view: memoryview, max_size: int) -> bytes:
-    _zstd_check_frames(view)
+    frames, bound = _zstd_check_frames(view)
+    if frames and bound <= max_size:
+        # Every frame too small to exceed max_size: each in one call, with this thread's
+        # decompression context, where a new context and a stream reader cost three times a
+        # small batch's whole inflate (docs/performance.md, "Small source batches").
+        return _zstd_frames(view)
     out: list[bytes] = []
     total = 0
     with zstandard.ZstdDecompressor().stream_reader(view, read_across_frames=True) as reader:
@@ -331,18 +354,45 @@ def _zstd_decode(view: memoryview, max_size: int) -> bytes:
     return b"".join(out)
 
 
-def _zstd_check_frames(view: memoryview) -> None:
+def _zstd_frames(view: memoryview) -> bytes:
+    """The output of ``view``'s frames (checked whole, none skippable), one call each."""
+    context = getattr(_ZSTD_CONTEXT, "decompressor", None)
+    if context is None:
+        context = _ZSTD_CONTEXT.decompressor = zstandard.ZstdDecompressor()
+    out: list[bytes] = []
+    pending: Buffer = view
+    while pending:
+        frame = context.decompressobj()
+        out.append(frame.decompress(pending))
+        if not frame.eof:
+            raise CorruptBatchError("zstd: truncated frame")
+        pending = frame.unused_data
+    return b"".join(out)
+
+
+_ZSTD_CONTEXT = threading.local()
+"""A decompression context per thread (a context must not be shared by two at once)."""
+_ZSTD_MAX_BLOCK = 128 * 1024
+"""What a compressed block inflates to at most (RFC 8878, Block_Maximum_Size)."""
+
+
+def _zstd_check_frames(view: memoryview) -> tuple[int, int]:
     """Walk frame and block headers (RFC 8878) to reject truncation and trailing bytes.
 
-    zstandard's stream_reader returns a cut-off frame's output without complaint.
+    zstandard's stream_reader returns a cut-off frame's output without complaint. Returns
+    the number of frames (0 when any is skippable: those take the stream reader) and a bound
+    on their output, from each block's header: a raw or RLE block's size, 128 KiB for a
+    compressed one.
     """
     if not view:
         raise CorruptBatchError("zstd: empty payload")
-    pos = 0
+    pos = frames = bound = 0
+    skippable = False
     while pos < len(view):
         (magic,) = _ZSTD_U32.unpack_from(view, pos)
         if magic & ~0xF == _ZSTD_SKIPPABLE_MAGIC:
             pos += 8 + _ZSTD_U32.unpack_from(view, pos + 4)[0]
+            skippable = True
             continue
         if magic != _ZSTD_MAGIC:
             raise CorruptBatchError(f"zstd: bad frame magic {magic:#010x} at byte {pos}")
@@ -356,9 +406,12 @@ def _zstd_check_frames(view: memoryview) -> None:
             header = low | high << 16
             last, kind, size = header & 1, header >> 1 & 3, header >> 3
             pos += 3 + (1 if kind == _ZSTD_RLE_BLOCK else size)
+            bound += _ZSTD_MAX_BLOCK if kind == _ZSTD_COMPRESSED_BLOCK else size
         pos += 4 if fhd & 0x04 else 0  # content checksum
+        frames += 1
     if pos != len(view):
         raise CorruptBatchError("zstd: truncated frame")
+    return (0 if skippable else frames), bound
 
 
 _ENCODERS: dict[Compression, Callable[[memoryview, int], bytes]] = {

@@ -145,3 +145,28 @@ def clusters(request, tmp_path, start_kafka) -> Iterator[ClusterPair]:
     finally:
         for cluster in started:
             cluster.stop()
+
+
+def produce_raw(bootstrap: str, topic: str, partition: int, records: bytes, *, transactional_id: str | None = None,
+                timeout_s: float = 30.0) -> tuple[int, int | None]:
+    """(error code, base offset) of one hand-made Produce request (v9, kafka-python's
+    encoding), acks=all: what a broker says of ``records`` exactly as given."""
+    import time
+
+    from kafka.protocol.producer import ProduceRequest
+
+    from mirror.kafka import KafkaConnection
+
+    data = ProduceRequest.TopicProduceData
+    request = ProduceRequest(transactional_id=transactional_id, acks=-1, timeout_ms=int(timeout_s * 1000), topic_data=[
+        data(name=topic, partition_data=[data.PartitionProduceData(index=partition, records=records)])])
+    deadline = time.monotonic() + timeout_s
+    while True:
+        with KafkaConnection(bootstrap, timeout_s=timeout_s) as wire:
+            (topic_response,) = wire.call(request, version=9).responses
+        (answer,) = topic_response.partition_responses
+        # A topic just created has no leader yet on a busy Kafka broker (NOT_LEADER_OR_FOLLOWER,
+        # or UNKNOWN_TOPIC_OR_PARTITION): nothing was appended, so asking again is the same request.
+        if answer.error_code not in (3, 6) or time.monotonic() > deadline:
+            return answer.error_code, answer.base_offset if answer.error_code == 0 else None
+        time.sleep(0.1)

@@ -47,7 +47,6 @@ from confluent_kafka.admin import (
     OffsetSpec,
     ResourceType,
 )
-from kafka.protocol.producer import ProduceRequest
 
 import kcodecs
 from kcodecs import Record, TimestampType
@@ -56,7 +55,7 @@ from librdkafka_reader import read_to_end, read_values
 from mirror.broker import EmbeddedBroker
 from mirror.broker.cleaner import CleanerConfig
 from mirror.broker.groups import GroupConfig
-from mirror.kafka import KafkaConnection
+from real_kafka import produce_raw
 
 pytestmark = pytest.mark.slow
 
@@ -303,20 +302,8 @@ RAW_CASES: dict[str, list[RawBatch]] = {
 
 def raw_produce(target: Target, topic: str, partition: int, batch: RawBatch, label: str) -> tuple[int, int | None]:
     """(error code, base offset) of one hand-made Produce request (v9), acks=all."""
-    data = ProduceRequest.TopicProduceData
-    records = batch.encode(label, target.base_ts)
-    request = ProduceRequest(transactional_id=batch.transactional_id, acks=-1, timeout_ms=TIMEOUT_S * 1000, topic_data=[
-        data(name=topic, partition_data=[data.PartitionProduceData(index=partition, records=records)])])
-    deadline = time.monotonic() + TIMEOUT_S
-    while True:
-        with KafkaConnection(target.bootstrap, timeout_s=TIMEOUT_S) as wire:
-            (topic_response,) = wire.call(request, version=9).responses
-        (answer,) = topic_response.partition_responses
-        # A topic just created has no leader yet on a busy Kafka broker (NOT_LEADER_OR_FOLLOWER,
-        # or UNKNOWN_TOPIC_OR_PARTITION): nothing was appended, so asking again is the same request.
-        if answer.error_code not in (3, 6) or time.monotonic() > deadline:
-            return answer.error_code, answer.base_offset if answer.error_code == 0 else None
-        time.sleep(0.1)
+    return produce_raw(target.bootstrap, topic, partition, batch.encode(label, target.base_ts),
+                       transactional_id=batch.transactional_id, timeout_s=TIMEOUT_S)
 
 
 def idempotence_scenario(target: Target) -> dict:

@@ -139,3 +139,31 @@ def test_small_batches_are_coalesced_and_every_record_arrives_as_it_was(tmp_path
         assert totals.counters.by_class["coalesced"].records > RECORDS // 2
     source_batches = _batches(src.bootstrap, "small", PARTITIONS)
     assert _batches(dst.bootstrap, "small", PARTITIONS) < source_batches / 5
+
+
+def test_a_merged_record_whose_value_is_bent_is_refused_by_kafka(kafka_destination):
+    """A merge reads each record's framing and key, not its value and headers
+    (``kcodecs.record_bytes``): Kafka's LogValidator, which reads every record of a batch it
+    takes, is what refuses a bent one, and the copy then fails on a typed produce error. Two
+    small lz4 batches from kafka-python, the second with a value length that runs past its
+    record, are merged as the coalescer merges them and produced as they are."""
+    from kafka.record.default_records import DefaultRecordBatchBuilder
+    from real_kafka import produce_raw
+
+    def small(value: bytes, *, bend: bool) -> kcodecs.V2Batch:
+        builder = DefaultRecordBatchBuilder(2, 0, False, -1, -1, -1, batch_size=1 << 20)
+        builder.append(0, T0, b"key", value, [])
+        data = bytearray(builder.build())
+        if bend:
+            data[61 + 8] = 0x7E  # the value's length (after length, attributes, deltas, key): 63 bytes
+        return kcodecs.read_batch(data)
+
+    good = small(b"v" * 20, bend=False)
+    records = kcodecs.record_bytes(good) + kcodecs.record_bytes(small(b"w" * 20, bend=True))
+    merged = bytes(kcodecs.build_from_record_bytes(records, compression=kcodecs.Compression.LZ4, no_keys_flag=False))
+    _create(kafka_destination.bootstrap, {"bent": 1})
+    error, _ = produce_raw(kafka_destination.bootstrap, "bent", 0, merged)
+    assert error in (2, 87), error  # CORRUPT_MESSAGE or INVALID_RECORD: refused, not appended
+    # The same merge without the bent record is taken: the refusal is the record's, not the merge's.
+    sound = bytes(kcodecs.build_from_record_bytes(records[:1], compression=kcodecs.Compression.LZ4, no_keys_flag=False))
+    assert produce_raw(kafka_destination.bootstrap, "bent", 0, sound) == (0, 0)

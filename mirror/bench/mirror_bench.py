@@ -23,6 +23,13 @@ modes:
   kafka-python        a KafkaConsumer -> KafkaProducer loop with the same codec
   pass-through-spark  (--spark) the pass-through copy through `kmirror run --once` on local[2],
                       in a JVM that first ran a warm-up query of about 16 micro-batches
+  mirrormaker2        (--cluster kafka) Apache Kafka's MirrorMaker 2 in dedicated mode, as shipped:
+                      IdentityReplicationPolicy, a task per partition, heartbeats and checkpoints
+                      off (mirror/bench/mirrormaker.py); timed from the first record copied
+  mirrormaker2-eos    the same with exactly-once source support (KIP-618)
+
+--cluster kafka runs every mode between two real Apache Kafka brokers (KRaft, one node each,
+1 GiB heaps), fetched by Maven and started by the bench; embedded (the default) needs neither.
 
 Source batches are filled to --batch-kib as stored, as the Java producer fills batch.size
 (see mirror/bench/datagen.py); the results show the mean stored batch as built. Per-batch
@@ -66,11 +73,12 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Iterator, Sequence
 
+import kcodecs
 from kcodecs import Compression, KMirrorError
 
 from ..broker import BrokerProcess
 from ..config import FETCH_MAX_BYTES
-from ..kafka import KafkaClient, NewTopic, TopicPartition
+from ..kafka import READ_COMMITTED, KafkaClient, NewTopic, TopicPartition
 from .datagen import DataSpec, Dataset, Layout, build_dataset
 from .fill import fill_topic
 from .report import plot, ratios_table, results_table, run_copy_table, scenario_label, small_batch_table
@@ -83,6 +91,8 @@ __all__ = ["MODES", "SMALL_BATCH_MODES", "LAYOUT_OF_MODE", "FULL", "QUICK", "SMA
            "scenarios", "bench", "run_worker", "check_copy", "add_arguments", "run"]
 
 MODES = ("raw", "pass-through", "exactly-once", "inspect", "recompress", "coalesced", "confluent-kafka", "kafka-python")
+MIRRORMAKER_MODES = ("mirrormaker2", "mirrormaker2-eos")
+"""Only against real Kafka (``--cluster kafka``, or ``--source``/``--destination``)."""
 SMALL_BATCH_MODES = ("pass-through", "coalesced", "confluent-kafka", "kafka-python")
 DELIVERY_MODES = {"at-least-once": "pass-through", "exactly-once": "exactly-once"}
 """``--delivery``: the pass-through copy at each guarantee."""
@@ -91,6 +101,7 @@ LAYOUT_OF_MODE = {
     "raw": Layout.FLAGGED, "pass-through": Layout.FLAGGED, "exactly-once": Layout.FLAGGED, "inspect": Layout.UNFLAGGED,
     "recompress": Layout.KEYED, "coalesced": Layout.UNFLAGGED,
     "confluent-kafka": Layout.FLAGGED, "kafka-python": Layout.FLAGGED, SPARK_MODE: Layout.FLAGGED,
+    "mirrormaker2": Layout.FLAGGED, "mirrormaker2-eos": Layout.FLAGGED,
 }
 ROUTE_OF_MODE = {"pass-through": "passed-through", "exactly-once": "passed-through", "inspect": "inspected",
                  "recompress": "rebuilt", "coalesced": "coalesced",
@@ -105,9 +116,13 @@ two with lz4 or snappy) often route whole to one partition: recompress would mea
 MIN_COALESCED_SHARE = 0.9
 """coalesced must merge at least this share of the records in batches under the threshold: a
 small batch alone in its fetch, or between two big ones, goes as it is."""
-_NEEDS = {"confluent-kafka": "confluent_kafka", "kafka-python": "kafka", SPARK_MODE: "pyspark"}
+_NEEDS = {"confluent-kafka": "confluent_kafka", "kafka-python": "kafka", SPARK_MODE: "pyspark",
+          "mirrormaker2": "confluent_kafka", "mirrormaker2-eos": "confluent_kafka"}
 _MB = 10**6
 _WORKER_TIMEOUT_S = 3600
+
+KAFKA_HEAP_MB = 1024
+"""Each real Kafka broker's fixed heap under ``--cluster kafka`` (Kafka's scripts default to 1 GiB)."""
 
 MAX_BATCH_KIB = 1024
 """Brokers refuse a batch over ``max.message.bytes``: 1 MiB + 12 bytes by default, ours included."""
@@ -163,6 +178,7 @@ class Settings:
     destination: str | None
     profile: bool
     spark_copy_tasks: int | None = None
+    cluster: str = "embedded"
 
     def data_spec(self, scenario: Scenario) -> DataSpec:
         return DataSpec(Compression.parse(scenario.codec), scenario.record_bytes, self.total_bytes, scenario.batch_bytes,
@@ -177,7 +193,7 @@ def settings_from(args: argparse.Namespace) -> Settings:
         raise BenchError("--quick and --small-batches are two presets: choose one")
     preset = QUICK if args.quick else SMALL if args.small_batches else FULL
     default_modes = SMALL_BATCH_MODES if args.small_batches else MODES
-    modes = tuple(pick_list(args.modes or ",".join(default_modes), MODES + (SPARK_MODE,), "mode"))
+    modes = tuple(pick_list(args.modes or ",".join(default_modes), MODES + (SPARK_MODE,) + MIRRORMAKER_MODES, "mode"))
     if args.delivery is not None:
         wanted = {DELIVERY_MODES[d] for d in pick_list(args.delivery, tuple(DELIVERY_MODES), "delivery")}
         modes = tuple(m for m in modes if m not in DELIVERY_MODES.values() or m in wanted)
@@ -186,12 +202,16 @@ def settings_from(args: argparse.Namespace) -> Settings:
         modes += (SPARK_MODE,)
     if (args.source is None) != (args.destination is None):
         raise BenchError("--source and --destination go together")
+    if args.cluster == "kafka" and args.source is not None:
+        raise BenchError("--cluster kafka starts its own brokers: leave out --source and --destination")
+    if any(mode in MIRRORMAKER_MODES for mode in modes) and args.cluster != "kafka" and args.source is None:
+        raise BenchError("the mirrormaker2 modes run against real Kafka: add --cluster kafka")
     settings = Settings(
         scenarios=scenarios(preset, args),
         total_bytes=int((preset.total_mb if args.total_mb is None else args.total_mb) * _MB),
         keyed_ratio=args.keyed_ratio, repeats=preset.repeats if args.repeats is None else args.repeats, modes=modes,
         seed=args.seed, fetch_max_bytes=args.fetch_max_bytes, source=args.source, destination=args.destination,
-        profile=args.profile, spark_copy_tasks=args.spark_copy_tasks,
+        profile=args.profile, spark_copy_tasks=args.spark_copy_tasks, cluster=args.cluster,
     )
     if settings.repeats < 1:
         raise BenchError(f"--repeats must be at least 1, not {settings.repeats}")
@@ -251,7 +271,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                                             f"comma-separated, at most {MAX_BATCH_KIB}; replaces the preset's")
     parser.add_argument("--total-mb", type=float, help=f"record data per source topic, in MB (default {FULL.total_mb:g})")
     parser.add_argument("--repeats", type=int, help=f"interleaved rounds; medians are reported (default {FULL.repeats})")
-    parser.add_argument("--modes", help=f"comma-separated subset of {','.join(MODES)},{SPARK_MODE} (default: all but the Spark one)")
+    parser.add_argument("--modes", help=f"comma-separated subset of {','.join(MODES)},{SPARK_MODE},"
+                                        f"{','.join(MIRRORMAKER_MODES)} (default: all but the Spark and MirrorMaker 2 ones)")
     parser.add_argument("--delivery", help="comma-separated exactly-once,at-least-once: the pass-through copy at "
                                            "these guarantees, side by side (default: both)")
     parser.add_argument("--spark", action="store_true", help=f"also run {SPARK_MODE}: the Spark job's micro-batch overhead")
@@ -263,6 +284,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--partitions", type=int, default=4, help="source partitions (default 4; recompress copies into one more)")
     parser.add_argument("--seed", type=int, default=42, help="data generator seed (default 42)")
     parser.add_argument("--fetch-max-bytes", type=int, default=FETCH_MAX_BYTES, help="bytes per fetch (default 4 MiB, as kmirror run's)")
+    parser.add_argument("--cluster", choices=("embedded", "kafka"), default="embedded",
+                        help="the brokers each scenario starts: embedded (kmirror's, the default) or kafka (Apache "
+                             "Kafka 4.4.0, KRaft, one node each, fetched by Maven once; needs Java and Maven)")
     parser.add_argument("--source", metavar="HOST:PORT", help="use this cluster as the source instead of an embedded broker")
     parser.add_argument("--destination", metavar="HOST:PORT", help="use this cluster as the destination (topics are left behind)")
     parser.add_argument("--json", metavar="FILE", type=Path, help="write the results as JSON")
@@ -368,9 +392,23 @@ def _measurable(modes: Sequence[str], spec: DataSpec, datasets: dict[Layout, Dat
 
 @contextlib.contextmanager
 def _clusters(settings: Settings, work: Path) -> Iterator[tuple[str, str]]:
-    """The user's clusters, or two fresh embedded brokers (child processes) for one scenario."""
+    """The user's clusters, or two fresh brokers for one scenario: embedded (child processes), or
+    real Kafka (``--cluster kafka``: a JVM each, with a fixed heap)."""
     if settings.source and settings.destination:
         yield settings.source, settings.destination
+        return
+    if settings.cluster == "kafka":
+        from ..realkafka import KafkaCluster
+
+        clusters = [KafkaCluster(work / "source-kafka", heap_mb=KAFKA_HEAP_MB),
+                    KafkaCluster(work / "destination-kafka", heap_mb=KAFKA_HEAP_MB)]
+        try:
+            for cluster in clusters:
+                cluster.start()
+            yield clusters[0].bootstrap, clusters[1].bootstrap
+        finally:
+            for cluster in clusters:
+                cluster.stop()
         return
     brokers = [BrokerProcess(work / "source"), BrokerProcess(work / "destination")]
     try:
@@ -414,23 +452,72 @@ def _runner(settings: Settings, source: str, destination: str, spec: DataSpec, d
     def run_once(*, profile: bool = False) -> Sample:
         number = next(count)
         topic = f"{prefix}-{LAYOUT_OF_MODE[mode].value}"
-        run = ModeRun(mode, source, destination, topic, f"{topic}.{name}.{number}", data.end_offsets(spec.partitions),
-                      destination_partitions, spec.codec.name.lower(), settings.fetch_max_bytes,
-                      str(work / f"{name}-{number}"), profile, settings.spark_copy_tasks)
+        # MirrorMaker 2 under IdentityReplicationPolicy names the destination topic as the source's.
+        identity = mode in MIRRORMAKER_MODES
+        run = ModeRun(mode, source, destination, topic, topic if identity else f"{topic}.{name}.{number}",
+                      data.end_offsets(spec.partitions), destination_partitions, spec.codec.name.lower(),
+                      settings.fetch_max_bytes, str(work / f"{name}-{number}"), profile, settings.spark_copy_tasks)
+        if identity:
+            _delete_topic(destination, run.destination_topic)
         with KafkaClient(destination) as client:
             client.create_topics([NewTopic(run.destination_topic, destination_partitions)])
             sample = run_worker(run)
             partitions = [TopicPartition(run.destination_topic, p) for p in range(destination_partitions)]
-            copied = client.list_offsets(partitions, "latest")
             deleted = client.list_offsets(partitions, "earliest")
-        # The exactly-once copy is one transaction: its commit marker takes an offset in every partition.
-        # So is the Spark mode's: kmirror run's default delivery is exactly-once, and --once with no
-        # rate limit copies everything in one micro-batch, one transaction per task and partition.
-        markers = destination_partitions if mode in ("exactly-once", SPARK_MODE) else 0
-        check_copy(run, sample, sum(copied.values()) - markers, must_route, sum(deleted.values()))
+            if mode == "mirrormaker2-eos":  # a transaction per poll: markers no one can count ahead
+                copied = count_data_records(client, partitions)
+            else:
+                # The exactly-once copy is one transaction: its commit marker takes an offset in every
+                # partition. So is the Spark mode's: kmirror run's default delivery is exactly-once, and
+                # --once with no rate limit copies everything in one micro-batch, one transaction per
+                # task and partition.
+                markers = destination_partitions if mode in ("exactly-once", SPARK_MODE) else 0
+                copied = sum(client.list_offsets(partitions, "latest").values()) - markers
+        check_copy(run, sample, copied, must_route, sum(deleted.values()))
         return sample
 
     return run_once
+
+
+def _delete_topic(bootstrap: str, topic: str, timeout_s: float = 60.0) -> None:
+    """Delete ``topic`` if the cluster has it, and wait until it is gone (Kafka deletes in the
+    background), so that a topic of that name can be created empty again."""
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    if topic not in admin.list_topics(timeout=timeout_s).topics:
+        return
+    admin.delete_topics([topic], operation_timeout=timeout_s)[topic].result(timeout_s)
+    deadline = time.monotonic() + timeout_s
+    while topic in admin.list_topics(timeout=timeout_s).topics:
+        if time.monotonic() > deadline:
+            raise BenchError(f"{topic} was not deleted from {bootstrap} within {timeout_s:.0f} s")
+        time.sleep(0.2)
+
+
+def count_data_records(client: KafkaClient, partitions: Sequence[TopicPartition]) -> int:
+    """Records of committed data batches in ``partitions``, from the batch headers: transaction
+    markers and aborted batches left out, as a read_committed consumer would."""
+    total = 0
+    for tp in partitions:
+        offset = 0
+        end = client.list_offsets([tp], "latest")[tp]
+        while offset < end:
+            fetched = client.fetch(tp, offset, max_bytes=8 << 20, isolation_level=READ_COMMITTED)
+            pending = sorted(fetched.aborted_transactions, key=lambda aborted: aborted[1])
+            aborting: set[int] = set()  # producers inside an aborted transaction, until its marker
+            for batch in kcodecs.iter_batches(fetched.records):
+                while pending and pending[0][1] <= batch.base_offset:
+                    aborting.add(pending.pop(0)[0])
+                if batch.last_offset >= offset:
+                    if batch.is_control:
+                        aborting.discard(batch.producer_id)
+                    elif batch.producer_id not in aborting:
+                        total += batch.record_count
+                    offset = batch.last_offset + 1
+            if not fetched.records:
+                break  # the last stable offset: nothing more a read_committed reader gets
+    return total
 
 
 def _must_coalesce(data: Dataset) -> int:

@@ -8,8 +8,8 @@ them long before. CPU is ``getrusage(RUSAGE_SELF)`` user + system over the copy,
 thread included (librdkafka's compress in its own threads); peak RSS is the high-water mark
 of the worker's memory (:func:`peak_rss_bytes`).
 
-The Spark mode runs a JVM and Python workers below this process, so it is measured over the
-process tree instead (see :mod:`.proctree`).
+The Spark mode runs a JVM and Python workers below this process, and the MirrorMaker 2 modes
+a JVM, so they are measured over the process tree instead (see :mod:`.proctree`).
 """
 
 from __future__ import annotations
@@ -109,6 +109,10 @@ def run(spec: ModeRun) -> Sample:
         from .copiers import copy_spark
 
         return copy_spark(spec)
+    if spec.mode.startswith("mirrormaker2"):
+        from .mirrormaker import copy_mirrormaker
+
+        return copy_mirrormaker(spec)
     if spec.mode in ("confluent-kafka", "kafka-python"):
         from . import peers
 

@@ -21,6 +21,14 @@ keeps sequence order). A later batch can be acknowledged after an earlier one fa
 timeout after the write): the broker took it in sequence, so the earlier one is in the log
 and its resend is answered as a duplicate.
 
+Except where the destination has no sequence state for the producer on a partition yet: Kafka
+then takes a batch at *any* sequence (``ProducerStateManager``: state lost to retention must
+not block a producer). On a topic just created, the first batch can be refused with
+NOT_LEADER_OR_FOLLOWER while the next one, a moment later, finds the partition ready and is
+written as the producer's first; the first one's resend is then out of order (found on Kafka
+4.4 by the bench filling new topics, issue 35). So a partition has one batch in flight until
+the destination has acknowledged one of ours, and up to ``max_in_flight`` after.
+
 Error codes, as Kafka's producer reads them (``Sender.completeBatch``, ``TransactionManager``):
 
 ==============================  =============================================================
@@ -122,9 +130,13 @@ class _Partition:
     failed: list[Enqueued] = field(default_factory=list)
     connection: PipelinedConnection | None = None
     backoff: Backoff = field(default_factory=Backoff)
+    known: bool = False
+    """The destination acknowledged a batch of this producer id here, so it holds our sequence
+    state and refuses a batch out of order (see the module's docstring)."""
 
     def sendable(self, now: float) -> bool:
-        return bool(self.pending) and not self.failed and self.backoff.ready(now) and len(self.in_flight) < MAX_IN_FLIGHT
+        limit = MAX_IN_FLIGHT if self.known else 1
+        return bool(self.pending) and not self.failed and self.backoff.ready(now) and len(self.in_flight) < limit
 
 
 class IdempotentProducer:
@@ -347,6 +359,7 @@ class IdempotentProducer:
         # the write): the broker took this one in sequence, so that one was written first, and
         # resending it is answered as a duplicate.
         part.in_flight.remove(batch)
+        part.known = True
         part.backoff.succeeded()
         self._buffered -= len(batch.data)
         batch.base_offset = base_offset

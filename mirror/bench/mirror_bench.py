@@ -27,6 +27,10 @@ modes:
                       IdentityReplicationPolicy, a task per partition, heartbeats and checkpoints
                       off (mirror/bench/mirrormaker.py); timed from the first record copied
   mirrormaker2-eos    the same with exactly-once source support (KIP-618)
+  kmirror-run         the long-running `kmirror run` job, at-least-once, its defaults, on unflagged
+                      data (as Java's producer writes it), timed the same way; its start-up to the
+                      last record is reported beside (mirror/bench/kmirror_run.py)
+  kmirror-run-eos     the same, exactly-once (the job's default delivery)
 
 --cluster kafka runs every mode between two real Apache Kafka brokers (KRaft, one node each,
 1 GiB heaps), fetched by Maven and started by the bench; embedded (the default) needs neither.
@@ -81,9 +85,10 @@ from ..config import FETCH_MAX_BYTES
 from ..kafka import READ_COMMITTED, KafkaClient, NewTopic, TopicPartition
 from .datagen import DataSpec, Dataset, Layout, build_dataset
 from .fill import fill_topic
-from .report import plot, ratios_table, results_table, run_copy_table, scenario_label, small_batch_table
-from .stats import (ModeResult, Sample, Scenario, machine_info, ratios, run_copy_ratios, small_batch_ratios, summarise,
-                    to_json)
+from .report import (peer_table, plot, ratios_table, results_table, run_copy_table, scenario_label,
+                     small_batch_table)
+from .stats import (ModeResult, Sample, Scenario, machine_info, peer_ratios, ratios, run_copy_ratios,
+                    small_batch_ratios, summarise, to_json)
 from .timing import rounds
 from .worker import ModeRun
 
@@ -93,6 +98,10 @@ __all__ = ["MODES", "SMALL_BATCH_MODES", "LAYOUT_OF_MODE", "FULL", "QUICK", "SMA
 MODES = ("raw", "pass-through", "exactly-once", "inspect", "recompress", "coalesced", "confluent-kafka", "kafka-python")
 MIRRORMAKER_MODES = ("mirrormaker2", "mirrormaker2-eos")
 """Only against real Kafka (``--cluster kafka``, or ``--source``/``--destination``)."""
+RUN_MODES = ("kmirror-run", "kmirror-run-eos")
+"""The real job, as a process of its own: the peer of the MirrorMaker 2 modes."""
+TRANSACTIONAL_PROCESS_MODES = ("mirrormaker2-eos", "kmirror-run-eos")
+"""A transaction per commit: markers no one can count ahead, so the copy is counted from the batches."""
 SMALL_BATCH_MODES = ("pass-through", "coalesced", "confluent-kafka", "kafka-python")
 DELIVERY_MODES = {"at-least-once": "pass-through", "exactly-once": "exactly-once"}
 """``--delivery``: the pass-through copy at each guarantee."""
@@ -101,7 +110,8 @@ LAYOUT_OF_MODE = {
     "raw": Layout.FLAGGED, "pass-through": Layout.FLAGGED, "exactly-once": Layout.FLAGGED, "inspect": Layout.UNFLAGGED,
     "recompress": Layout.KEYED, "coalesced": Layout.UNFLAGGED,
     "confluent-kafka": Layout.FLAGGED, "kafka-python": Layout.FLAGGED, SPARK_MODE: Layout.FLAGGED,
-    "mirrormaker2": Layout.FLAGGED, "mirrormaker2-eos": Layout.FLAGGED,
+    "mirrormaker2": Layout.UNFLAGGED, "mirrormaker2-eos": Layout.UNFLAGGED,
+    "kmirror-run": Layout.UNFLAGGED, "kmirror-run-eos": Layout.UNFLAGGED,
 }
 ROUTE_OF_MODE = {"pass-through": "passed-through", "exactly-once": "passed-through", "inspect": "inspected",
                  "recompress": "rebuilt", "coalesced": "coalesced",
@@ -117,7 +127,8 @@ MIN_COALESCED_SHARE = 0.9
 """coalesced must merge at least this share of the records in batches under the threshold: a
 small batch alone in its fetch, or between two big ones, goes as it is."""
 _NEEDS = {"confluent-kafka": "confluent_kafka", "kafka-python": "kafka", SPARK_MODE: "pyspark",
-          "mirrormaker2": "confluent_kafka", "mirrormaker2-eos": "confluent_kafka"}
+          "mirrormaker2": "confluent_kafka", "mirrormaker2-eos": "confluent_kafka",
+          "kmirror-run": "pyspark", "kmirror-run-eos": "pyspark"}
 _MB = 10**6
 _WORKER_TIMEOUT_S = 3600
 
@@ -179,13 +190,15 @@ class Settings:
     profile: bool
     spark_copy_tasks: int | None = None
     cluster: str = "embedded"
+    keep_dir: Path | None = None
+    """Where the mirror processes' configurations are kept: beside ``--json``'s file."""
 
     def data_spec(self, scenario: Scenario) -> DataSpec:
         return DataSpec(Compression.parse(scenario.codec), scenario.record_bytes, self.total_bytes, scenario.batch_bytes,
                         self.keyed_ratio, scenario.partitions, self.seed)
 
     def parameters(self) -> dict:
-        return asdict(self)
+        return {**asdict(self), "keep_dir": None if self.keep_dir is None else str(self.keep_dir)}
 
 
 def settings_from(args: argparse.Namespace) -> Settings:
@@ -193,7 +206,7 @@ def settings_from(args: argparse.Namespace) -> Settings:
         raise BenchError("--quick and --small-batches are two presets: choose one")
     preset = QUICK if args.quick else SMALL if args.small_batches else FULL
     default_modes = SMALL_BATCH_MODES if args.small_batches else MODES
-    modes = tuple(pick_list(args.modes or ",".join(default_modes), MODES + (SPARK_MODE,) + MIRRORMAKER_MODES, "mode"))
+    modes = tuple(pick_list(args.modes or ",".join(default_modes), MODES + (SPARK_MODE,) + MIRRORMAKER_MODES + RUN_MODES, "mode"))
     if args.delivery is not None:
         wanted = {DELIVERY_MODES[d] for d in pick_list(args.delivery, tuple(DELIVERY_MODES), "delivery")}
         modes = tuple(m for m in modes if m not in DELIVERY_MODES.values() or m in wanted)
@@ -212,6 +225,7 @@ def settings_from(args: argparse.Namespace) -> Settings:
         keyed_ratio=args.keyed_ratio, repeats=preset.repeats if args.repeats is None else args.repeats, modes=modes,
         seed=args.seed, fetch_max_bytes=args.fetch_max_bytes, source=args.source, destination=args.destination,
         profile=args.profile, spark_copy_tasks=args.spark_copy_tasks, cluster=args.cluster,
+        keep_dir=None if getattr(args, "json", None) is None else args.json.with_name(args.json.stem + "-configurations"),
     )
     if settings.repeats < 1:
         raise BenchError(f"--repeats must be at least 1, not {settings.repeats}")
@@ -272,7 +286,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--total-mb", type=float, help=f"record data per source topic, in MB (default {FULL.total_mb:g})")
     parser.add_argument("--repeats", type=int, help=f"interleaved rounds; medians are reported (default {FULL.repeats})")
     parser.add_argument("--modes", help=f"comma-separated subset of {','.join(MODES)},{SPARK_MODE},"
-                                        f"{','.join(MIRRORMAKER_MODES)} (default: all but the Spark and MirrorMaker 2 ones)")
+                                        f"{','.join(MIRRORMAKER_MODES + RUN_MODES)} (default: all but the Spark, MirrorMaker 2 and "
+                                        f"kmirror run ones)")
     parser.add_argument("--delivery", help="comma-separated exactly-once,at-least-once: the pass-through copy at "
                                            "these guarantees, side by side (default: both)")
     parser.add_argument("--spark", action="store_true", help=f"also run {SPARK_MODE}: the Spark job's micro-batch overhead")
@@ -314,6 +329,9 @@ def run(args: argparse.Namespace) -> int:
     if small_batch_ratios(results):
         print(f"\nThe coalesced copy against the confluent-kafka loop and pass-through (medians of round-by-round "
               f"ratios)\n{small_batch_table(small_batch_ratios(results))}", flush=True)
+    if peer_ratios(results):
+        print(f"\nkmirror run against MirrorMaker 2 (medians of round-by-round ratios)\n"
+              f"{peer_table(peer_ratios(results))}", flush=True)
     if args.json:
         args.json.write_text(json.dumps(to_json(results, settings.parameters() | {"command": sys.argv},
                                                 machine_info()), indent=2) + "\n")
@@ -367,7 +385,8 @@ def _scenario(settings: Settings, scenario: Scenario, work: Path, prefix: str) -
                   f"{len(data.batches) / sample.wall_s:9,.0f} batches/s{sample.cpu_s:8.3f} s CPU"
                   f"{sample.peak_rss_bytes / _MB:6.0f} MB RSS"
                   + (f"; kmirror run's copying {sample.copy_s:.2f} s ({data.payload_bytes / _MB / sample.copy_s:.1f} MB/s)"
-                     if sample.copy_s else ""), flush=True)
+                     if sample.copy_s else "")
+                  + (f"; {sample.start_s:.1f} s from its start to the last record" if sample.start_s else ""), flush=True)
         if settings.profile:
             print(runs["pass-through"](profile=True).profile if "pass-through" in runs else "", flush=True)
     results = []
@@ -462,9 +481,11 @@ def _runner(settings: Settings, source: str, destination: str, spec: DataSpec, d
         with KafkaClient(destination) as client:
             client.create_topics([NewTopic(run.destination_topic, destination_partitions)])
             sample = run_worker(run)
+            if number == 1:
+                _keep_configuration(settings, run)
             partitions = [TopicPartition(run.destination_topic, p) for p in range(destination_partitions)]
             deleted = client.list_offsets(partitions, "earliest")
-            if mode == "mirrormaker2-eos":  # a transaction per poll: markers no one can count ahead
+            if mode in TRANSACTIONAL_PROCESS_MODES:
                 copied = count_data_records(client, partitions)
             else:
                 # The exactly-once copy is one transaction: its commit marker takes an offset in every
@@ -477,6 +498,25 @@ def _runner(settings: Settings, source: str, destination: str, spec: DataSpec, d
         return sample
 
     return run_once
+
+
+_CONFIGURATION_FILES = {"mirrormaker2": "mm2.properties", "mirrormaker2-eos": "mm2.properties",
+                        "kmirror-run": "command.txt", "kmirror-run-eos": "command.txt"}
+
+
+def _keep_configuration(settings: Settings, run: ModeRun) -> None:
+    """A mirror process's configuration as the run wrote it (MirrorMaker 2's properties, the
+    ``kmirror run`` command line), printed, and kept beside the ``--json`` results, so anyone
+    can check the peer was configured fairly."""
+    name = _CONFIGURATION_FILES.get(run.mode)
+    if name is None:
+        return
+    text = (Path(run.work_dir) / name).read_text()
+    print(f"  {run.mode} ran with ({name}):\n" + "".join(f"    {line}\n" for line in text.splitlines()), end="",
+          flush=True)
+    if settings.keep_dir is not None:
+        settings.keep_dir.mkdir(parents=True, exist_ok=True)
+        (settings.keep_dir / f"{run.source_topic}.{run.mode}.{name.rsplit('.', 1)[1]}").write_text(text)
 
 
 def _delete_topic(bootstrap: str, topic: str, timeout_s: float = 60.0) -> None:

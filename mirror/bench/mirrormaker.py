@@ -29,38 +29,28 @@ and task assignment, is not); CPU seconds and peak RSS are the MM2 JVM's over th
 
 from __future__ import annotations
 
-import os
 import re
 import signal
-import socket
 import subprocess
 import time
 from pathlib import Path
 
-from ..kafka import READ_COMMITTED, KafkaClient, TopicPartition
+from ..kafka import KafkaClient, TopicPartition
 from ..realkafka.distribution import Distribution, java_command
+from .arrival import MirrorProcessError, Watched, stop_process, wait_first, wait_last
+from .latency_proxy import free_port
 from .proctree import TreeMeter
 from .stats import Sample
 from .worker import ModeRun
 
-__all__ = ["MM2", "MAIN", "MODES", "properties", "copy_mirrormaker", "MirrorMakerError"]
+__all__ = ["MM2", "MAIN", "properties", "copy_mirrormaker"]
 
 MM2 = Distribution("connect-mirror", "4.3.1")
 """connect-mirror 4.4.0 is not on Maven Central here; 4.3.1 talks to 4.4 brokers as any 4.x client."""
 MAIN = "org.apache.kafka.connect.mirror.MirrorMaker"
 HEAP = ("-Xms256M", "-Xmx2G")
 """``connect-mirror-maker.sh``'s default ``KAFKA_HEAP_OPTS``."""
-MODES = ("mirrormaker2", "mirrormaker2-eos")
 TARGET = "target"
-_POLL_S = 0.02
-_START_TIMEOUT_S = 180.0
-_STALL_S = 60.0
-_SETTLE_S = 2.0
-"""Exactly-once: the destination's end must stay put this long, stable, before the copy counts as done."""
-
-
-class MirrorMakerError(RuntimeError):
-    """MirrorMaker 2 exited, or copied nothing, or stalled: the run is broken, not slow."""
 
 
 def properties(spec: ModeRun, *, exactly_once: bool, alias: str, rest_port: int | None = None) -> dict[str, str]:
@@ -100,7 +90,7 @@ def copy_mirrormaker(spec: ModeRun) -> Sample:
     exactly_once = spec.mode == "mirrormaker2-eos"
     work = Path(spec.work_dir)
     alias = "source" + re.sub(r"\W", "", work.name)  # fresh internal topics for every run
-    config = properties(spec, exactly_once=exactly_once, alias=alias, rest_port=_free_port() if exactly_once else None)
+    config = properties(spec, exactly_once=exactly_once, alias=alias, rest_port=free_port() if exactly_once else None)
     config_file = work / "mm2.properties"
     config_file.write_text("".join(f"{key} = {value}\n" for key, value in config.items()))
     logging_file = work / "log4j2.properties"
@@ -108,89 +98,23 @@ def copy_mirrormaker(spec: ModeRun) -> Sample:
     libs = MM2.resolve()
     java = java_command()
     if java is None:
-        raise MirrorMakerError("no Java to run MirrorMaker 2")
+        raise MirrorProcessError("no Java to run MirrorMaker 2")
     partitions = [TopicPartition(spec.destination_topic, p) for p in range(spec.destination_partitions)]
+    began_process = time.perf_counter()
     with open(work / "mm2.out", "wb") as out:
         process = subprocess.Popen([java, *HEAP, "-XX:+UseG1GC", "-Djava.awt.headless=true",
                                     f"-Dlog4j2.configurationFile={logging_file}", "-cp", f"{libs}/*", MAIN,
                                     str(config_file)], stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                    start_new_session=True)
+    mirror = Watched("MirrorMaker 2", process, [work / "mm2.out", work / "mm2.log"])
     try:
         with KafkaClient(spec.destination) as client:
-            began = _wait_first(client, partitions, process, work)
+            began = wait_first(client, partitions, mirror)
             with TreeMeter(process.pid) as meter:
-                ended = _wait_last(client, partitions, spec.records, exactly_once, process, work)
-        return Sample(ended - began, meter.cpu_s, meter.peak_rss_bytes)
+                ended = wait_last(client, partitions, spec.records, mirror, transactional=exactly_once)
+        return Sample(ended - began, meter.cpu_s, meter.peak_rss_bytes, start_s=ended - began_process)
     finally:
-        _stop(process)
-
-
-def _ends(client: KafkaClient, partitions: list[TopicPartition], isolation_level: int = 0) -> int:
-    return sum(client.list_offsets(partitions, "latest", isolation_level=isolation_level).values())
-
-
-def _wait_first(client: KafkaClient, partitions: list[TopicPartition], process: subprocess.Popen, work: Path) -> float:
-    deadline = time.monotonic() + _START_TIMEOUT_S
-    while _ends(client, partitions) == 0:
-        _check_alive(process, work)
-        if time.monotonic() > deadline:
-            raise MirrorMakerError(f"MirrorMaker 2 copied nothing within {_START_TIMEOUT_S:.0f} s; its log: "
-                                   f"{_tail(work / 'mm2.log')}")
-        time.sleep(_POLL_S)
-    return time.perf_counter()
-
-
-def _wait_last(client: KafkaClient, partitions: list[TopicPartition], records: int, exactly_once: bool,
-               process: subprocess.Popen, work: Path) -> float:
-    """When the last record arrived: at-least-once, the high watermark reaches the record count
-    (MM2 writes nothing else there); exactly-once, the end (records and markers) stops moving
-    and is stable, that is every transaction is committed. The time is the last move's."""
-    last, moved = -1, time.perf_counter()
-    while True:
-        _check_alive(process, work)
-        end = _ends(client, partitions)
-        now = time.perf_counter()
-        if end != last:
-            last, moved = end, now
-        if not exactly_once and end >= records:
-            return now
-        if exactly_once and end >= records and now - moved >= _SETTLE_S:
-            if _ends(client, partitions, READ_COMMITTED) == end:
-                return moved
-        if now - moved > _STALL_S:
-            raise MirrorMakerError(f"MirrorMaker 2 stalled at {end} of {records} records; its log: "
-                                   f"{_tail(work / 'mm2.log')}")
-        time.sleep(_POLL_S)
-
-
-def _check_alive(process: subprocess.Popen, work: Path) -> None:
-    if process.poll() is not None:
-        raise MirrorMakerError(f"MirrorMaker 2 exited with {process.returncode}: {_tail(work / 'mm2.out')} "
-                               f"{_tail(work / 'mm2.log')}")
-
-
-def _stop(process: subprocess.Popen) -> None:
-    if process.poll() is not None:
-        return
-    os.killpg(process.pid, signal.SIGTERM)
-    try:
-        process.wait(30)
-    except subprocess.TimeoutExpired:
-        os.killpg(process.pid, signal.SIGKILL)
-        process.wait(30)
-
-
-def _tail(path: Path, lines: int = 15) -> str:
-    try:
-        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
-    except OSError:
-        return "(none)"
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
+        stop_process(process, signal.SIGTERM, 30)
 
 
 _LOG4J2 = """\

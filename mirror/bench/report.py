@@ -6,8 +6,8 @@ import math
 from pathlib import Path
 from typing import Sequence
 
-from .stats import (BASELINE, RUN_COPY_TARGET, TARGET_SCENARIOS, TARGETS, Measure, ModeResult, Ratio, RunCopyRatio,
-                    Scenario, SmallBatchRatio, Target)
+from .stats import (BASELINE, RUN_COPY_TARGET, TARGET_SCENARIOS, TARGETS, Measure, ModeResult, PeerRatio, Ratio,
+                    RunCopyRatio, Scenario, SmallBatchRatio, Target)
 
 __all__ = ["size_label", "scenario_label", "results_table", "ratios_table", "run_copy_table", "small_batch_table", "plot",
            "PlotUnavailableError"]
@@ -112,6 +112,22 @@ def small_batch_table(ratios: Sequence[SmallBatchRatio]) -> str:
                 (" met" if r.met else " MISSED")
         lines.append(f"{_scenario_columns(r.scenario)}  {f'{r.throughput:.2f}x':<14}{f'{r.cpu:.2f}x':<18}"
                      f"{versus_base:<22}{target}")
+    return "\n".join(lines)
+
+
+def peer_table(ratios: Sequence[PeerRatio]) -> str:
+    """One line per scenario and guarantee: ``kmirror run``'s MB/s and CPU s/GB against
+    MirrorMaker 2's, and issue 35's bounds where it sets them."""
+    lines = [f"{_SCENARIO_HEADER}  {'kmirror':<17}{'versus':<18}{'MB/s':<8}{'CPU s/GB':<10}target"]
+    for r in ratios:
+        if r.bounds is None:
+            target = "-"
+        else:
+            throughput, cpu = r.bounds
+            target = f">= {throughput:g}x" + ("" if cpu is None else f", <= {cpu:g}x CPU") + \
+                (" met" if r.met else " MISSED")
+        lines.append(f"{_scenario_columns(r.scenario)}  {r.ours:<17}{r.peer:<18}{f'{r.throughput:.2f}x':<8}"
+                     f"{f'{r.cpu:.2f}x':<10}{target}")
     return "\n".join(lines)
 
 

@@ -39,6 +39,10 @@ class Sample:
     copy_s: float | None = None
     """The Spark mode only: ``kmirror run``'s own seconds of copying, as its summary gives them
     (its ``foreachBatch`` calls), where ``wall_s`` times the whole query."""
+    start_s: float | None = None
+    """Modes that run a mirror process of their own (MirrorMaker 2, ``kmirror run``), whose
+    ``wall_s`` runs from the first record copied to the last: from the process's start to the
+    last record, its start-up (a JVM, Connect, Spark) included."""
 
 
 @dataclass(frozen=True)
@@ -73,10 +77,16 @@ class ModeResult:
     """CPU seconds of each round, in round order."""
     copy_walls: tuple[float, ...] = ()
     """The Spark mode: ``kmirror run``'s seconds of copying in each round (:attr:`Sample.copy_s`)."""
+    start_walls: tuple[float, ...] = ()
+    """Mirror processes: seconds from their start to the last record, each round (:attr:`Sample.start_s`)."""
 
     @property
     def copy_s(self) -> float | None:
         return statistics.median(self.copy_walls) if self.copy_walls else None
+
+    @property
+    def start_s(self) -> float | None:
+        return statistics.median(self.start_walls) if self.start_walls else None
 
     @property
     def mb_per_s(self) -> float:
@@ -120,6 +130,8 @@ class ModeResult:
             "cpus_s": [round(c, 4) for c in self.cpus],
             **({"copy_s": round(self.copy_s, 4), "copy_walls_s": [round(c, 4) for c in self.copy_walls]}
                if self.copy_s is not None else {}),
+            **({"start_to_end_s": round(self.start_s, 4), "start_to_end_walls_s": [round(w, 4) for w in self.start_walls]}
+               if self.start_s is not None else {}),
         }
 
 
@@ -132,7 +144,8 @@ def summarise(mode: str, scenario: Scenario, records: int, batches: int, payload
                       statistics.median(s.wall_s for s in samples), statistics.median(s.cpu_s for s in samples),
                       int(statistics.median(s.peak_rss_bytes for s in samples)), len(samples),
                       tuple(s.wall_s for s in samples), tuple(s.cpu_s for s in samples),
-                      tuple(s.copy_s for s in samples if s.copy_s is not None))
+                      tuple(s.copy_s for s in samples if s.copy_s is not None),
+                      tuple(s.start_s for s in samples if s.start_s is not None))
 
 
 class Measure(str, Enum):
@@ -329,6 +342,64 @@ def small_batch_ratios(results: Iterable[ModeResult]) -> list[SmallBatchRatio]:
     return out
 
 
+PEER_PAIRS = (("kmirror-run", "mirrormaker2"), ("kmirror-run-eos", "mirrormaker2-eos"))
+"""The long-running job against MirrorMaker 2 at the same guarantee (issue 35)."""
+PEER_TARGETS = {"kmirror-run": (3.0, 0.2), "kmirror-run-eos": (3.0, None)}
+"""Issue 35, at 16 KiB batches of 1 KiB lz4 and zstd records: MB/s at least the first figure
+times MirrorMaker 2's, CPU s/GB at most the second times its (None: no bound)."""
+
+
+@dataclass(frozen=True)
+class PeerRatio:
+    """``kmirror run`` against MirrorMaker 2 at one guarantee, in one scenario."""
+
+    scenario: Scenario
+    ours: str
+    peer: str
+    throughput: float
+    """Our MB/s over MirrorMaker 2's."""
+    cpu: float
+    """Our CPU s/GB over MirrorMaker 2's: 0.2 means a fifth."""
+
+    @property
+    def bounds(self) -> tuple[float, float | None] | None:
+        if (self.scenario.record_bytes, self.scenario.batch_bytes) != (1024, 16 * 1024) or \
+                self.scenario.codec not in ("lz4", "zstd"):
+            return None
+        return PEER_TARGETS.get(self.ours)
+
+    @property
+    def met(self) -> bool | None:
+        if self.bounds is None:
+            return None
+        throughput, cpu = self.bounds
+        return self.throughput >= throughput and (cpu is None or self.cpu <= cpu)
+
+    def as_json(self) -> dict[str, Any]:
+        return {**asdict(self.scenario), "mode": self.ours, "versus": self.peer,
+                "throughput_ratio": round(self.throughput, 3), "cpu_fraction": round(self.cpu, 3),
+                "bounds": self.bounds, "met": self.met}
+
+
+def peer_ratios(results: Iterable[ModeResult]) -> list[PeerRatio]:
+    """Per scenario and guarantee where both ran, ``kmirror run`` against MirrorMaker 2: the
+    medians of the round-by-round ratios (as :func:`ratios`)."""
+    by_scenario: dict[Scenario, dict[str, ModeResult]] = {}
+    for result in results:
+        by_scenario.setdefault(result.scenario, {})[result.mode] = result
+    out = []
+    for scenario, modes in by_scenario.items():
+        for ours_name, peer_name in PEER_PAIRS:
+            ours, peer = modes.get(ours_name), modes.get(peer_name)
+            if ours is None or peer is None:
+                continue
+            cpu = ours.cpu_s_per_gb / peer.cpu_s_per_gb if peer.cpu_s > 0 else float("inf")
+            out.append(PeerRatio(scenario, ours_name, peer_name,
+                                 _paired(peer, peer.walls, ours, ours.walls, ours.mb_per_s / peer.mb_per_s),
+                                 _paired(ours, ours.cpus, peer, peer.cpus, cpu)))
+    return out
+
+
 def _version(distribution: str) -> str | None:
     try:
         return importlib.metadata.version(distribution)
@@ -355,6 +426,7 @@ def to_json(results: Sequence[ModeResult], parameters: dict[str, Any], machine: 
         "results": [result.as_json() for result in results],
         "ratios": [ratio.as_json() for ratio in ratios(results)],
         "run_copy_ratios": [ratio.as_json() for ratio in run_copy_ratios(results)],
+        "peer_ratios": [ratio.as_json() for ratio in peer_ratios(results)],
         "small_batch_ratios": [ratio.as_json() for ratio in small_batch_ratios(results)],
         "parameters": parameters,
         "machine": machine,

@@ -8,8 +8,9 @@ them long before. CPU is ``getrusage(RUSAGE_SELF)`` user + system over the copy,
 thread included (librdkafka's compress in its own threads); peak RSS is the high-water mark
 of the worker's memory (:func:`peak_rss_bytes`).
 
-The Spark mode runs a JVM and Python workers below this process, and the MirrorMaker 2 modes
-a JVM, so they are measured over the process tree instead (see :mod:`.proctree`).
+The Spark mode runs a JVM and Python workers below this process, and the MirrorMaker 2 and
+``kmirror run`` modes a process of their own, so they are measured over the process tree
+instead (see :mod:`.proctree`).
 """
 
 from __future__ import annotations
@@ -113,6 +114,10 @@ def run(spec: ModeRun) -> Sample:
         from .mirrormaker import copy_mirrormaker
 
         return copy_mirrormaker(spec)
+    if spec.mode.startswith("kmirror-run"):
+        from .kmirror_run import copy_kmirror_run
+
+        return copy_kmirror_run(spec)
     if spec.mode in ("confluent-kafka", "kafka-python"):
         from . import peers
 

@@ -160,3 +160,24 @@ def test_rounds_interleave_modes_and_interleaved_keeps_working():
     assert rotated == ["a", "b", "c", "b", "c", "a", "c", "a", "b", "a", "b", "c"]
     timings = interleaved({"x": lambda: None}, 2)
     assert timings["x"].repeats == 2 and timings["x"].wall_s >= 0
+
+
+def test_kmirror_run_is_held_to_issue_35_against_mirrormaker2_at_each_guarantee():
+    """MB/s over MirrorMaker 2's and CPU s/GB over its, paired with the same guarantee; the
+    bounds apply at 16 KiB batches of 1 KiB records only. 2 GB in 4 s is 500 MB/s, in 20 s
+    100 MB/s: 5x; 2 s of CPU against 20 s is a tenth."""
+    from mirror.bench.report import peer_table
+    from mirror.bench.stats import peer_ratios
+
+    other = Scenario("zstd", 1024, 128 * 1024, 4)
+    results = [result("kmirror-run", 4.0, 2.0), result("mirrormaker2", 20.0, 20.0),
+               result("kmirror-run-eos", 10.0, 8.0), result("mirrormaker2-eos", 20.0, 20.0),
+               result("kmirror-run", 4.0, 8.0, other), result("mirrormaker2", 20.0, 20.0, other)]
+    found = {(r.scenario, r.ours): r for r in peer_ratios(results)}
+    assert set(found) == {(TARGETED, "kmirror-run"), (TARGETED, "kmirror-run-eos"), (other, "kmirror-run")}
+    alo, eos, big = found[TARGETED, "kmirror-run"], found[TARGETED, "kmirror-run-eos"], found[other, "kmirror-run"]
+    assert (alo.peer, alo.throughput, alo.cpu, alo.met) == ("mirrormaker2", 5.0, 0.1, True)
+    assert (eos.peer, eos.throughput, eos.met) == ("mirrormaker2-eos", 2.0, False)  # 3x wanted
+    assert big.bounds is None and big.met is None
+    table = peer_table(peer_ratios(results))
+    assert "kmirror-run-eos  mirrormaker2-eos  2.00x" in table and "MISSED" in table

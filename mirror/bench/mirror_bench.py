@@ -34,6 +34,8 @@ modes:
 
 --cluster kafka runs every mode between two real Apache Kafka brokers (KRaft, one node each,
 1 GiB heaps), fetched by Maven and started by the bench; embedded (the default) needs neither.
+--source-rtt-ms N puts the source behind a TCP proxy that delays each direction by N/2 ms, and
+the source advertises the proxy's address: every mode then reads across a WAN of that RTT.
 
 Source batches are filled to --batch-kib as stored, as the Java producer fills batch.size
 (see mirror/bench/datagen.py); the results show the mean stored batch as built. Per-batch
@@ -85,6 +87,7 @@ from ..config import FETCH_MAX_BYTES
 from ..kafka import READ_COMMITTED, KafkaClient, NewTopic, TopicPartition
 from .datagen import DataSpec, Dataset, Layout, build_dataset
 from .fill import fill_topic
+from .latency_proxy import LatencyProxy, free_port
 from .report import (peer_table, plot, ratios_table, results_table, run_copy_table, scenario_label,
                      small_batch_table)
 from .stats import (ModeResult, Sample, Scenario, machine_info, peer_ratios, ratios, run_copy_ratios,
@@ -190,6 +193,8 @@ class Settings:
     profile: bool
     spark_copy_tasks: int | None = None
     cluster: str = "embedded"
+    source_rtt_ms: float = 0.0
+    """The source's round trip through the bench's latency proxy (0: no proxy)."""
     keep_dir: Path | None = None
     """Where the mirror processes' configurations are kept: beside ``--json``'s file."""
 
@@ -215,6 +220,10 @@ def settings_from(args: argparse.Namespace) -> Settings:
         modes += (SPARK_MODE,)
     if (args.source is None) != (args.destination is None):
         raise BenchError("--source and --destination go together")
+    if args.source_rtt_ms < 0:
+        raise BenchError(f"--source-rtt-ms must not be negative, not {args.source_rtt_ms:g}")
+    if args.source_rtt_ms and args.source is not None:
+        raise BenchError("--source-rtt-ms puts the bench's own source broker behind a proxy: leave out --source")
     if args.cluster == "kafka" and args.source is not None:
         raise BenchError("--cluster kafka starts its own brokers: leave out --source and --destination")
     if any(mode in MIRRORMAKER_MODES for mode in modes) and args.cluster != "kafka" and args.source is None:
@@ -225,6 +234,7 @@ def settings_from(args: argparse.Namespace) -> Settings:
         keyed_ratio=args.keyed_ratio, repeats=preset.repeats if args.repeats is None else args.repeats, modes=modes,
         seed=args.seed, fetch_max_bytes=args.fetch_max_bytes, source=args.source, destination=args.destination,
         profile=args.profile, spark_copy_tasks=args.spark_copy_tasks, cluster=args.cluster,
+        source_rtt_ms=args.source_rtt_ms,
         keep_dir=None if getattr(args, "json", None) is None else args.json.with_name(args.json.stem + "-configurations"),
     )
     if settings.repeats < 1:
@@ -302,6 +312,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--cluster", choices=("embedded", "kafka"), default="embedded",
                         help="the brokers each scenario starts: embedded (kmirror's, the default) or kafka (Apache "
                              "Kafka 4.4.0, KRaft, one node each, fetched by Maven once; needs Java and Maven)")
+    parser.add_argument("--source-rtt-ms", type=float, default=0.0, metavar="MS",
+                        help="put the source behind a latency-injecting TCP proxy with this round trip (a WAN); the "
+                             "source advertises the proxy, so every connection to it crosses (default 0: none)")
     parser.add_argument("--source", metavar="HOST:PORT", help="use this cluster as the source instead of an embedded broker")
     parser.add_argument("--destination", metavar="HOST:PORT", help="use this cluster as the destination (topics are left behind)")
     parser.add_argument("--json", metavar="FILE", type=Path, help="write the results as JSON")
@@ -412,32 +425,43 @@ def _measurable(modes: Sequence[str], spec: DataSpec, datasets: dict[Layout, Dat
 @contextlib.contextmanager
 def _clusters(settings: Settings, work: Path) -> Iterator[tuple[str, str]]:
     """The user's clusters, or two fresh brokers for one scenario: embedded (child processes), or
-    real Kafka (``--cluster kafka``: a JVM each, with a fixed heap)."""
+    real Kafka (``--cluster kafka``: a JVM each, with a fixed heap). With ``--source-rtt-ms``
+    the source stands behind a latency proxy (:mod:`.latency_proxy`) and advertises the proxy's
+    address, so that every connection to it, the mirrors' and the fill's, crosses the proxy."""
     if settings.source and settings.destination:
         yield settings.source, settings.destination
         return
-    if settings.cluster == "kafka":
-        from ..realkafka import KafkaCluster
+    proxy_port = free_port() if settings.source_rtt_ms else None
+    advertised = None if proxy_port is None else f"127.0.0.1:{proxy_port}"
+    with contextlib.ExitStack() as stack:
+        if settings.cluster == "kafka":
+            from ..realkafka import KafkaCluster
 
-        clusters = [KafkaCluster(work / "source-kafka", heap_mb=KAFKA_HEAP_MB),
-                    KafkaCluster(work / "destination-kafka", heap_mb=KAFKA_HEAP_MB)]
-        try:
-            for cluster in clusters:
+            source = KafkaCluster(work / "source-kafka", heap_mb=KAFKA_HEAP_MB,
+                                  advertised={"PLAINTEXT": advertised} if advertised else {})
+            destination = KafkaCluster(work / "destination-kafka", heap_mb=KAFKA_HEAP_MB)
+            for cluster in (source, destination):
+                stack.callback(cluster.stop)
                 cluster.start()
-            yield clusters[0].bootstrap, clusters[1].bootstrap
-        finally:
-            for cluster in clusters:
-                cluster.stop()
-        return
-    brokers = [BrokerProcess(work / "source"), BrokerProcess(work / "destination")]
-    try:
-        for broker in brokers:
-            broker.start()
-        yield brokers[0].bootstrap, brokers[1].bootstrap
-    finally:
-        for broker in brokers:
-            if broker.process is not None and broker.process.poll() is None:
-                broker.terminate()
+            source_port, addresses = source.node(1).ports["PLAINTEXT"], (source.bootstrap, destination.bootstrap)
+        else:
+            brokers = [BrokerProcess(work / "source", extra_args=("--advertised-listener", advertised) if advertised
+                                     else ()), BrokerProcess(work / "destination")]
+            for broker in brokers:
+                stack.callback(_stop_broker, broker)
+                broker.start()
+            source_port, addresses = brokers[0].port, (brokers[0].bootstrap, brokers[1].bootstrap)
+        if proxy_port is None:
+            yield addresses
+            return
+        proxy = stack.enter_context(LatencyProxy("127.0.0.1", source_port, settings.source_rtt_ms,
+                                                 listen_port=proxy_port))
+        yield proxy.address, addresses[1]
+
+
+def _stop_broker(broker: BrokerProcess) -> None:
+    if broker.process is not None and broker.process.poll() is None:
+        broker.terminate()
 
 
 def _fill(source: str, spec: DataSpec, prefix: str, label: str, layouts: set[Layout]) -> dict[Layout, Dataset]:

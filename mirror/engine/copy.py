@@ -56,6 +56,7 @@ from ..kafka import (
     TopicPartition,
     wait_readable,
 )
+from ..kafka.fetcher import MAX_FETCHES_IN_FLIGHT
 from ..routing import RouteCounters
 from .errors import CorruptSourceError, DataLossError, SourceTruncatedError
 from .fetched_set import BatchRouter, FetchedSet, OutgoingBatch, route_one
@@ -269,9 +270,10 @@ class CopyLoop:
         # Fetch ahead only while less than a fetch waits for the destination: more would
         # not copy faster, only hold more memory (each buffer mapped fresh, every batch
         # an object the garbage collector walks).
-        if wanted and producer.buffered_bytes < self.fetch_max_bytes \
-                and _room_to_fetch(frames, self.rebuilt, fetcher.in_flight(), self.max_buffer_bytes, producer.idle):
-            fetcher.send(wanted)
+        if wanted and producer.buffered_bytes < self.fetch_max_bytes:
+            room = _fetches_that_fit(frames, self.rebuilt, fetcher.in_flight(), self.max_buffer_bytes, producer.idle)
+            if room:
+                fetcher.send(wanted, limit=room)
         producer.send_ready()
         routing = [copy for copy in copies.values() if copy.fetched is not None]
         # With batches left to route, only look at the sockets (no wait).
@@ -343,13 +345,16 @@ def _timeout(fetcher: Fetcher, producer: IdempotentProducer) -> float:
     return min(_MAX_WAIT_S, max(0.0, min(deadlines) - time.monotonic()))
 
 
-def _room_to_fetch(frames: FrameBuffers, rebuilt: int, in_flight: int, max_buffer_bytes: int, idle: bool) -> bool:
-    """Whether another fetch fits the memory bound: each fetch in flight may fill a buffer, an
+def _fetches_that_fit(frames: FrameBuffers, rebuilt: int, in_flight: int, max_buffer_bytes: int, idle: bool) -> int:
+    """How many more fetches fit the memory bound: each fetch in flight may fill a buffer, an
     idle one or a new one. With nothing in flight and nothing unacknowledged, one always goes
     (whatever a lingering view still pins), so the copy cannot stall."""
     usage = frames.usage()
-    needed = usage.pinned + rebuilt + max(usage.idle, frames.size * (in_flight + 1))
-    return needed <= max_buffer_bytes or (in_flight == 0 and idle)
+    held = usage.pinned + rebuilt
+    fit = 0
+    while fit < MAX_FETCHES_IN_FLIGHT and held + max(usage.idle, frames.size * (in_flight + fit + 1)) <= max_buffer_bytes:
+        fit += 1
+    return fit or int(in_flight == 0 and idle)
 
 
 def _read_fetch(fetcher: Fetcher, conn, copies: Mapping[TopicPartition, _RangeCopy], source: KafkaClient,

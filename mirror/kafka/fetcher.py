@@ -2,8 +2,8 @@
 answers decoded without copying the record sets (Kafka's consumer ``Fetcher``), into
 buffers the caller may pass for reuse (:mod:`.frames`).
 
-Each leader has at most one fetch in flight, covering every partition the caller wants from
-it that is not already being fetched. A broker fills a response in request order, each
+Each leader has one fetch in flight, covering every partition the caller wants from it that
+is not already being fetched; across a WAN, more (:data:`FETCH_TURN_S`). A broker fills a response in request order, each
 partition up to ``partition_max_bytes`` and all up to ``max_bytes``, and only the first
 partition is sure to get a whole batch (KIP-74). So each partition may take an equal share
 of ``max_bytes`` (a response then carries some of every partition, and the producer a batch
@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections import deque
 from dataclasses import dataclass
 from typing import Callable, Mapping
 
@@ -45,7 +46,8 @@ from .pipeline import Encoder, PipelinedConnection
 from .types import FetchedData, TopicPartition
 from .wire import FetchPosition, decode_fetch_response, encode_fetch_request
 
-__all__ = ["Fetcher", "FetchOutcome", "READ_UNCOMMITTED", "READ_COMMITTED", "MAX_TRANSACTION_WAIT_S"]
+__all__ = ["Fetcher", "FetchOutcome", "READ_UNCOMMITTED", "READ_COMMITTED", "MAX_TRANSACTION_WAIT_S", "MAX_FETCHES_IN_FLIGHT",
+           "FETCH_TURN_S"]
 
 log = logging.getLogger(__name__)
 
@@ -56,6 +58,21 @@ plus a minute for the coordinator's abort to reach the partition. A transaction 
 will not end by itself."""
 
 FetchOutcome = FetchedData | OffsetOutOfRangeError
+
+FETCH_TURN_S = 0.025
+"""About how long a fetch's answer takes to arrive from a leader nearby (a few MiB over a LAN,
+read, routed): one fetch in flight per leader keeps such a leader busy. A leader whose answers
+take longer, a source across a WAN, gets a fetch in flight per this much of that time, each
+for partitions no other one is fetching, so that the bytes in flight cover the bandwidth-delay
+product: at 100 ms, five fetches of up to ``max_bytes`` each, where one would cap the copy at
+``max_bytes`` a round trip. Only partitions pipeline; one partition has one fetch in flight,
+as its next one asks from where this one ends. The caller bounds the memory (each fetch may
+fill a buffer of ``max_bytes``)."""
+MAX_FETCHES_IN_FLIGHT = 8
+_LATENCY_SAMPLES = 8
+"""A leader's round trip is the shortest of its last this many answers that carried records:
+an answer can only be late to be read (the loop was routing), never early, so the shortest
+is the nearest to the network's and the broker's own time."""
 
 
 @dataclass(frozen=True)
@@ -86,6 +103,8 @@ class Fetcher:
         self._served: dict[TopicPartition, int] = {}
         """When each partition last got a whole batch, counted in responses: the order of the next request."""
         self._responses = 0
+        self._latency: dict[str, deque[float]] = {}
+        """Per leader, how long its last answers that carried records took."""
 
     def fetching(self, tp: TopicPartition) -> bool:
         return tp in self._asking
@@ -104,9 +123,11 @@ class Fetcher:
         """When the first partition's backoff ends (None: none is backing off)."""
         return min((b.retry_at for tp, b in self._backoff.items() if b.failures), default=None)
 
-    def send(self, wanted: Mapping[TopicPartition, int]) -> int:
-        """Fetch ``wanted`` (partition -> offset), one request per leader with none in flight;
-        partitions already being fetched or backing off wait. Returns the requests sent."""
+    def send(self, wanted: Mapping[TopicPartition, int], *, limit: int = MAX_FETCHES_IN_FLIGHT) -> int:
+        """Fetch ``wanted`` (partition -> offset): to each leader, as many requests as its
+        :meth:`window` has room for, the partitions shared out between them; at most ``limit``
+        requests in all (the caller's memory bound). Partitions already being fetched or
+        backing off wait. Returns the requests sent."""
         now = self._clock()
         ready = [tp for tp in wanted if tp not in self._asking and self._ready(tp, now)]
         if not ready:
@@ -119,17 +140,23 @@ class Fetcher:
         sent = 0
         for address, tps in routes.items():
             conn = self._connection(address, tps)
-            if conn is None or not conn.can_send():
-                continue
-            offsets = {tp: wanted[tp] for tp in sorted(tps, key=lambda tp: self._served.get(tp, -1))}
-            try:
-                conn.send_encoded(FetchRequest, self._request(offsets, conn), _Asked(offsets))
-            except (ConnectionFailedError, ProtocolError) as exc:
-                self._lost(conn, exc, list(offsets))
-                continue
-            self._asking.update(offsets)
-            sent += 1
+            slots = 0 if conn is None else min(self.window(address) - len(conn.in_flight), limit - sent, len(tps))
+            ordered = sorted(tps, key=lambda tp: self._served.get(tp, -1))
+            for share in range(slots):
+                offsets = {tp: wanted[tp] for tp in ordered[share::slots]}
+                try:
+                    conn.send_encoded(FetchRequest, self._request(offsets, conn), _Asked(offsets))
+                except (ConnectionFailedError, ProtocolError) as exc:
+                    self._lost(conn, exc, list(offsets))
+                    break
+                self._asking.update(offsets)
+                sent += 1
         return sent
+
+    def window(self, address: str) -> int:
+        """Fetches that may be in flight to the leader at ``address`` (see :data:`FETCH_TURN_S`)."""
+        took = self._latency.get(address)
+        return 1 if not took else min(MAX_FETCHES_IN_FLIGHT, 1 + int(min(took) / FETCH_TURN_S))
 
     def on_readable(self, conn: PipelinedConnection) -> dict[TopicPartition, FetchOutcome]:
         """Read the oldest answer on ``conn``; the partitions it settled (retried ones left out)."""
@@ -139,6 +166,10 @@ class Fetcher:
         except (ConnectionFailedError, ProtocolError) as exc:
             self._lost(conn, exc, [tp for p in conn.in_flight for tp in p.context.offsets])
             return {}
+        if any(p.records for p in response.partitions):
+            # Answers without records may have waited out max_wait_ms at the log's end: they
+            # say nothing of the round trip.
+            self._latency.setdefault(conn.address, deque(maxlen=_LATENCY_SAMPLES)).append(self._clock() - pending.sent_at)
         asked: _Asked = pending.context
         self._asking.difference_update(asked.offsets)
         self._responses += 1
@@ -216,8 +247,8 @@ class Fetcher:
         if conn is not None and not conn.closed:
             return conn
         try:
-            # One fetch in flight per leader: the next one asks from where this one ends.
-            conn = self._connections[address] = PipelinedConnection(self._client.connect(address), 1, clock=self._clock)
+            conn = self._connections[address] = PipelinedConnection(self._client.connect(address),
+                                                                    MAX_FETCHES_IN_FLIGHT, clock=self._clock)
         except KMirrorError as exc:
             self._failed(tps, exc)
             return None

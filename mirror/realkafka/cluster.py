@@ -115,6 +115,10 @@ class KafkaCluster:
     tls: TlsFiles | None = None
     scram_users: dict[str, str] = field(default_factory=dict)
     broker_configs: dict[str, str] = field(default_factory=dict)
+    advertised: dict[str, str] = field(default_factory=dict)
+    """Listener name to the ``host:port`` clients are told to use instead of the node's own, as
+    where a proxy stands in front of it (``kmirror bench mirror --source-rtt-ms``); one-node
+    clusters only."""
     members: list[KafkaNode] = field(default_factory=list, init=False)
     cluster_id: str = field(default_factory=lambda: _kafka_uuid(), init=False)
 
@@ -122,6 +126,8 @@ class KafkaCluster:
         self.directory = Path(self.directory)
         if self.nodes not in (1, 3):
             raise ValueError(f"a cluster has 1 or 3 nodes, not {self.nodes}")
+        if self.advertised and self.nodes != 1:
+            raise ValueError("advertised addresses are for one-node clusters: each node would need its own")
         if self.scram_users and self.tls is None:
             raise ValueError("SCRAM users need TLS files: they log in on the SASL_SSL listener")
 
@@ -211,7 +217,8 @@ class KafkaCluster:
             "node.id": str(node.node_id),
             "controller.quorum.voters": ",".join(f"{n.node_id}@127.0.0.1:{n.ports['CONTROLLER']}" for n in self.members),
             "listeners": ",".join(f"{name}://127.0.0.1:{node.ports[name]}" for name in names),
-            "advertised.listeners": ",".join(f"{name}://127.0.0.1:{node.ports[name]}" for name in names[1:]),
+            "advertised.listeners": ",".join(f"{name}://{self.advertised.get(name, f'127.0.0.1:{node.ports[name]}')}"
+                                             for name in names[1:]),
             "controller.listener.names": "CONTROLLER",
             "inter.broker.listener.name": "INTERNAL",
             "listener.security.protocol.map": ",".join(f"{name}:{protocols[name]}" for name in names),

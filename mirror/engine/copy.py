@@ -267,10 +267,11 @@ class CopyLoop:
         Returns those of ``also`` that are readable."""
         copies, fetcher, producer, frames = self.copies, self.fetcher, self.producer, self.frames
         wanted = {tp: c.offset for tp, c in copies.items() if c.active and c.fetched is None and not fetcher.fetching(tp)}
-        # Fetch ahead only while less than a fetch waits for the destination: more would
-        # not copy faster, only hold more memory (each buffer mapped fresh, every batch
-        # an object the garbage collector walks).
-        if wanted and producer.buffered_bytes < self.fetch_max_bytes:
+        # Fetch ahead only while less than a fetch waits for the destination (a fetch per
+        # fetch in flight, for a source far away): more would not copy faster, only hold
+        # more memory (each buffer mapped fresh, every batch an object the garbage
+        # collector walks).
+        if wanted and producer.buffered_bytes < self.fetch_max_bytes * fetcher.widest_window():
             room = _fetches_that_fit(frames, self.rebuilt, fetcher.in_flight(), self.max_buffer_bytes, producer.idle)
             if room:
                 fetcher.send(wanted, limit=room)

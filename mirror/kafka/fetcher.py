@@ -158,6 +158,10 @@ class Fetcher:
         took = self._latency.get(address)
         return 1 if not took else min(MAX_FETCHES_IN_FLIGHT, 1 + int(min(took) / FETCH_TURN_S))
 
+    def widest_window(self) -> int:
+        """The most fetches any leader may have in flight: how far ahead reading may run."""
+        return max((self.window(address) for address in self._latency), default=1)
+
     def on_readable(self, conn: PipelinedConnection) -> dict[TopicPartition, FetchOutcome]:
         """Read the oldest answer on ``conn``; the partitions it settled (retried ones left out)."""
         try:

@@ -18,8 +18,10 @@ from pathlib import Path
 from typing import Sequence
 
 from ..kafka import READ_COMMITTED, KafkaClient, TopicPartition
+from .proctree import TreeMeter
+from .stats import Sample
 
-__all__ = ["Watched", "MirrorProcessError", "wait_first", "wait_last", "stop_process"]
+__all__ = ["Watched", "MirrorProcessError", "measure_mirror", "wait_first", "wait_last", "stop_process"]
 
 POLL_S = 0.02
 START_TIMEOUT_S = 300.0
@@ -51,6 +53,23 @@ class Watched:
             except OSError:
                 continue
         return "\n".join(found) or "(no log)"
+
+
+def measure_mirror(mirror: Watched, began: float, destination: str, partitions: Sequence[TopicPartition], records: int,
+                   *, transactional: bool, stop_timeout_s: float) -> Sample:
+    """Time and meter ``mirror`` (started at ``perf_counter()`` ``began``) from its first record
+    at the destination to its last; then stop it with a SIGTERM to its process group, as an
+    operator's deploy would."""
+    import signal
+
+    try:
+        with KafkaClient(destination) as client:
+            first = wait_first(client, partitions, mirror)
+            with TreeMeter(mirror.process.pid) as meter:
+                last = wait_last(client, partitions, records, mirror, transactional=transactional)
+        return Sample(last - first, meter.cpu_s, meter.peak_rss_bytes, start_s=last - began)
+    finally:
+        stop_process(mirror.process, signal.SIGTERM, stop_timeout_s)
 
 
 def _end(client: KafkaClient, partitions: Sequence[TopicPartition], isolation_level: int = 0) -> int:

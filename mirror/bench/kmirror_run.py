@@ -16,15 +16,13 @@ executors' Python workers and the copiers. Then the job gets a SIGTERM, as on a 
 from __future__ import annotations
 
 import re
-import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
 
-from ..kafka import KafkaClient, TopicPartition
-from .arrival import Watched, stop_process, wait_first, wait_last
-from .proctree import TreeMeter
+from ..kafka import TopicPartition
+from .arrival import Watched, measure_mirror
 from .stats import Sample
 from .worker import ModeRun
 
@@ -46,12 +44,5 @@ def copy_kmirror_run(spec: ModeRun) -> Sample:
     with open(work / "kmirror-run.log", "wb") as log:
         process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=log, stdin=subprocess.DEVNULL,
                                    start_new_session=True)
-    job = Watched("kmirror run", process, [work / "kmirror-run.log"])
-    try:
-        with KafkaClient(spec.destination) as client:
-            began = wait_first(client, partitions, job)
-            with TreeMeter(process.pid) as meter:
-                ended = wait_last(client, partitions, spec.records, job, transactional=exactly_once)
-        return Sample(ended - began, meter.cpu_s, meter.peak_rss_bytes, start_s=ended - began_process)
-    finally:
-        stop_process(process, signal.SIGTERM, 120)
+    return measure_mirror(Watched("kmirror run", process, [work / "kmirror-run.log"]), began_process, spec.destination,
+                          partitions, spec.records, transactional=exactly_once, stop_timeout_s=120)

@@ -30,16 +30,15 @@ and task assignment, is not); CPU seconds and peak RSS are the MM2 JVM's over th
 from __future__ import annotations
 
 import re
-import signal
 import subprocess
 import time
 from pathlib import Path
 
-from ..kafka import KafkaClient, TopicPartition
+from ..kafka import TopicPartition
+from ..realkafka.cluster import LOG4J2_TEMPLATE
 from ..realkafka.distribution import Distribution, java_command
-from .arrival import MirrorProcessError, Watched, stop_process, wait_first, wait_last
+from .arrival import MirrorProcessError, Watched, measure_mirror
 from .latency_proxy import free_port
-from .proctree import TreeMeter
 from .stats import Sample
 from .worker import ModeRun
 
@@ -94,7 +93,7 @@ def copy_mirrormaker(spec: ModeRun) -> Sample:
     config_file = work / "mm2.properties"
     config_file.write_text("".join(f"{key} = {value}\n" for key, value in config.items()))
     logging_file = work / "log4j2.properties"
-    logging_file.write_text(_LOG4J2.format(file=work / "mm2.log"))
+    logging_file.write_text(LOG4J2_TEMPLATE.format(file=work / "mm2.log"))
     libs = MM2.resolve()
     java = java_command()
     if java is None:
@@ -106,24 +105,5 @@ def copy_mirrormaker(spec: ModeRun) -> Sample:
                                     f"-Dlog4j2.configurationFile={logging_file}", "-cp", f"{libs}/*", MAIN,
                                     str(config_file)], stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                    start_new_session=True)
-    mirror = Watched("MirrorMaker 2", process, [work / "mm2.out", work / "mm2.log"])
-    try:
-        with KafkaClient(spec.destination) as client:
-            began = wait_first(client, partitions, mirror)
-            with TreeMeter(process.pid) as meter:
-                ended = wait_last(client, partitions, spec.records, mirror, transactional=exactly_once)
-        return Sample(ended - began, meter.cpu_s, meter.peak_rss_bytes, start_s=ended - began_process)
-    finally:
-        stop_process(process, signal.SIGTERM, 30)
-
-
-_LOG4J2 = """\
-status = error
-appender.file.type = File
-appender.file.name = file
-appender.file.fileName = {file}
-appender.file.layout.type = PatternLayout
-appender.file.layout.pattern = [%d] %p %m (%c)%n
-rootLogger.level = INFO
-rootLogger.appenderRef.file.ref = file
-"""
+    return measure_mirror(Watched("MirrorMaker 2", process, [work / "mm2.out", work / "mm2.log"]), began_process,
+                          spec.destination, partitions, spec.records, transactional=exactly_once, stop_timeout_s=30)

@@ -104,12 +104,7 @@ def small_batch_table(ratios: Sequence[SmallBatchRatio]) -> str:
     lines = [f"{_SCENARIO_HEADER}  {'MB/s vs loop':<14}{'CPU s/GB vs loop':<18}{'MB/s vs pass-through':<22}target"]
     for r in ratios:
         versus_base = "-" if r.over_pass_through is None else f"{r.over_pass_through:.2f}x"
-        if r.bounds is None:
-            target = "-"
-        else:
-            throughput, cpu = r.bounds
-            target = f">= {throughput:g}x" + ("" if cpu is None else f", <= {cpu:g}x CPU") + \
-                (" met" if r.met else " MISSED")
+        target = _target(r)
         lines.append(f"{_scenario_columns(r.scenario)}  {f'{r.throughput:.2f}x':<14}{f'{r.cpu:.2f}x':<18}"
                      f"{versus_base:<22}{target}")
     return "\n".join(lines)
@@ -120,15 +115,17 @@ def peer_table(ratios: Sequence[PeerRatio]) -> str:
     MirrorMaker 2's, and issue 35's bounds where it sets them."""
     lines = [f"{_SCENARIO_HEADER}  {'kmirror':<17}{'versus':<18}{'MB/s':<8}{'CPU s/GB':<10}target"]
     for r in ratios:
-        if r.bounds is None:
-            target = "-"
-        else:
-            throughput, cpu = r.bounds
-            target = f">= {throughput:g}x" + ("" if cpu is None else f", <= {cpu:g}x CPU") + \
-                (" met" if r.met else " MISSED")
         lines.append(f"{_scenario_columns(r.scenario)}  {r.ours:<17}{r.peer:<18}{f'{r.throughput:.2f}x':<8}"
-                     f"{f'{r.cpu:.2f}x':<10}{target}")
+                     f"{f'{r.cpu:.2f}x':<10}{_target(r)}")
     return "\n".join(lines)
+
+
+def _target(ratio: SmallBatchRatio | PeerRatio) -> str:
+    """The bounds a ratio is held to and whether it met them, or "-" where none apply."""
+    if ratio.bounds is None:
+        return "-"
+    throughput, cpu = ratio.bounds
+    return f">= {throughput:g}x" + ("" if cpu is None else f", <= {cpu:g}x CPU") + (" met" if ratio.met else " MISSED")
 
 
 def plot(results: Sequence[ModeResult], path: Path | str) -> None:

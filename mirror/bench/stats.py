@@ -291,8 +291,27 @@ SMALL_BATCH_TARGETS = {2 * 1024: (2.0, 0.5), 4 * 1024: (2.5, None)}
 first figure, its CPU s/GB over the loop's at most the second (None: no bound)."""
 
 
+class _Bounded:
+    """A ratio held to a target: ``bounds`` are a least MB/s ratio and a most CPU s/GB one (None:
+    no bound), or None where the target does not apply."""
+
+    throughput: float
+    cpu: float
+
+    @property
+    def bounds(self) -> tuple[float, float | None] | None:
+        raise NotImplementedError
+
+    @property
+    def met(self) -> bool | None:
+        if self.bounds is None:
+            return None
+        throughput, cpu = self.bounds
+        return self.throughput >= throughput and (cpu is None or self.cpu <= cpu)
+
+
 @dataclass(frozen=True)
-class SmallBatchRatio:
+class SmallBatchRatio(_Bounded):
     """The coalesced copy against the confluent-kafka loop, and against pass-through, in one scenario."""
 
     scenario: Scenario
@@ -308,13 +327,6 @@ class SmallBatchRatio:
         if self.scenario.record_bytes != 1024 or self.scenario.codec not in ("lz4", "zstd"):
             return None
         return SMALL_BATCH_TARGETS.get(self.scenario.batch_bytes)
-
-    @property
-    def met(self) -> bool | None:
-        if self.bounds is None:
-            return None
-        throughput, cpu = self.bounds
-        return self.throughput >= throughput and (cpu is None or self.cpu <= cpu)
 
     def as_json(self) -> dict[str, Any]:
         return {**asdict(self.scenario), "versus": LOOP, "throughput_ratio": round(self.throughput, 3),
@@ -350,7 +362,7 @@ times MirrorMaker 2's, CPU s/GB at most the second times its (None: no bound).""
 
 
 @dataclass(frozen=True)
-class PeerRatio:
+class PeerRatio(_Bounded):
     """``kmirror run`` against MirrorMaker 2 at one guarantee, in one scenario."""
 
     scenario: Scenario
@@ -367,13 +379,6 @@ class PeerRatio:
                 self.scenario.codec not in ("lz4", "zstd"):
             return None
         return PEER_TARGETS.get(self.ours)
-
-    @property
-    def met(self) -> bool | None:
-        if self.bounds is None:
-            return None
-        throughput, cpu = self.bounds
-        return self.throughput >= throughput and (cpu is None or self.cpu <= cpu)
 
     def as_json(self) -> dict[str, Any]:
         return {**asdict(self.scenario), "mode": self.ours, "versus": self.peer,

@@ -35,7 +35,7 @@ from pathlib import Path
 
 from .distribution import KAFKA_4, KAFKA_VERSIONS, Distribution, ToolchainError, java_command
 
-__all__ = ["KafkaCluster", "KafkaNode", "TlsFiles", "ClusterStartError", "LISTENERS"]
+__all__ = ["KafkaCluster", "KafkaNode", "TlsFiles", "ClusterStartError", "LISTENERS", "LOG4J2_TEMPLATE"]
 
 log = logging.getLogger(__name__)
 
@@ -244,7 +244,7 @@ class KafkaCluster:
         config.update(self.broker_configs)
         node.config_file.write_text("".join(f"{key}={value}\n" for key, value in config.items()))
         logging_config = node.directory / ("log4j2.properties" if self._log4j2 else "log4j.properties")
-        logging_config.write_text((_LOG4J2 if self._log4j2 else _LOG4J1).format(file=node.log_file))
+        logging_config.write_text((LOG4J2_TEMPLATE if self._log4j2 else _LOG4J1).format(file=node.log_file))
 
     @property
     def _log4j2(self) -> bool:
@@ -326,7 +326,7 @@ def _free_port(used: set[int]) -> int:
             return port
 
 
-_LOG4J2 = """\
+LOG4J2_TEMPLATE = """\
 status = warn
 appender.file.type = File
 appender.file.name = FILE

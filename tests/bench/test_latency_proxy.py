@@ -34,7 +34,10 @@ def tcp_server(handle: Callable[[socket.socket], None], port: int = 0) -> Iterat
             self.request.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             handle(self.request)
 
-    server = socketserver.ThreadingTCPServer(("127.0.0.1", port), Handler)
+    class Server(socketserver.ThreadingTCPServer):
+        allow_reuse_address = True  # a port given again while its last connection is in TIME_WAIT
+
+    server = Server(("127.0.0.1", port), Handler)
     server.daemon_threads = True
     thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
     thread.start()

@@ -204,8 +204,8 @@ class MirrorConfig(_Strict):
         DEFAULT_COALESCE_BELOW_BYTES, ge=0, description="source batches smaller than this are merged with the small "
         "batches after them in the same fetch into one destination batch per partition (records, keys, headers and "
         "timestamps kept; recompressed): a consumer-producer mirror re-batches, and one-to-one forwarding of tiny "
-        "batches pays every per-batch cost on each; 0 forwards every batch as it is (default 2048: where it was "
-        "measured to pay, see docs/performance.md)")
+        "batches pays every per-batch cost on each; 0 forwards every batch as it is (default 4096: where it was "
+        "measured to pay on Apache Kafka, see docs/performance.md)")
     coalesce_target_bytes: int = Field(
         DEFAULT_COALESCE_TARGET_BYTES, ge=1024, le=1024 * 1024, description="a run of coalesced source batches "
         "stops at this many bytes (compressed, as the source wrote them)")

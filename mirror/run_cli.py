@@ -100,7 +100,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                      help="merge source batches smaller than N bytes with the small batches after them in the same "
                           "fetch, up to coalesce_target_bytes (64 KiB), into one destination batch: tiny batches "
                           "from low-traffic producers then cost the destination and its consumers as few large "
-                          "ones do (default 2048; 0: forward every batch as it is)")
+                          "ones do (default 4096; 0: forward every batch as it is)")
     how.add_argument("--destination-partitions", type=int, metavar="N",
                      help="partitions of destination topics kmirror creates (default: the source topic's count)")
     run = parser.add_argument_group("streaming")

@@ -17,7 +17,7 @@ modes:
   recompress          the engine on keyed data into another partition count: every batch rebuilt
                       (left out where batches hold too few records for their keys to split them)
   coalesced           the engine as kmirror run copies by default, on unflagged data (as Java's
-                      producer writes it), preserve: batches under coalesce_below_bytes (2 KiB) merged
+                      producer writes it), preserve: batches under coalesce_below_bytes (4 KiB) merged
                       into batches of up to 64 KiB, bigger ones forwarded (pass-through forwards all)
   confluent-kafka     a Consumer -> Producer loop with the same codec (librdkafka)
   kafka-python        a KafkaConsumer -> KafkaProducer loop with the same codec

@@ -37,9 +37,9 @@ def record_bytes(batch: V2Batch, *, max_size: int = DEFAULT_MAX_DECOMPRESSED_SIZ
     and the next record's start), its two deltas and its key. Value and headers are carried
     unread, as a pass-through batch's records are: the batch's CRC was checked, and Kafka's
     destination validates every record of a compressed batch it takes (``LogValidator``), so
-    a malformed one fails the copy there, typed, and is not lost. Checking their lengths too
-    (:func:`walk_records`) cost half of a merge of 1 KiB records (docs/performance.md, "Small
-    source batches").
+    a malformed one fails the copy there, typed, and is not lost. Checking their lengths too,
+    as :meth:`V2Batch.keys` does, cost half of a merge of 1 KiB records (docs/performance.md,
+    "Small source batches").
 
     Raises :class:`CorruptBatchError` (naming the batch's position and base offset) for a
     record whose framing does not decode, and for a control batch, whose records are markers

@@ -364,29 +364,15 @@ def _decode_records(
 def _decode_keys(data: memoryview, count: int, base_offset: int | None) -> Iterator:
     """The keys of ``count`` records, every length checked against its record and the body;
     with a ``base_offset``, ``(offset, key)`` pairs."""
-    if base_offset is None:
-        for _, _, key, _, _ in walk_records(data, count):
-            yield key
-    else:
-        for _, delta, key, _, _ in walk_records(data, count):
-            yield base_offset + delta, key
-
-
-def walk_records(data: memoryview, count: int) -> Iterator[tuple[int, int, bytes | None, int, int]]:
-    """``(timestamp delta, offset delta, key, body start, record end)`` of each of ``count``
-    records, the body being the key, value and headers as stored. Values and headers are
-    skipped by their lengths, not copied, but every length is checked against its record and
-    the record against the body (Kafka's "records still remaining"): what reading keys
-    (routing's inspection, the cleaner's offset map) and merging records need."""
     pos, end = 0, len(data)
     for _ in range(count):
         length, pos = read_varint(data, pos)
         record_end = pos + length
         if length < 0 or record_end > end:
             raise CorruptBatchError(f"record length {length} runs past the end of the batch")
-        ts_delta, pos = read_varint(data, pos + 1)  # attributes (unused in v2), then timestamp delta
-        delta, body = read_varint(data, pos)
-        key, pos = _read_bytes(data, body, record_end)
+        _, pos = read_varint(data, pos + 1)  # attributes, then timestamp delta
+        delta, pos = read_varint(data, pos)
+        key, pos = _read_bytes(data, pos, record_end)
         pos = _skip_bytes(data, pos, record_end)  # value
         header_count, pos = read_varint(data, pos)
         if header_count < 0:
@@ -396,7 +382,7 @@ def walk_records(data: memoryview, count: int) -> Iterator[tuple[int, int, bytes
             pos = _skip_bytes(data, pos, record_end)  # value
         if pos != record_end:
             raise CorruptBatchError(f"record declares {length} bytes but its fields use {length + pos - record_end}")
-        yield ts_delta, delta, key, body, record_end
+        yield key if base_offset is None else (base_offset + delta, key)
     if pos != end:
         raise CorruptBatchError(f"{end - pos} bytes left over after {count} records")
 

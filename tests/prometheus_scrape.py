@@ -3,16 +3,9 @@ own parser, for the tests of the metrics a running job serves."""
 
 from __future__ import annotations
 
-import socket
 import urllib.request
 
 from prometheus_client.parser import text_string_to_metric_families
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def scrape(port: int) -> dict[tuple[str, tuple], float]:

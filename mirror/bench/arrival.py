@@ -12,6 +12,8 @@ its last move, not of the wait that proves it.
 
 from __future__ import annotations
 
+import os
+import signal
 import subprocess
 import time
 from pathlib import Path
@@ -60,8 +62,6 @@ def measure_mirror(mirror: Watched, began: float, destination: str, partitions: 
     """Time and meter ``mirror`` (started at ``perf_counter()`` ``began``) from its first record
     at the destination to its last; then stop it with a SIGTERM to its process group, as an
     operator's deploy would."""
-    import signal
-
     try:
         with KafkaClient(destination) as client:
             first = wait_first(client, partitions, mirror)
@@ -110,9 +110,6 @@ def wait_last(client: KafkaClient, partitions: Sequence[TopicPartition], records
 def stop_process(process: subprocess.Popen, signal_number: int, timeout_s: float = 60.0) -> None:
     """Send ``signal_number`` to the process's group (its session: it was started in one of its
     own), wait, and SIGKILL the group if it is still there."""
-    import os
-    import signal
-
     if process.poll() is not None:
         return
     os.killpg(process.pid, signal_number)

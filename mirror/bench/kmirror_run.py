@@ -26,7 +26,10 @@ from .arrival import Watched, measure_mirror
 from .stats import Sample
 from .worker import ModeRun
 
-__all__ = ["copy_kmirror_run"]
+__all__ = ["copy_kmirror_run", "CONFIGURATION_FILE"]
+
+CONFIGURATION_FILE = "command.txt"
+"""What a run writes its command line to, in its work directory (the bench keeps it)."""
 
 
 def copy_kmirror_run(spec: ModeRun) -> Sample:
@@ -38,7 +41,7 @@ def copy_kmirror_run(spec: ModeRun) -> Sample:
                "--topics", re.escape(spec.source_topic), "--rename", "{topic}" + suffix,
                "--checkpoint", str(work / "checkpoint"),
                "--delivery", "exactly-once" if exactly_once else "at-least-once"]
-    (work / "command.txt").write_text(" ".join(command) + "\n")
+    (work / CONFIGURATION_FILE).write_text(" ".join(command) + "\n")
     partitions = [TopicPartition(spec.destination_topic, p) for p in range(spec.destination_partitions)]
     began_process = time.perf_counter()
     with open(work / "kmirror-run.log", "wb") as log:

@@ -85,7 +85,9 @@ from kcodecs import Compression, KMirrorError
 from ..broker import BrokerProcess
 from ..config import FETCH_MAX_BYTES
 from ..kafka import READ_COMMITTED, KafkaClient, NewTopic, TopicPartition
+from ..routing import ReadCommitted
 from .datagen import DataSpec, Dataset, Layout, build_dataset
+from . import kmirror_run, mirrormaker
 from .fill import fill_topic
 from .latency_proxy import LatencyProxy, free_port
 from .report import (peer_table, plot, ratios_table, results_table, run_copy_table, scenario_label,
@@ -95,8 +97,9 @@ from .stats import (ModeResult, Sample, Scenario, machine_info, peer_ratios, rat
 from .timing import rounds
 from .worker import ModeRun
 
-__all__ = ["MODES", "SMALL_BATCH_MODES", "LAYOUT_OF_MODE", "FULL", "QUICK", "SMALL", "BenchError", "Grid", "Preset", "Settings", "settings_from",
-           "scenarios", "bench", "run_worker", "check_copy", "add_arguments", "run"]
+__all__ = ["MODES", "SMALL_BATCH_MODES", "MIRRORMAKER_MODES", "RUN_MODES", "LAYOUT_OF_MODE", "FULL", "QUICK", "SMALL",
+           "BenchError", "Grid", "Preset", "Settings", "settings_from", "scenarios", "bench", "run_worker", "check_copy",
+           "count_data_records", "add_arguments", "run"]
 
 MODES = ("raw", "pass-through", "exactly-once", "inspect", "recompress", "coalesced", "confluent-kafka", "kafka-python")
 MIRRORMAKER_MODES = ("mirrormaker2", "mirrormaker2-eos")
@@ -211,7 +214,8 @@ def settings_from(args: argparse.Namespace) -> Settings:
         raise BenchError("--quick and --small-batches are two presets: choose one")
     preset = QUICK if args.quick else SMALL if args.small_batches else FULL
     default_modes = SMALL_BATCH_MODES if args.small_batches else MODES
-    modes = tuple(pick_list(args.modes or ",".join(default_modes), MODES + (SPARK_MODE,) + MIRRORMAKER_MODES + RUN_MODES, "mode"))
+    modes = tuple(pick_list(args.modes or ",".join(default_modes), MODES + (SPARK_MODE,) + MIRRORMAKER_MODES + RUN_MODES,
+                            "mode"))
     if args.delivery is not None:
         wanted = {DELIVERY_MODES[d] for d in pick_list(args.delivery, tuple(DELIVERY_MODES), "delivery")}
         modes = tuple(m for m in modes if m not in DELIVERY_MODES.values() or m in wanted)
@@ -235,7 +239,8 @@ def settings_from(args: argparse.Namespace) -> Settings:
         seed=args.seed, fetch_max_bytes=args.fetch_max_bytes, source=args.source, destination=args.destination,
         profile=args.profile, spark_copy_tasks=args.spark_copy_tasks, cluster=args.cluster,
         source_rtt_ms=args.source_rtt_ms,
-        keep_dir=None if getattr(args, "json", None) is None else args.json.with_name(args.json.stem + "-configurations"),
+        keep_dir=None if getattr(args, "json", None) is None
+        else args.json.with_name(args.json.stem + "-configurations"),
     )
     if settings.repeats < 1:
         raise BenchError(f"--repeats must be at least 1, not {settings.repeats}")
@@ -296,8 +301,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--total-mb", type=float, help=f"record data per source topic, in MB (default {FULL.total_mb:g})")
     parser.add_argument("--repeats", type=int, help=f"interleaved rounds; medians are reported (default {FULL.repeats})")
     parser.add_argument("--modes", help=f"comma-separated subset of {','.join(MODES)},{SPARK_MODE},"
-                                        f"{','.join(MIRRORMAKER_MODES + RUN_MODES)} (default: all but the Spark, MirrorMaker 2 and "
-                                        f"kmirror run ones)")
+                                        f"{','.join(MIRRORMAKER_MODES + RUN_MODES)} (default: all but the Spark, "
+                                        f"MirrorMaker 2 and kmirror run ones)")
     parser.add_argument("--delivery", help="comma-separated exactly-once,at-least-once: the pass-through copy at "
                                            "these guarantees, side by side (default: both)")
     parser.add_argument("--spark", action="store_true", help=f"also run {SPARK_MODE}: the Spark job's micro-batch overhead")
@@ -524,8 +529,8 @@ def _runner(settings: Settings, source: str, destination: str, spec: DataSpec, d
     return run_once
 
 
-_CONFIGURATION_FILES = {"mirrormaker2": "mm2.properties", "mirrormaker2-eos": "mm2.properties",
-                        "kmirror-run": "command.txt", "kmirror-run-eos": "command.txt"}
+_CONFIGURATION_FILES = {**dict.fromkeys(MIRRORMAKER_MODES, mirrormaker.CONFIGURATION_FILE),
+                        **dict.fromkeys(RUN_MODES, kmirror_run.CONFIGURATION_FILE)}
 
 
 def _keep_configuration(settings: Settings, run: ModeRun) -> None:
@@ -568,15 +573,11 @@ def count_data_records(client: KafkaClient, partitions: Sequence[TopicPartition]
         end = client.list_offsets([tp], "latest")[tp]
         while offset < end:
             fetched = client.fetch(tp, offset, max_bytes=8 << 20, isolation_level=READ_COMMITTED)
-            pending = sorted(fetched.aborted_transactions, key=lambda aborted: aborted[1])
-            aborting: set[int] = set()  # producers inside an aborted transaction, until its marker
+            committed = ReadCommitted(fetched.aborted_transactions)
             for batch in kcodecs.iter_batches(fetched.records):
-                while pending and pending[0][1] <= batch.base_offset:
-                    aborting.add(pending.pop(0)[0])
+                aborted = committed.is_aborted(batch)  # asked of every batch, in order, as it keeps state
                 if batch.last_offset >= offset:
-                    if batch.is_control:
-                        aborting.discard(batch.producer_id)
-                    elif batch.producer_id not in aborting:
+                    if not aborted and not batch.is_control:
                         total += batch.record_count
                     offset = batch.last_offset + 1
             if not fetched.records:

@@ -42,7 +42,7 @@ from .latency_proxy import free_port
 from .stats import Sample
 from .worker import ModeRun
 
-__all__ = ["MM2", "MAIN", "properties", "copy_mirrormaker"]
+__all__ = ["MM2", "MAIN", "CONFIGURATION_FILE", "properties", "copy_mirrormaker"]
 
 MM2 = Distribution("connect-mirror", "4.3.1")
 """connect-mirror 4.4.0 is not on Maven Central here; 4.3.1 talks to 4.4 brokers as any 4.x client."""
@@ -50,6 +50,8 @@ MAIN = "org.apache.kafka.connect.mirror.MirrorMaker"
 HEAP = ("-Xms256M", "-Xmx2G")
 """``connect-mirror-maker.sh``'s default ``KAFKA_HEAP_OPTS``."""
 TARGET = "target"
+CONFIGURATION_FILE = "mm2.properties"
+"""What a run writes its configuration to, in its work directory (the bench keeps it)."""
 
 
 def properties(spec: ModeRun, *, exactly_once: bool, alias: str, rest_port: int | None = None) -> dict[str, str]:
@@ -90,7 +92,7 @@ def copy_mirrormaker(spec: ModeRun) -> Sample:
     work = Path(spec.work_dir)
     alias = "source" + re.sub(r"\W", "", work.name)  # fresh internal topics for every run
     config = properties(spec, exactly_once=exactly_once, alias=alias, rest_port=free_port() if exactly_once else None)
-    config_file = work / "mm2.properties"
+    config_file = work / CONFIGURATION_FILE
     config_file.write_text("".join(f"{key} = {value}\n" for key, value in config.items()))
     logging_file = work / "log4j2.properties"
     logging_file.write_text(LOG4J2_TEMPLATE.format(file=work / "mm2.log"))

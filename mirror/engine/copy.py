@@ -353,7 +353,8 @@ def _fetches_that_fit(frames: FrameBuffers, rebuilt: int, in_flight: int, max_bu
     usage = frames.usage()
     held = usage.pinned + rebuilt
     fit = 0
-    while fit < MAX_FETCHES_IN_FLIGHT and held + max(usage.idle, frames.size * (in_flight + fit + 1)) <= max_buffer_bytes:
+    while (fit < MAX_FETCHES_IN_FLIGHT
+           and held + max(usage.idle, frames.size * (in_flight + fit + 1)) <= max_buffer_bytes):
         fit += 1
     return fit or int(in_flight == 0 and idle)
 

@@ -6,8 +6,9 @@ records of source offsets ``[first, last]`` of partition ``p`` went to destinati
 inspected) is **exact**: contiguous and one for one, record ``first + i`` is at ``base + i``.
 A coalesced batch whose records fill its span, all to one partition, is exact too. A rebuilt
 batch, a coalesced one with holes in its span, or a run of them merged, is only a **bound**:
-every record of the span that went to ``d`` lies at or after ``base``. Consecutive entries merge (:class:`SyncLog`), so a
-micro-batch of forwarded batches is usually one entry per partition.
+every record of the span that went to ``d`` lies at or after ``base``. Consecutive entries
+merge (:class:`SyncLog`), so a micro-batch of forwarded batches is usually one entry per
+partition.
 
 The entries go to ``kmirror-offset-syncs.<job>`` on the destination, one record per source
 partition and task, in the task's transaction under exactly-once. The driver reads them

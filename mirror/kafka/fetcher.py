@@ -3,15 +3,15 @@ answers decoded without copying the record sets (Kafka's consumer ``Fetcher``), 
 buffers the caller may pass for reuse (:mod:`.frames`).
 
 Each leader has one fetch in flight, covering every partition the caller wants from it that
-is not already being fetched; across a WAN, more (:data:`FETCH_TURN_S`). A broker fills a response in request order, each
-partition up to ``partition_max_bytes`` and all up to ``max_bytes``, and only the first
-partition is sure to get a whole batch (KIP-74). So each partition may take an equal share
-of ``max_bytes`` (a response then carries some of every partition, and the producer a batch
-of each per request), and the partitions that got no whole batch for longest go first:
-every fetch moves the most starved one on, whatever else the caller asks for at the time
-(Kafka's fetch sessions likewise move partitions that returned data to the end). Record sets
-come back as writable views of the response's own buffer, so the caller can rewrite batches
-in place and produce them as they are.
+is not already being fetched; across a WAN, more (:data:`FETCH_TURN_S`). A broker fills a
+response in request order, each partition up to ``partition_max_bytes`` and all up to
+``max_bytes``, and only the first partition is sure to get a whole batch (KIP-74). So each
+partition may take an equal share of ``max_bytes`` (a response then carries some of every
+partition, and the producer a batch of each per request), and the partitions that got no
+whole batch for longest go first: every fetch moves the most starved one on, whatever else
+the caller asks for at the time (Kafka's fetch sessions likewise move partitions that
+returned data to the end). Record sets come back as writable views of the response's own
+buffer, so the caller can rewrite batches in place and produce them as they are.
 
 Per-partition outcomes are :class:`FetchedData` or :class:`OffsetOutOfRangeError` (the
 caller decides between failing and skipping, ``--on-data-loss``). Retriable errors (leader
@@ -46,8 +46,8 @@ from .pipeline import Encoder, PipelinedConnection
 from .types import FetchedData, TopicPartition
 from .wire import FetchPosition, decode_fetch_response, encode_fetch_request
 
-__all__ = ["Fetcher", "FetchOutcome", "READ_UNCOMMITTED", "READ_COMMITTED", "MAX_TRANSACTION_WAIT_S", "MAX_FETCHES_IN_FLIGHT",
-           "FETCH_TURN_S"]
+__all__ = ["Fetcher", "FetchOutcome", "READ_UNCOMMITTED", "READ_COMMITTED", "MAX_TRANSACTION_WAIT_S",
+           "MAX_FETCHES_IN_FLIGHT", "FETCH_TURN_S"]
 
 log = logging.getLogger(__name__)
 
@@ -173,7 +173,8 @@ class Fetcher:
         if any(p.records for p in response.partitions):
             # Answers without records may have waited out max_wait_ms at the log's end: they
             # say nothing of the round trip.
-            self._latency.setdefault(conn.address, deque(maxlen=_LATENCY_SAMPLES)).append(self._clock() - pending.sent_at)
+            took = self._clock() - pending.sent_at
+            self._latency.setdefault(conn.address, deque(maxlen=_LATENCY_SAMPLES)).append(took)
         asked: _Asked = pending.context
         self._asking.difference_update(asked.offsets)
         self._responses += 1

@@ -516,13 +516,18 @@ class _MicroBatchRunner:
             self.last_lease = time.monotonic()
             return spark_context.parallelize(chosen, len(chosen)).mapPartitions(job.copy_tasks).collect()
 
+    def _lease_known(self, spark_context) -> list[TaskStats]:
+        """A lease with no range to every copier that follows a known partition: starts the ones
+        not running, renews the others; what they copied since their last report."""
+        return self._run_leases(spark_context, self.job(), self._leases([]))
+
     def start_copiers(self, spark_context) -> int:
         """Give every copier that follows a known partition its first lease, with no range, so
         that it starts before the first micro-batch needs it; how many were started (0 when
         tasks copy themselves, or no topic is selected yet)."""
         if not self.leasing:
             return 0
-        return len(self._run_leases(spark_context, self.job(), self._leases([])))
+        return len(self._lease_known(spark_context))
 
     def start_renewing(self, spark_context) -> "_Renewer | None":
         """Renew the copiers' leases while no micro-batch does (an idle source plans none)."""
@@ -537,7 +542,7 @@ class _MicroBatchRunner:
         copied meanwhile is added to the totals."""
         if time.monotonic() - self.last_lease < self.config.lease_s / 3:
             return
-        tasks = self._run_leases(spark_context, self.job(), self._leases([]))
+        tasks = self._lease_known(spark_context)
         copied = [stats for task in tasks for stats in task.ranges if stats.end > stats.start]
         if copied:
             self.totals.add(MicroBatchReport(-1, 0.0, copied, sum(task.seconds for task in tasks), None,

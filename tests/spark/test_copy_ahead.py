@@ -19,8 +19,9 @@ import time
 import pytest
 from librdkafka_reader import read_values
 from live_source import Writer, wait_until
-from prometheus_scrape import free_port, scrape
+from prometheus_scrape import scrape
 
+from mirror.bench.latency_proxy import free_port
 from mirror.broker import EmbeddedBroker
 from mirror.config import load_config
 from mirror.kafka import KafkaClient, NewTopic, TopicPartition

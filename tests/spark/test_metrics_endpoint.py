@@ -7,10 +7,11 @@ from __future__ import annotations
 import time
 
 import pytest
-from prometheus_scrape import free_port, scrape
+from prometheus_scrape import scrape
 
 import kcodecs
 from kcodecs import Record
+from mirror.bench.latency_proxy import free_port
 from mirror.broker import EmbeddedBroker
 from mirror.config import load_config
 from mirror.kafka import KafkaClient, NewTopic, TopicPartition

@@ -182,8 +182,8 @@ def _warm_up_executors(spark, runner: "_MicroBatchRunner") -> threading.Thread:
     started instead of paying seconds for it inside its copy; and as this runs while the query
     starts (the planner's process, the first offsets), the run gets shorter too
     (docs/performance.md, "The Spark job"). A copier's own start (its process, its imports, its
-    producer's ``InitProducerId``) took a 512 MB catch-up's first micro-batch from 1.7 to 2.3 s
-    when it was paid there (docs/performance.md, "Catch-up throughput"). Returns the thread, to
+    producer's ``InitProducerId``), paid inside the first micro-batch, held a catch-up of 1 GB to
+    0.68-0.85x of ``--once`` (docs/performance.md, "Catch-up throughput"). Returns the thread, to
     join before the session can go."""
 
     def warm() -> None:

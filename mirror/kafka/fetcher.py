@@ -62,12 +62,14 @@ FetchOutcome = FetchedData | OffsetOutOfRangeError
 FETCH_TURN_S = 0.025
 """About how long a fetch's answer takes to arrive from a leader nearby (a few MiB over a LAN,
 read, routed): one fetch in flight per leader keeps such a leader busy. A leader whose answers
-take longer, a source across a WAN, gets a fetch in flight per this much of that time, each
-for partitions no other one is fetching, so that the bytes in flight cover the bandwidth-delay
-product: at 100 ms, five fetches of up to ``max_bytes`` each, where one would cap the copy at
-``max_bytes`` a round trip. Only partitions pipeline; one partition has one fetch in flight,
-as its next one asks from where this one ends. The caller bounds the memory (each fetch may
-fill a buffer of ``max_bytes``)."""
+take longer, a source across a WAN, gets ``max_bytes`` in flight per this much of that time
+(its :meth:`Fetcher.window`), so that the bytes in flight cover the bandwidth-delay product:
+at 100 ms, five times ``max_bytes``, where one fetch would cap the copy at ``max_bytes`` a
+round trip. The window is shared out as fetches of partitions no other one is fetching (one
+partition has one fetch in flight, as its next one asks from where this one ends); with fewer
+partitions than the window, each fetch asks for a multiple of ``max_bytes`` (its *units*), so
+that two partitions far away still fill the window. The caller bounds the memory in units:
+each may fill ``max_bytes`` of buffer."""
 MAX_FETCHES_IN_FLIGHT = 8
 _LATENCY_SAMPLES = 8
 """A leader's round trip is the shortest of its last this many answers that carried records:
@@ -77,9 +79,10 @@ is the nearest to the network's and the broker's own time."""
 
 @dataclass(frozen=True)
 class _Asked:
-    """What one fetch asked for: partition -> offset."""
+    """What one fetch asked for: partition -> offset, and how many times ``max_bytes`` it may fill."""
 
     offsets: Mapping[TopicPartition, int]
+    units: int
 
 
 class Fetcher:
@@ -110,8 +113,8 @@ class Fetcher:
         return tp in self._asking
 
     def in_flight(self) -> int:
-        """Fetches sent and not yet answered."""
-        return sum(len(conn.in_flight) for conn in self._connections.values())
+        """Units (``max_bytes`` each) of fetches sent and not yet answered."""
+        return sum(_units(conn) for conn in self._connections.values())
 
     def connections(self) -> list[PipelinedConnection]:
         return [conn for conn in self._connections.values() if conn.in_flight]
@@ -124,10 +127,10 @@ class Fetcher:
         return min((b.retry_at for tp, b in self._backoff.items() if b.failures), default=None)
 
     def send(self, wanted: Mapping[TopicPartition, int], *, limit: int = MAX_FETCHES_IN_FLIGHT) -> int:
-        """Fetch ``wanted`` (partition -> offset): to each leader, as many requests as its
-        :meth:`window` has room for, the partitions shared out between them; at most ``limit``
-        requests in all (the caller's memory bound). Partitions already being fetched or
-        backing off wait. Returns the requests sent."""
+        """Fetch ``wanted`` (partition -> offset): to each leader, as many units as its
+        :meth:`window` has room for, in as many requests as there are partitions to share them
+        (at most one request per unit); at most ``limit`` units in all (the caller's memory
+        bound). Partitions already being fetched or backing off wait. Returns the units sent."""
         now = self._clock()
         ready = [tp for tp in wanted if tp not in self._asking and self._ready(tp, now)]
         if not ready:
@@ -140,26 +143,29 @@ class Fetcher:
         sent = 0
         for address, tps in routes.items():
             conn = self._connection(address, tps)
-            slots = 0 if conn is None else min(self.window(address) - len(conn.in_flight), limit - sent, len(tps))
+            room = 0 if conn is None else min(self.window(address) - _units(conn), limit - sent)
+            requests = max(0, min(room, len(tps)))
             ordered = sorted(tps, key=lambda tp: self._served.get(tp, -1))
-            for share in range(slots):
-                offsets = {tp: wanted[tp] for tp in ordered[share::slots]}
+            for share in range(requests):
+                asked = _Asked({tp: wanted[tp] for tp in ordered[share::requests]},
+                               room // requests + (share < room % requests))
                 try:
-                    conn.send_encoded(FetchRequest, self._request(offsets, conn), _Asked(offsets))
+                    conn.send_encoded(FetchRequest, self._request(asked, conn), asked)
                 except (ConnectionFailedError, ProtocolError) as exc:
-                    self._lost(conn, exc, list(offsets))
+                    self._lost(conn, exc, list(asked.offsets))
                     break
-                self._asking.update(offsets)
-                sent += 1
+                self._asking.update(asked.offsets)
+                sent += asked.units
         return sent
 
     def window(self, address: str) -> int:
-        """Fetches that may be in flight to the leader at ``address`` (see :data:`FETCH_TURN_S`)."""
+        """Units (``max_bytes`` each) that may be in flight to the leader at ``address`` (see
+        :data:`FETCH_TURN_S`)."""
         took = self._latency.get(address)
         return 1 if not took else min(MAX_FETCHES_IN_FLIGHT, 1 + int(min(took) / FETCH_TURN_S))
 
     def widest_window(self) -> int:
-        """The most fetches any leader may have in flight: how far ahead reading may run."""
+        """The most units any leader may have in flight: how far ahead reading may run."""
         return max((self.window(address) for address in self._latency), default=1)
 
     def on_readable(self, conn: PipelinedConnection) -> dict[TopicPartition, FetchOutcome]:
@@ -212,17 +218,18 @@ class Fetcher:
 
     # ---- internals ----------------------------------------------------------------------------
 
-    def _request(self, offsets: Mapping[TopicPartition, int], conn: PipelinedConnection) -> Encoder:
-        """A full fetch every time (no KIP-227 fetch session); each partition may take its
-        share, the broker stops at max_bytes (KIP-74). Partitions of one topic go together, in
-        the order of the first of them."""
-        share = max(1, self._max_bytes // len(offsets))
-        positions = [FetchPosition(tp.topic, tp.partition, offset, share) for tp, offset in offsets.items()]
+    def _request(self, asked: _Asked, conn: PipelinedConnection) -> Encoder:
+        """A full fetch every time (no KIP-227 fetch session) of up to ``units`` times
+        ``max_bytes``; each partition may take its share, the broker stops at the whole
+        (KIP-74). Partitions of one topic go together, in the order of the first of them."""
+        max_bytes = self._max_bytes * asked.units
+        share = max(1, max_bytes // len(asked.offsets))
+        positions = [FetchPosition(tp.topic, tp.partition, offset, share) for tp, offset in asked.offsets.items()]
 
         def encode(correlation_id: int, version: int) -> list[bytes]:
             return encode_fetch_request(positions, version=version, correlation_id=correlation_id,
                                         client_id=conn.broker.conn.client_id, max_wait_ms=self._max_wait_ms,
-                                        min_bytes=1, max_bytes=self._max_bytes, isolation_level=self._isolation_level)
+                                        min_bytes=1, max_bytes=max_bytes, isolation_level=self._isolation_level)
 
         return encode
 
@@ -275,6 +282,10 @@ class Fetcher:
             backoff = self._backoff.setdefault(tp, Backoff())
             backoff.failed(error, self._client.retry, now, bootstrap=self._client.bootstrap, what=f"fetch {tp}")
         log.debug("fetch of %s failed (%s); retrying", ", ".join(map(str, tps)), error)
+
+
+def _units(conn: PipelinedConnection) -> int:
+    return sum(pending.context.units for pending in conn.in_flight)
 
 
 def _has_whole_batch(records) -> bool:

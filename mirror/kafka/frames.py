@@ -39,7 +39,7 @@ class FrameUsage:
 
 class FrameBuffers:
     """Buffers for response frames: ``size`` bytes each (more for a larger frame), at most
-    ``keep`` of them kept while idle. A frame smaller than half of ``size`` gets a buffer of its
+    ``keep`` times ``size`` bytes of them kept while idle. A frame smaller than half of ``size`` gets a buffer of its
     own size, never kept: small allocations are cheap, and a large buffer would pin more memory
     than the frame needs."""
 
@@ -68,20 +68,22 @@ class FrameBuffers:
         return self._sweep()[0]
 
     def _sweep(self) -> tuple[FrameUsage, list[bytearray]]:
-        """Probe every buffer once: keep the pinned ones and up to ``keep`` idle full-size ones;
-        return what they take and the idle ones kept."""
-        pinned = 0
+        """Probe every buffer once: keep the pinned ones and idle ones of at least ``size``
+        while they take up to ``keep`` times ``size`` (a larger frame's buffer counts as the
+        bytes it takes); return what they take and the idle ones kept."""
+        pinned = idle = 0
         kept: list[bytearray] = []
         free: list[bytearray] = []
         for buf in self._buffers:
             if not _unviewed(buf):
                 pinned += len(buf)
                 kept.append(buf)
-            elif len(free) < self.keep and len(buf) >= self.size:
+            elif len(buf) >= self.size and idle + len(buf) <= self.keep * self.size:
+                idle += len(buf)
                 free.append(buf)
                 kept.append(buf)
         self._buffers = kept
-        return FrameUsage(pinned, sum(map(len, free))), free
+        return FrameUsage(pinned, idle), free
 
     def clear(self) -> None:
         """Let every buffer go (views still held stay valid: they keep their buffer alive)."""

@@ -2,7 +2,8 @@
 
 One fetch in flight per leader caps a copy at ``max_bytes`` a round trip: 4 MiB per 100 ms,
 40 MiB/s, whatever the link. The fetcher measures how long a leader's answers take and
-keeps a fetch in flight per 25 ms of that, each for partitions no other one is fetching.
+keeps ``max_bytes`` in flight per 25 ms of that: fetches of partitions no other one is
+fetching, each asking for a multiple of ``max_bytes`` when the partitions are fewer than that.
 Checked on an embedded broker behind the bench's latency proxy (it advertises the proxy, so
 the fetcher's connection crosses it), against the same broker near: every record is read,
 once, in order, either way."""
@@ -18,6 +19,7 @@ from mirror.kafka import Fetcher, KafkaClient, NewTopic, TopicPartition
 
 PARTITIONS = 4
 BATCHES = 12
+MAX_BYTES = 256 * 1024
 
 
 def _fill(client: KafkaClient) -> dict[TopicPartition, list[bytes]]:
@@ -32,26 +34,28 @@ def _fill(client: KafkaClient) -> dict[TopicPartition, list[bytes]]:
     return written
 
 
-def _read(bootstrap: str, ends: dict[TopicPartition, int]) -> tuple[dict[TopicPartition, list[bytes]], int]:
-    """Everything up to ``ends``, small fetches (so that many are needed); the most fetches
-    that were in flight at once."""
+def _read(bootstrap: str, ends: dict[TopicPartition, int]) -> tuple[dict[TopicPartition, list[bytes]], int, int]:
+    """Everything up to ``ends``, small fetches (so that many are needed); the most units and
+    the largest answer (bytes of records) that were in flight at once."""
     read: dict[TopicPartition, list[bytes]] = {tp: [] for tp in ends}
     offsets = {tp: 0 for tp in ends}
-    most = 0
+    most = largest = 0
     with KafkaClient(bootstrap) as client:
-        fetcher = Fetcher(client, max_bytes=256 * 1024)
+        fetcher = Fetcher(client, max_bytes=MAX_BYTES)
         while any(offsets[tp] < end for tp, end in ends.items()):
             fetcher.send({tp: offset for tp, offset in offsets.items() if offset < ends[tp] and not fetcher.fetching(tp)})
             most = max(most, fetcher.in_flight())
             conn = fetcher.connections()[0]
-            for tp, fetched in fetcher.on_readable(conn).items():
+            answered = fetcher.on_readable(conn)
+            largest = max(largest, sum(len(fetched.records) for fetched in answered.values()))
+            for tp, fetched in answered.items():
                 for batch in kcodecs.iter_batches(fetched.records):
                     for record in batch.records():
                         if record.offset >= offsets[tp]:
                             read[tp].append(record.value)
                     offsets[tp] = max(offsets[tp], batch.last_offset + 1)
         fetcher.close()
-    return read, most
+    return read, most, largest
 
 
 def test_a_leader_across_a_wan_gets_a_fetch_in_flight_per_25_ms_of_its_round_trip(tmp_path):
@@ -62,10 +66,29 @@ def test_a_leader_across_a_wan_gets_a_fetch_in_flight_per_25_ms_of_its_round_tri
             with KafkaClient(proxy.address) as client:
                 written = _fill(client)
                 ends = client.list_offsets(list(written), "latest")
-            far, far_most = _read(proxy.address, ends)
+            far, far_most, _ = _read(proxy.address, ends)
         with KafkaClient(near_broker.bootstrap) as client:
             assert _fill(client) == written
-        near, near_most = _read(near_broker.bootstrap, ends)
+        near, near_most, _ = _read(near_broker.bootstrap, ends)
     assert far == written and near == written
     assert far_most >= 3  # up to 1 + 100 // 25, as partitions come free
     assert near_most == 1
+
+
+def test_one_partition_far_away_asks_for_more_than_max_bytes_a_fetch(tmp_path):
+    """With one partition, one fetch is all there can be in flight: the window is filled by
+    asking for more bytes in it. Near, the same partition never gets more than ``max_bytes``."""
+    proxy_port = free_port()
+    with EmbeddedBroker(tmp_path / "far", advertised_port=proxy_port) as far_broker, \
+            EmbeddedBroker(tmp_path / "near") as near_broker:
+        with LatencyProxy("127.0.0.1", far_broker.port, 100, listen_port=proxy_port) as proxy:
+            with KafkaClient(proxy.address) as client:
+                written = {tp: values for tp, values in _fill(client).items() if tp.partition == 0}
+                ends = client.list_offsets(list(written), "latest")
+            far, far_most, far_largest = _read(proxy.address, ends)
+        with KafkaClient(near_broker.bootstrap) as client:
+            _fill(client)
+        near, near_most, near_largest = _read(near_broker.bootstrap, ends)
+    assert far == written and near == written
+    assert far_most >= 3 and near_most == 1
+    assert far_largest > MAX_BYTES >= near_largest

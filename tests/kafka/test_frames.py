@@ -73,3 +73,15 @@ def test_probing_a_buffer_never_reallocates_it(n):
 def test_nonsense_sizes_are_refused(size, keep):
     with pytest.raises(ValueError):
         FrameBuffers(size, keep)
+
+
+def test_idle_buffers_larger_than_size_are_kept_only_within_keep_times_size():
+    """A far leader's fetch may ask for several times ``size`` (mirror.kafka.fetcher's units);
+    its buffer, once idle, must not let the idle bytes grow past the bound."""
+    frames = FrameBuffers(1000, keep=3)
+    views = [memoryview(frames.take(n)) for n in (2500, 2000, 1000)]
+    views.clear()
+    usage = frames.usage()
+    assert usage.pinned == 0
+    assert usage.idle in (2500, 2000 + 1000)  # whichever fit first, never all 5500
+    assert usage.idle <= 3 * 1000

@@ -35,6 +35,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--producer-id-expiration-ms", type=int, default=86_400_000, metavar="MS",
                         help="forget a producer's sequence state in a partition it has not written to for this long, "
                              "unless its transaction is open there (producer.id.expiration.ms, default 86400000: a day)")
+    parser.add_argument("--transactional-id-expiration-ms", type=int, default=604_800_000, metavar="MS",
+                        help="forget a transactional id with no transaction and no request for this long; its next "
+                             "InitProducerId gets a new producer id (transactional.id.expiration.ms, "
+                             "default 604800000: 7 days; checked hourly)")
     add_security_arguments(parser)
     cleaning = parser.add_argument_group("log cleaner and retention")
     cleaning.add_argument("--no-log-cleaner", dest="log_cleaner", action="store_false",
@@ -65,4 +69,5 @@ def run(args: argparse.Namespace) -> int:
                               backoff_ms=args.cleaner_backoff_ms),
         retention_check_interval_ms=args.retention_check_interval_ms,
         producer_id_expiration_ms=args.producer_id_expiration_ms,
+        transactional_id_expiration_ms=args.transactional_id_expiration_ms,
     ))

@@ -47,12 +47,15 @@ class _Runtime:
     async def start(self) -> int:
         port = await self.server.start()
         config = self.state.config
-        # Kafka's scheduled ``transaction-abort`` task times out abandoned transactions; the
+        # Kafka's scheduled ``transaction-abort`` task times out abandoned transactions and
+        # ``transactionalId-expiration`` forgets idle transactional ids; the
         # group coordinator's timer expires sessions and ends join and sync phases;
         # ``kafka-log-retention`` deletes expired segments of idle partitions too;
         # ``PeriodicProducerExpirationCheck`` forgets idle producers.
         self._timers = [
             asyncio.create_task(_every(config.transaction_abort_interval_ms, self.state.transactions.tick, "transaction coordinator")),
+            asyncio.create_task(_every(config.transaction_remove_expired_interval_ms,
+                                       self.state.transactions.remove_expired, "transactional id expiration")),
             asyncio.create_task(_every(config.groups.tick_interval_ms, self.state.groups.tick, "group coordinator")),
             asyncio.create_task(_every(config.retention_check_interval_ms, self._enforce_retention, "retention")),
             asyncio.create_task(_every(config.producer_id_expiration_check_interval_ms, self._expire_producers,

@@ -17,7 +17,8 @@ from .log.files import fsync_dir
 from .groups import GroupConfig, GroupCoordinator, GroupStateLog, OffsetsTopicMarkers
 from .security import ListenerSecurity
 from .topics import TopicStore
-from .transactions import DEFAULT_MAX_TIMEOUT_MS, PartitionMarkers, TransactionCoordinator, TransactionStateLog
+from .transactions import (DEFAULT_ID_EXPIRATION_MS, DEFAULT_MAX_TIMEOUT_MS, PartitionMarkers, TransactionCoordinator,
+                           TransactionStateLog)
 
 __all__ = ["BrokerConfig", "BrokerState", "Clock", "system_clock", "client_host"]
 
@@ -52,6 +53,13 @@ class BrokerConfig:
     transaction_abort_interval_ms: int = 10_000
     """Kafka's ``transaction.abort.timed.out.transaction.cleanup.interval.ms``: how often the
     coordinator looks for timed-out transactions (and retries unwritten markers)."""
+    transactional_id_expiration_ms: int = DEFAULT_ID_EXPIRATION_MS
+    """Kafka's ``transactional.id.expiration.ms``: an id with no transaction and no request
+    changing its state for this long is forgotten (seven days); it starts afresh, with a new
+    producer id, at its next InitProducerId."""
+    transaction_remove_expired_interval_ms: int = 3_600_000
+    """Kafka's ``transaction.remove.expired.transaction.cleanup.interval.ms``: how often that
+    is checked (an hour)."""
     groups: GroupConfig = GroupConfig()
     """The group coordinator's session timeout bounds, initial rebalance delay and the like."""
     cleaner: CleanerConfig = CleanerConfig()
@@ -107,6 +115,7 @@ class BrokerState:
             OffsetsTopicMarkers(PartitionMarkers(self.topics.partition, self.clock, self.appended.notify), self.groups),
             self.clock,
             max_timeout_ms=self.config.transaction_max_timeout_ms,
+            id_expiration_ms=self.config.transactional_id_expiration_ms,
         )
 
     @property

@@ -5,13 +5,14 @@ part 1 verification), beside :mod:`..handlers` (thin: decode, call, encode) and 
 - :mod:`.state_log`: where those states are persisted and replayed from;
 - :mod:`.markers`: writing COMMIT/ABORT markers to partitions;
 - :mod:`.coordinator`: the requests (InitProducerId, AddPartitionsToTxn, EndTxn, the
-  verification of transactional Produce), the timeout and in-doubt recovery.
+  verification of transactional Produce), the timeout, in-doubt recovery and the expiry of
+  idle transactional ids.
 
 The partition side of transactions (open transactions, the last stable offset, the
 aborted-transaction index) lives with the partition: :mod:`..producer_state`, :mod:`..topics`.
 """
 
-from .coordinator import COORDINATOR_EPOCH, DEFAULT_MAX_TIMEOUT_MS, TransactionCoordinator
+from .coordinator import COORDINATOR_EPOCH, DEFAULT_ID_EXPIRATION_MS, DEFAULT_MAX_TIMEOUT_MS, TransactionCoordinator
 from .markers import MarkerWriter, PartitionMarkers
 from .metadata import TxnMetadata, TxnState
 from .state_log import TransactionStateLog
@@ -25,4 +26,5 @@ __all__ = [
     "TxnState",
     "COORDINATOR_EPOCH",
     "DEFAULT_MAX_TIMEOUT_MS",
+    "DEFAULT_ID_EXPIRATION_MS",
 ]

@@ -22,7 +22,13 @@ What clients do not see, but Kafka does too:
   Ongoing one waits for its timeout or the next InitProducerId;
 - :meth:`tick`, run every ``transaction.abort.timed.out.transaction.cleanup.interval.ms``,
   aborts Ongoing transactions older than their timeout under a bumped epoch, which fences
-  the producer that abandoned them (``abortTimedOutTransactions``).
+  the producer that abandoned them (``abortTimedOutTransactions``);
+- :meth:`remove_expired`, run every ``transaction.remove.expired.transaction.cleanup.interval.ms``,
+  forgets the ids idle for ``transactional.id.expiration.ms``
+  (``TransactionStateManager.removeExpiredTransactionalIds``): their tombstones are persisted
+  first, so they stay forgotten after a restart. The next InitProducerId of such an id starts
+  afresh, as in Kafka: a new producer id at epoch 0. Its old producer, if it comes back, gets
+  INVALID_PRODUCER_ID_MAPPING.
 """
 
 from __future__ import annotations
@@ -36,7 +42,7 @@ from .markers import MarkerWriter
 from .metadata import NO_PRODUCER_EPOCH, TxnMetadata, TxnState, is_epoch_exhausted
 from .state_log import TransactionStateLog
 
-__all__ = ["TransactionCoordinator", "COORDINATOR_EPOCH", "DEFAULT_MAX_TIMEOUT_MS"]
+__all__ = ["TransactionCoordinator", "COORDINATOR_EPOCH", "DEFAULT_MAX_TIMEOUT_MS", "DEFAULT_ID_EXPIRATION_MS"]
 
 log = logging.getLogger(__name__)
 
@@ -45,18 +51,22 @@ COORDINATOR_EPOCH = 0
 single node is always its leader, in epoch 0 (as :data:`mirror.broker.validator.LEADER_EPOCH`)."""
 DEFAULT_MAX_TIMEOUT_MS = 15 * 60 * 1000
 """Kafka's ``transaction.max.timeout.ms``."""
+DEFAULT_ID_EXPIRATION_MS = 7 * 24 * 60 * 60 * 1000
+"""Kafka's ``transactional.id.expiration.ms``: seven days."""
 
 TopicPartition = tuple[str, int]
 
 
 class TransactionCoordinator:
     def __init__(self, state_log: TransactionStateLog, allocate_producer_id: Callable[[], int], markers: MarkerWriter,
-                 clock: Callable[[], int], *, max_timeout_ms: int = DEFAULT_MAX_TIMEOUT_MS):
+                 clock: Callable[[], int], *, max_timeout_ms: int = DEFAULT_MAX_TIMEOUT_MS,
+                 id_expiration_ms: int = DEFAULT_ID_EXPIRATION_MS):
         self._log = state_log
         self._allocate = allocate_producer_id
         self._markers = markers
         self._clock = clock
         self.max_timeout_ms = max_timeout_ms
+        self.id_expiration_ms = id_expiration_ms
         self._txns: dict[str, TxnMetadata] = {}
 
     def load(self) -> None:
@@ -162,6 +172,23 @@ class TransactionCoordinator:
                     self._complete(self._persist(meta.fence(now)))
                 except ApiError as exc:
                     log.error("%r: could not abort the timed-out transaction: %s", meta.transactional_id, exc)
+
+    def remove_expired(self) -> None:
+        """Forget every id idle for ``transactional.id.expiration.ms``, once their tombstones
+        are persisted; if they cannot be, every id stays until the next run."""
+        now = self._clock()
+        expired = [tid for tid, meta in self._txns.items() if meta.expired(now, self.id_expiration_ms)]
+        if not expired:
+            return
+        try:
+            self._log.remove(expired)
+        except OSError as exc:
+            log.error("cannot persist the expiry of %d transactional ids, will retry: %s", len(expired), exc)
+            return
+        for transactional_id in expired:
+            del self._txns[transactional_id]
+        log.info("removed %d transactional ids idle for %d ms or more (transactional.id.expiration.ms), %d left",
+                 len(expired), self.id_expiration_ms, len(self._txns))
 
     # -- internals --------------------------------------------------------------------------
 

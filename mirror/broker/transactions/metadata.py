@@ -13,7 +13,8 @@ States, with Kafka's ids (``TransactionState.fromId``)::
 
 Kafka's ``PrepareEpochFence`` and ``Dead`` are not needed: a fence goes straight to
 PrepareAbort with the bumped epoch (Kafka passes through PrepareEpochFence only while the
-abort is in flight), and transactional ids do not expire.
+abort is in flight), and an id that expires (:meth:`TxnMetadata.expired`) is dropped once
+its tombstone is persisted (Kafka holds it as pending Dead until the tombstone is written).
 """
 
 from __future__ import annotations
@@ -104,6 +105,12 @@ class TxnMetadata:
     @property
     def epoch_exhausted(self) -> bool:
         return is_epoch_exhausted(self.producer_epoch)
+
+    def expired(self, now_ms: int, expiration_ms: int) -> bool:
+        """Kafka's ``TransactionStateManager.shouldExpire``: no transaction (the states of
+        ``TransactionState.isExpirationAllowed``) and no transition for ``transactional.id.expiration.ms``.
+        An Ongoing or in-doubt transaction keeps its id, however old."""
+        return self.state.idle and self.last_update_ms <= now_ms - expiration_ms
 
     def timed_out(self, now_ms: int) -> bool:
         """Kafka's ``timedOutTransactions``: an Ongoing transaction started longer ago than its timeout."""

@@ -8,9 +8,12 @@ replaying the file rebuilds the coordinator. A record's payload is UTF-8 JSON::
 
     {"id", "pid", "epoch", "timeout_ms", "state" (Kafka's state name), "update_ms",
      "prev_pid", "last_epoch", "partitions": [[topic, p], ...], "start_ms"}
+    {"id", "tombstone": true}        the id expired (Kafka's record with a null value)
 
 Compaction: once the file holds :data:`COMPACT_SLACK` records more than there are ids, it
-is rewritten with one record per id.
+is rewritten with one record per id. Tombstones go then: with the records they cancel gone
+too, there is nothing left for them to remove (Kafka keeps them ``delete.retention.ms`` for
+readers of the topic; this file has no reader but the replay).
 """
 
 from __future__ import annotations
@@ -43,8 +46,11 @@ class TransactionStateLog:
     def load(self) -> dict[str, TxnMetadata]:
         """Replay the file (cutting off a torn tail); the latest state of every id."""
         for payload in self._file.load():
-            meta = _decode(payload)
-            self._live[meta.transactional_id] = meta
+            fields = json.loads(payload)
+            if fields.get("tombstone"):
+                self._live.pop(fields["id"], None)
+            else:
+                self._live[fields["id"]] = _decode(fields)
         self._maybe_compact()
         return dict(self._live)
 
@@ -52,6 +58,13 @@ class TransactionStateLog:
         """Persist one transition; only then may the coordinator act on it or answer."""
         self._file.append([_encode(meta)])
         self._live[meta.transactional_id] = meta
+        self._maybe_compact()
+
+    def remove(self, transactional_ids: list[str]) -> None:
+        """Persist tombstones for these ids, in one write; only then may the coordinator forget them."""
+        self._file.append([_tombstone(transactional_id) for transactional_id in transactional_ids])
+        for transactional_id in transactional_ids:
+            self._live.pop(transactional_id, None)
         self._maybe_compact()
 
     def close(self) -> None:
@@ -72,8 +85,11 @@ def _encode(meta: TxnMetadata) -> bytes:
     }, separators=(",", ":")).encode()
 
 
-def _decode(payload: bytes) -> TxnMetadata:
-    fields = json.loads(payload)
+def _tombstone(transactional_id: str) -> bytes:
+    return json.dumps({"id": transactional_id, "tombstone": True}, separators=(",", ":")).encode()
+
+
+def _decode(fields: dict) -> TxnMetadata:
     return TxnMetadata(
         transactional_id=fields["id"], producer_id=fields["pid"], producer_epoch=fields["epoch"],
         timeout_ms=fields["timeout_ms"], state=TxnState.named(fields["state"]), last_update_ms=fields["update_ms"],

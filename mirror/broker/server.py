@@ -10,10 +10,12 @@ client sends that cannot be a valid request (a frame over ``max_request_bytes``,
 API key or version, a body that does not decode) closes that connection only; other clients
 and the logs are unaffected.
 
-On a TLS listener each connection first completes a TLS handshake; one that fails (a
-plaintext client, a client certificate the client CA did not sign) is logged with its reason
-and closed. On a SASL listener a connection is served only the pre-authentication APIs until
-it authenticates, and is closed after a refused authentication (:mod:`.security.session`).
+On a TLS listener each connection first completes a TLS handshake, and only then is
+served; one that fails (a plaintext client, a client certificate the client CA did not sign)
+is logged with its reason and closed after OpenSSL's alert, which tells the client why
+(:class:`.security.AlertingTlsProtocol`). On a SASL listener a connection is served only the
+pre-authentication APIs until it authenticates, and is closed after a refused
+authentication (:mod:`.security.session`).
 """
 
 from __future__ import annotations
@@ -22,10 +24,11 @@ import asyncio
 import logging
 import ssl
 import struct
+import weakref
 
 from .handlers import HANDLERS, api_versions
 from .log import FileRegion
-from .security import Credentials, Session, current_session, server_context
+from .security import AlertingTlsProtocol, Credentials, Session, current_session, server_context
 from .state import BrokerState, client_host
 
 __all__ = ["BrokerServer"]
@@ -47,14 +50,26 @@ class BrokerServer:
         self._connections: dict[asyncio.Task, bool] = {}  # task -> busy with a request
         security = state.config.security
         self._tls = server_context(security.tls) if security.tls is not None else None
+        self._handshakes: weakref.WeakSet[AlertingTlsProtocol] = weakref.WeakSet()
         self._credentials = Credentials(security) if security.sasl_mechanisms else None
 
     async def start(self) -> int:
         config = self.state.config
-        self._server = await asyncio.start_server(self._serve, config.host, config.port, reuse_address=True)
+        loop = asyncio.get_running_loop()
+        self._server = await loop.create_server(self._protocol, config.host, config.port, reuse_address=True)
         port = self._server.sockets[0].getsockname()[1]
         self.state.bound_port = port
         return port
+
+    def _protocol(self) -> asyncio.BaseProtocol:
+        """A new connection's protocol, as ``asyncio.start_server`` makes it (a stream for
+        :meth:`_serve`), behind TLS on a TLS listener."""
+        stream = asyncio.StreamReaderProtocol(asyncio.StreamReader(), self._serve)
+        if self._tls is None:
+            return stream
+        tls = AlertingTlsProtocol(stream, self._tls)
+        self._handshakes.add(tls)
+        return tls
 
     async def stop(self, grace_s: float = 10.0) -> None:
         """Stop accepting, let in-flight requests finish and answer, then drop idle connections."""
@@ -62,6 +77,8 @@ class BrokerServer:
         if self._server is not None:
             self._server.close()
         self.state.appended.notify()  # long-polling fetches return now
+        for handshake in list(self._handshakes):
+            handshake.abort_handshake()
         for task, busy in list(self._connections.items()):
             if not busy:
                 task.cancel()
@@ -81,8 +98,6 @@ class BrokerServer:
         client_host.set(f"/{peer[0]}" if peer else "")  # this connection's task only
         answers = _Answers(writer)
         try:
-            if self._tls is not None:
-                await writer.start_tls(self._tls)
             session = Session(self._credentials, f"{peer[0]}:{peer[1]}" if peer else "?")
             current_session.set(session)
             while not self.state.stopping and not session.failed:

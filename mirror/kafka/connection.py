@@ -67,6 +67,8 @@ class KafkaConnection:
             raise (tls_failure(address, exc, handshake=True)
                    or ConnectionFailedError(address, f"TLS handshake failed: {exc}")) from exc
         self.tls = tls is not None
+        self._heard = False
+        """Whether a whole frame came from the broker: from then on a TLS error is no refusal."""
         self._ahead = memoryview(bytearray(READ_AHEAD))
         self._ahead_start = self._ahead_end = 0
         """``_ahead[_ahead_start:_ahead_end]``: bytes read from the socket, not yet taken."""
@@ -150,10 +152,12 @@ class KafkaConnection:
         if size < 0:
             raise ProtocolError(f"{self.address}: negative frame size {size}")
         if frames is None:
-            return self._read(size)
-        view = memoryview(frames.take(size))[:size]
-        self._fill(view)
-        return view
+            frame: bytearray | memoryview = self._read(size)
+        else:
+            frame = memoryview(frames.take(size))[:size]
+            self._fill(frame)
+        self._heard = True
+        return frame
 
     def is_closed(self) -> bool:
         """True once the peer has closed the connection (blocks until it says something)."""
@@ -198,9 +202,13 @@ class KafkaConnection:
             raise self._failure("receive failed", exc) from exc
 
     def _failure(self, what: str, exc: OSError) -> KMirrorError:
-        """A refused certificate is an authentication failure (TLS 1.3 reports the broker's
-        refusal of ours only at the first read); anything else a broken connection."""
-        return tls_failure(self.address, exc) or ConnectionFailedError(self.address, f"{what}: {exc}")
+        """A refused certificate is an authentication failure: TLS 1.3 reports the broker's
+        refusal of ours at our first read, in an alert. Once the broker has answered, a TLS
+        error is a broken connection, as Kafka's ``SslTransportLayer`` raises
+        ``SslAuthenticationException`` only in its POST_HANDSHAKE state, before the first
+        application data."""
+        refused = None if self._heard else tls_failure(self.address, exc)
+        return refused or ConnectionFailedError(self.address, f"{what}: {exc}")
 
     def close(self) -> None:
         self.sock.close()

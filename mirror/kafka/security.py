@@ -93,15 +93,36 @@ def tls_failure(address: str, exc: OSError, *, handshake: bool = False) -> KMirr
     A certificate we refused, an alert from the broker (it refused our certificate, or has
     none for us), and a handshake the broker walked out of (a plaintext port closes on the
     ClientHello) are configuration problems, not outages: :class:`AuthenticationError`, as
-    Kafka's clients raise ``SslAuthenticationException`` for any failed handshake. A
-    connection that breaks after the handshake is a broken connection."""
+    Kafka's clients raise ``SslAuthenticationException`` for any failed handshake. The caller
+    says which failures can still be part of the handshake: under TLS 1.3 the broker checks
+    our certificate after our handshake is over, and its alert comes at our first read.
+    A connection that closes without an alert after the handshake is a broken connection."""
     if isinstance(exc, ssl.SSLCertVerificationError):
         return AuthenticationError(address, f"the broker's certificate was refused: {exc.verify_message}")
     if not isinstance(exc, ssl.SSLError) or (not handshake and isinstance(exc, (ssl.SSLEOFError, ssl.SSLZeroReturnError))):
         return None
     reason = exc.reason or str(exc)
-    hint = " (is it a TLS listener?)" if handshake and (reason in _NOT_TLS or isinstance(exc, ssl.SSLEOFError)) else ""
+    if reason in _OUR_CERTIFICATE_REFUSED:
+        hint = " (the broker refused our certificate)"
+    elif handshake and (reason in _NOT_TLS or isinstance(exc, ssl.SSLEOFError)):
+        hint = " (is it a TLS listener?)"
+    else:
+        hint = ""
     return AuthenticationError(address, f"TLS {'handshake ' if handshake else ''}failed: {reason}{hint}")
 
 
 _NOT_TLS = {"WRONG_VERSION_NUMBER", "RECORD_LAYER_FAILURE", "PACKET_LENGTH_TOO_LONG", "HTTP_REQUEST", "UNKNOWN_PROTOCOL"}
+_OUR_CERTIFICATE_REFUSED = {
+    # Kafka 4's (Java's) brokers, under TLS 1.2 and 1.3 alike:
+    "SSLV3_ALERT_CERTIFICATE_UNKNOWN",  # signed by a CA they do not trust
+    "SSLV3_ALERT_BAD_CERTIFICATE",  # none sent
+    # OpenSSL's (the embedded broker's):
+    "TLSV1_ALERT_UNKNOWN_CA",  # signed by a CA it does not trust
+    "TLSV13_ALERT_CERTIFICATE_REQUIRED",  # none sent, TLS 1.3 (under 1.2: HANDSHAKE_FAILURE, which says less)
+    # The other alerts RFC 8446 section 6.2 gives for a certificate refused:
+    "SSLV3_ALERT_CERTIFICATE_EXPIRED",
+    "SSLV3_ALERT_CERTIFICATE_REVOKED",
+    "SSLV3_ALERT_UNSUPPORTED_CERTIFICATE",
+}
+"""OpenSSL's reasons for the alerts by which a broker refuses the certificate we presented, or
+the lack of one; the first four as Kafka 4.4 and the embedded broker send them."""

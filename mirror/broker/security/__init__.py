@@ -11,7 +11,7 @@ authenticated client may do anything.
 from .mechanisms import Credentials
 from .session import PRE_AUTHENTICATION_APIS, Session, current_session
 from .settings import MECHANISMS, ListenerSecurity, ListenerTls, SaslUser, SecuritySettingsError
-from .tls import server_context
+from .tls import AlertingTlsProtocol, server_context
 
 __all__ = ["ListenerSecurity", "ListenerTls", "SaslUser", "MECHANISMS", "Credentials", "Session", "current_session",
-           "PRE_AUTHENTICATION_APIS", "server_context", "SecuritySettingsError"]
+           "PRE_AUTHENTICATION_APIS", "server_context", "AlertingTlsProtocol", "SecuritySettingsError"]

@@ -1,19 +1,23 @@
 """Topic configuration: the Kafka config names the broker honours, parsed and validated once.
 
 Unknown names are rejected with INVALID_CONFIG, as Kafka does, so a typo never silently
-falls back to a default.
+falls back to a default. A topic's dynamic configs are the ones that differ from the
+defaults (:meth:`TopicConfig.explicit`); IncrementalAlterConfigs changes them one by one
+(:meth:`TopicConfig.incremental`, KIP-339), AlterConfigs replaces them all
+(:meth:`TopicConfig.from_kafka`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
-from typing import Mapping
+from enum import IntEnum
+from typing import Iterable, Mapping
 
 from kcodecs import Compression, TimestampType
 
 from .errors import ApiError, kerr
 
-__all__ = ["TopicConfig"]
+__all__ = ["TopicConfig", "ConfigOp", "ConfigChange"]
 
 _COMPRESSION_TYPES = ("producer", "uncompressed", "gzip", "snappy", "lz4", "zstd")
 _CLEANUP_POLICIES = ("delete", "compact", "compact,delete", "delete,compact")
@@ -22,6 +26,29 @@ _INT_MAX, _LONG_MAX = 2**31 - 1, 2**63 - 1
 _INT_CONFIGS = ("segment.bytes", "max.message.bytes")
 """Kafka's ``Type.INT`` topic configs; every other number here is a ``LONG`` (or the ratio, a
 ``DOUBLE``). A value out of its type's range is INVALID_CONFIG, as Kafka's ``ConfigDef`` parses it."""
+_LIST_CONFIGS = ("cleanup.policy",)
+"""Kafka's ``Type.LIST`` topic configs among ours: the only ones APPEND and SUBTRACT apply to."""
+
+
+class ConfigOp(IntEnum):
+    """An IncrementalAlterConfigs operation (Kafka's ``AlterConfigOp.OpType``, KIP-339)."""
+
+    SET = 0
+    DELETE = 1
+    """Back to the default."""
+    APPEND = 2
+    """Add items to a list config, those not in it yet."""
+    SUBTRACT = 3
+    """Remove items from a list config."""
+
+
+@dataclass(frozen=True)
+class ConfigChange:
+    """One config of an IncrementalAlterConfigs resource: name, operation code, value (None to DELETE)."""
+
+    name: str
+    op: int
+    value: str | None
 
 
 @dataclass(frozen=True)
@@ -102,6 +129,40 @@ class TopicConfig:
         if self.max_compaction_lag_ms < max(1, self.min_compaction_lag_ms):
             raise _invalid("max.compaction.lag.ms", self.max_compaction_lag_ms,
                            f"at least 1 and at least min.compaction.lag.ms ({self.min_compaction_lag_ms})")
+
+    def incremental(self, changes: Iterable[ConfigChange]) -> "TopicConfig":
+        """This config with ``changes`` applied to its dynamic configs, validated as a whole.
+
+        Kafka's ``incrementalAlterConfigResource``: SET replaces a value, DELETE drops it (a
+        name never set is no error), APPEND and SUBTRACT edit the items of a list config,
+        starting from its current value or default. An unknown operation is INVALID_REQUEST;
+        APPEND or SUBTRACT on a config that is not a list, an unknown name or a bad result
+        INVALID_CONFIG.
+        """
+        dynamic: dict[str, str | None] = dict(self.explicit())
+        defaults = TopicConfig().as_kafka()
+        for change in changes:
+            try:
+                op = ConfigOp(change.op)
+            except ValueError as exc:
+                raise ApiError(kerr.InvalidRequestError, f"Unknown operations type {change.op}") from exc
+            if op is ConfigOp.SET:
+                dynamic[change.name] = change.value
+            elif op is ConfigOp.DELETE:
+                dynamic.pop(change.name, None)
+            elif change.name not in _LIST_CONFIGS:
+                raise ApiError(kerr.InvalidConfigurationError,
+                               f"Can't {op.name} to key {change.name} because its type is not LIST.")
+            else:
+                current = dynamic.get(change.name) or defaults[change.name]
+                items = [item for item in current.split(",") if item]
+                for item in (change.value or "").split(","):
+                    if op is ConfigOp.APPEND and item not in items:
+                        items.append(item)
+                    elif op is ConfigOp.SUBTRACT and item in items:
+                        items.remove(item)
+                dynamic[change.name] = ",".join(items)
+        return TopicConfig.from_kafka(dynamic)
 
     def as_kafka(self) -> dict[str, str]:
         return {self.kafka_name(f.name): str(getattr(self, f.name)) for f in fields(self)}

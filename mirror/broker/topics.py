@@ -1,8 +1,10 @@
-"""Topics and partitions of the embedded broker, and the append path that ties them together.
+"""Topics and partitions of the embedded broker, the append path that ties them together, and
+the admin changes to them: more partitions (CreatePartitions, KIP-195), config changes
+(AlterConfigs, IncrementalAlterConfigs, KIP-339), deletion (DeleteTopics) and DeleteRecords.
 
 Topic metadata lives in ``<data_dir>/.topics/<name>.json`` (partition count and explicit
-configs), written atomically; partition data in ``<data_dir>/<topic>-<partition>/`` in
-Kafka's layout (see :mod:`mirror.broker.log`).
+configs), written atomically before a change takes effect; partition data in
+``<data_dir>/<topic>-<partition>/`` in Kafka's layout (see :mod:`mirror.broker.log`).
 """
 
 from __future__ import annotations
@@ -11,15 +13,17 @@ import json
 import logging
 import os
 import re
+import shutil
 from pathlib import Path
-from typing import Callable, Literal, NamedTuple
+from typing import Callable, Iterable, Literal, Mapping, NamedTuple
 
 from kcodecs import V2Batch
 
 from .errors import ApiError, kerr
-from .log import LogConfig, PartitionLog
+from .log import LogConfig, OffsetOutOfRangeError, PartitionLog
+from .log.files import DELETE_DIR_SUFFIX, fsync_dir
 from .producer_state import BatchMetadata, ProducerStateTable
-from .topic_config import TopicConfig
+from .topic_config import ConfigChange, TopicConfig
 from .validator import ValidationResult, assign_offsets, check_timestamps, control_batch, inspect_produced, last_sequence
 
 __all__ = ["TopicStore", "Topic", "Partition", "AppendOutcome", "Verifier"]
@@ -27,6 +31,8 @@ __all__ = ["TopicStore", "Topic", "Partition", "AppendOutcome", "Verifier"]
 log = logging.getLogger(__name__)
 
 _TOPIC_NAME = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
+HIGH_WATERMARK = -1
+"""DeleteRecords' offset for "everything written so far" (Kafka's ``DeleteRecordsRequest.HIGH_WATERMARK``)."""
 
 
 class AppendOutcome(NamedTuple):
@@ -138,6 +144,27 @@ class Partition:
             return 0
         return self.log.delete_old_segments(now_ms)
 
+    def delete_records(self, offset: int) -> int:
+        """Move the log start offset up to ``offset`` (:data:`HIGH_WATERMARK`: the log end, which
+        is the high watermark on a single replica); return the new log start, DeleteRecords'
+        low watermark. Kafka's ``Partition.deleteRecordsOnLeader``, with its errors: a
+        compact-only topic refuses (POLICY_VIOLATION), an offset past the high watermark or
+        negative is OFFSET_OUT_OF_RANGE."""
+        name = f"{self.topic.name}-{self.index}"
+        if "delete" not in self.topic.config.cleanup_policy:
+            raise ApiError(kerr.PolicyViolationError,
+                           f"Records of partition {name} can not be deleted due to the configured policy")
+        high_watermark = self.log.log_end_offset
+        target = high_watermark if offset == HIGH_WATERMARK else offset
+        if target < 0:
+            raise ApiError(kerr.OffsetOutOfRangeError, f"The offset {target} for partition {name} is not valid")
+        try:
+            return self.log.delete_records(target)
+        except OffsetOutOfRangeError as exc:
+            raise ApiError(kerr.OffsetOutOfRangeError,
+                           f"Cannot increment the log start offset to {target} of partition {name} since it is"
+                           f" larger than the high watermark {high_watermark}") from exc
+
 
 class Topic:
     def __init__(self, name: str, config: TopicConfig):
@@ -157,10 +184,19 @@ class TopicStore:
         self._meta_dir.mkdir(parents=True, exist_ok=True)
 
     def load(self) -> None:
+        for trash in sorted(self.data_dir.glob(f"*{DELETE_DIR_SUFFIX}")):
+            log.info("removing %s, a deleted partition a crash left", trash)
+            shutil.rmtree(trash)
         for meta_file in sorted(self._meta_dir.glob("*.json")):
             meta = json.loads(meta_file.read_text())
             self._open(meta["name"], meta["partitions"], TopicConfig.from_kafka(meta["configs"]))
         log.info("loaded %d topics from %s", len(self.topics), self.data_dir)
+
+    def topic(self, name: str) -> Topic:
+        found = self.topics.get(name)
+        if found is None:
+            raise ApiError(kerr.UnknownTopicOrPartitionError, f"The topic '{name}' does not exist.")
+        return found
 
     def has_partition(self, topic: str, index: int) -> bool:
         found = self.topics.get(topic)
@@ -181,28 +217,108 @@ class TopicStore:
         config = TopicConfig.from_kafka(configs)
         if validate_only:
             return None
-        meta = {"name": name, "partitions": partitions, "configs": config.explicit()}
-        tmp = self._meta_dir / f"{name}.json.tmp"
-        tmp.write_text(json.dumps(meta, indent=2))
-        os.replace(tmp, self._meta_dir / f"{name}.json")
+        self._write_meta(name, partitions, config)
         topic = self._open(name, partitions, config)
         log.info("created topic %s with %d partitions %s", name, partitions, config.explicit() or "")
         return topic
 
+    def add_partitions(self, name: str, count: int, *, assignments: int | None = None,
+                       validate_only: bool = False) -> None:
+        """Grow topic ``name`` to ``count`` partitions (CreatePartitions, KIP-195), or raise what
+        Kafka's controller does (``ReplicationControlManager.createPartitions``): fewer or as
+        many partitions are INVALID_PARTITIONS, and ``assignments`` (how many replica lists
+        were given, if any) must number the new partitions (INVALID_REPLICA_ASSIGNMENT).
+
+        The new partitions are written to the topic's metadata before they open, so a crash
+        in between opens them at the next start; Metadata lists them from now on."""
+        topic = self.topic(name)
+        current = len(topic.partitions)
+        if count == current:
+            raise ApiError(kerr.InvalidPartitionsError, f"Topic already has {current} partition(s).")
+        if count < current:
+            raise ApiError(kerr.InvalidPartitionsError,
+                           f"The topic {name} currently has {current} partition(s); {count} would not be an increase.")
+        if assignments is not None and assignments != count - current:
+            raise ApiError(kerr.InvalidReplicationAssignmentError,
+                           f"Attempted to add {count - current} additional partition(s), but only {assignments}"
+                           f" assignment(s) were specified.")
+        if validate_only:
+            return
+        self._write_meta(name, count, topic.config)
+        self._open_partitions(topic, range(current, count))
+        log.info("topic %s: partitions %d -> %d", name, current, count)
+
+    def alter_configs(self, name: str, configs: Mapping[str, str | None], *, now_ms: int,
+                      validate_only: bool = False) -> None:
+        """Replace the dynamic configs of topic ``name`` with ``configs``: those not named go
+        back to their defaults (AlterConfigs, Kafka's ``legacyAlterConfigs``)."""
+        topic = self.topic(name)
+        self._reconfigure(topic, TopicConfig.from_kafka(configs), now_ms=now_ms, validate_only=validate_only)
+
+    def incremental_alter_configs(self, name: str, changes: Iterable[ConfigChange], *, now_ms: int,
+                                  validate_only: bool = False) -> None:
+        """Change the dynamic configs of topic ``name`` one by one (IncrementalAlterConfigs,
+        KIP-339; see :meth:`TopicConfig.incremental`)."""
+        topic = self.topic(name)
+        self._reconfigure(topic, topic.config.incremental(changes), now_ms=now_ms, validate_only=validate_only)
+
+    def _reconfigure(self, topic: Topic, config: TopicConfig, *, now_ms: int, validate_only: bool) -> None:
+        """Persist ``config`` and apply it at once: appends, the cleaner and the roll limits read
+        it from now on, and retention runs with it now (a smaller retention.ms or
+        retention.bytes deletes before the answer, not at the next retention check)."""
+        if validate_only:
+            return
+        self._write_meta(topic.name, len(topic.partitions), config)
+        before, topic.config = topic.config.as_kafka(), config
+        log_config = self._log_config(config)
+        for partition in topic.partitions:
+            partition.log.reconfigure(log_config)
+            partition.enforce_retention(now_ms)
+        for key, value in config.as_kafka().items():
+            if value != before[key]:
+                log.info("topic %s: %s=%s (was %s)", topic.name, key, value, before[key])
+
+    def delete(self, name: str) -> None:
+        """Delete topic ``name``: its partition directories, then its metadata (DeleteTopics).
+
+        It leaves :attr:`topics` first, so no request finds it again; a topic created under
+        the same name afterwards starts empty. A crash between the directories and the
+        metadata leaves the topic with empty partitions at the next start."""
+        topic = self.topic(name)
+        del self.topics[name]
+        for partition in topic.partitions:
+            partition.log.delete()
+        (self._meta_dir / f"{name}.json").unlink()
+        fsync_dir(self._meta_dir)
+        log.info("deleted topic %s (%d partitions)", name, len(topic.partitions))
+
+    def _write_meta(self, name: str, partitions: int, config: TopicConfig) -> None:
+        meta = {"name": name, "partitions": partitions, "configs": config.explicit()}
+        tmp = self._meta_dir / f"{name}.json.tmp"
+        tmp.write_text(json.dumps(meta, indent=2))
+        os.replace(tmp, self._meta_dir / f"{name}.json")
+
     def _open(self, name: str, partitions: int, config: TopicConfig) -> Topic:
         topic = Topic(name, config)
-        log_config = LogConfig(
+        self._open_partitions(topic, range(partitions))
+        self.topics[name] = topic
+        return topic
+
+    def _open_partitions(self, topic: Topic, indexes: range) -> None:
+        log_config = self._log_config(topic.config)
+        for index in indexes:
+            plog = PartitionLog.open(self.data_dir / f"{topic.name}-{index}", log_config)
+            topic.partitions.append(Partition(topic, index, plog))
+
+    def _log_config(self, config: TopicConfig) -> LogConfig:
+        """What the partition logs take from the topic's configs."""
+        return LogConfig(
             segment_bytes=config.segment_bytes,
             segment_ms=config.max_segment_ms,
             retention_ms=config.retention_ms,
             retention_bytes=config.retention_bytes,
             flush=self.flush,
         )
-        for index in range(partitions):
-            plog = PartitionLog.open(self.data_dir / f"{name}-{index}", log_config)
-            topic.partitions.append(Partition(topic, index, plog))
-        self.topics[name] = topic
-        return topic
 
     def enforce_retention(self, now_ms: int) -> int:
         """Apply retention to every partition, busy or idle (Kafka's ``log.retention.check.interval.ms``

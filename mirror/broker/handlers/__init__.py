@@ -17,15 +17,23 @@ from types import ModuleType
 from . import (
     add_offsets_to_txn,
     add_partitions_to_txn,
+    alter_configs,
     api_versions,
+    create_acls,
+    create_partitions,
     create_topics,
+    delete_acls,
     delete_groups,
+    delete_records,
+    delete_topics,
+    describe_acls,
     describe_configs,
     describe_groups,
     end_txn,
     fetch,
     find_coordinator,
     heartbeat,
+    incremental_alter_configs,
     init_producer_id,
     join_group,
     leave_group,
@@ -46,5 +54,6 @@ HANDLERS: dict[int, ModuleType] = {
     for module in (api_versions, metadata, create_topics, describe_configs, produce, fetch, list_offsets, init_producer_id,
                    find_coordinator, add_partitions_to_txn, add_offsets_to_txn, end_txn, txn_offset_commit,
                    join_group, sync_group, heartbeat, leave_group, offset_commit, offset_fetch, list_groups,
-                   describe_groups, delete_groups, sasl_handshake, sasl_authenticate)
+                   describe_groups, delete_groups, sasl_handshake, sasl_authenticate, delete_topics, delete_records,
+                   describe_acls, create_acls, delete_acls, alter_configs, create_partitions, incremental_alter_configs)
 }

@@ -7,7 +7,8 @@ A partition directory ``<data_dir>/<topic>-<partition>/`` holds segments named b
 and, once the segment holds an abort marker, ``.txnindex`` (34-byte ``AbortedTxn`` entries),
 all big-endian, so Kafka's own tools (``kafka-dump-log.sh``) read them. The layouts are
 written down in :mod:`.index`, :mod:`.txn_index` and :mod:`.files`; how entries are placed
-in :mod:`.segment`; what opening a directory checks and repairs in :mod:`.loader`.
+in :mod:`.segment`; what opening a directory checks and repairs in :mod:`.loader`; where
+DeleteRecords left the log start in :mod:`.start_offset`.
 
 ::
 
@@ -21,7 +22,9 @@ in :mod:`.segment`; what opening a directory checks and repairs in :mod:`.loader
     log.collect_aborted_txns(offset, upper_bound) # [AbortedTxn] overlapping a fetched range
     log.offset_for_timestamp(ts)                  # (offset, timestamp) or None
     log.delete_old_segments(now_ms)
-    log.close()
+    log.delete_records(offset)                    # DeleteRecords: the log start moves up to offset
+    log.reconfigure(LogConfig(retention_ms=...))  # a topic config change, at once
+    log.close()                                   # or log.delete(): DeleteTopics removes the directory
 """
 
 from .config import LogConfig

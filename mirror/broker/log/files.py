@@ -10,19 +10,26 @@
         00000000000000052731.log         next segment: named by its base offset, 20 digits
         ...
         .kmirror_cleanshutdown           present only between a clean close() and the next open
+        .kmirror_log_start_offset        where DeleteRecords moved the log start, if it did (see start_offset.py)
         00000000000000000000.log.cleaned the log cleaner's output while it is written (all four files)
         00000000000000000000.log.swap    cleaned output that is complete: it replaces the segments it covers
 
 Each segment is named by its *base offset*, zero-padded to 20 digits so that names sort
 like offsets (``LogFileUtils.filenamePrefixFromOffset``). Kafka keeps one
 ``.kafka_cleanshutdown`` per data directory; kmirror keeps its marker per partition
-directory, under a name Kafka's loader ignores.
+directory, under a name Kafka's loader ignores, and so its log start offset checkpoint
+(Kafka's ``log-start-offset-checkpoint``, also one per data directory).
+
+A deleted partition's directory is first renamed ``<topic>-<partition>.<32 hex digits>-delete``
+(Kafka's ``LogFileUtils.DELETE_DIR_SUFFIX`` naming), then removed; one left by a crash in
+between is removed when the broker loads its topics.
 """
 
 from __future__ import annotations
 
 import os
 import re
+import uuid
 from pathlib import Path
 
 __all__ = [
@@ -35,6 +42,8 @@ __all__ = [
     "SWAP_SUFFIX",
     "SEGMENT_SUFFIXES",
     "CLEAN_SHUTDOWN_FILE",
+    "LOG_START_OFFSET_FILE",
+    "DELETE_DIR_SUFFIX",
     "filename_prefix",
     "log_file",
     "offset_index_file",
@@ -42,6 +51,7 @@ __all__ = [
     "txn_index_file",
     "segment_base_offset",
     "partition_dir",
+    "deleted_partition_dir",
     "fsync_dir",
 ]
 
@@ -57,6 +67,9 @@ SWAP_SUFFIX = ".swap"
 """A complete cleaned segment about to replace the originals (Kafka's ``SwapFileSuffix``): the
 swap is finished on load, see :mod:`.loader`."""
 CLEAN_SHUTDOWN_FILE = ".kmirror_cleanshutdown"
+LOG_START_OFFSET_FILE = ".kmirror_log_start_offset"
+DELETE_DIR_SUFFIX = "-delete"
+_MAX_FILE_NAME = 255
 
 SEGMENT_SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)
 _SEGMENT_FILE = re.compile(r"^(\d{20})(\.log|\.index|\.timeindex|\.txnindex)$")
@@ -92,6 +105,16 @@ def segment_base_offset(name: str) -> tuple[int, str] | None:
 def partition_dir(data_dir: Path, topic: str, partition: int) -> Path:
     """``<data_dir>/<topic>-<partition>``, Kafka's partition directory name."""
     return data_dir / f"{topic}-{partition}"
+
+
+def deleted_partition_dir(directory: Path) -> Path:
+    """A unique name for ``directory`` once it is deleted (Kafka's ``logDeleteDirName``): no
+    partition directory ends so, and a topic created again under the old name starts afresh.
+    The topic part is cut, as Kafka cuts it, so that a 249-character topic still fits a file name."""
+    suffix = f".{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}"
+    topic, partition = directory.name.rsplit("-", 1)
+    keep = min(len(topic), _MAX_FILE_NAME - len(suffix) - 1 - len(partition))
+    return directory.with_name(f"{topic[:keep]}-{partition}{suffix}")
 
 
 def fsync_dir(directory: Path) -> None:

@@ -24,7 +24,8 @@ What gets checked, from cheapest to most thorough:
    is rebuilt), but later segments are kept, as Kafka's ``loadSegmentFiles`` does.
 
 Each repaired segment gets one log line. The log start offset is the first segment's base
-offset and the log end offset the last segment's next offset.
+offset, or past it where DeleteRecords moved it (:mod:`.start_offset`), and the log end
+offset the last segment's next offset.
 """
 
 from __future__ import annotations

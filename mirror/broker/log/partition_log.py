@@ -14,6 +14,7 @@ import contextlib
 import functools
 import logging
 import os
+import shutil
 import threading
 import time
 from pathlib import Path
@@ -32,9 +33,10 @@ from .errors import (
     RecordBatchTooLargeError,
 )
 from .file_records import FileRegion
-from .files import CLEAN_SHUTDOWN_FILE, CLEANED_SUFFIX, SWAP_SUFFIX, fsync_dir
+from .files import CLEAN_SHUTDOWN_FILE, CLEANED_SUFFIX, SWAP_SUFFIX, deleted_partition_dir, fsync_dir
 from .loader import load_segments
 from .segment import BatchInfo, LogSegment
+from .start_offset import read_log_start_offset, write_log_start_offset
 from .txn_index import AbortedTxn
 
 __all__ = ["PartitionLog", "LogConfig", "FetchSlice", "SENDFILE_MIN_BYTES", "wall_clock_ms"]
@@ -93,13 +95,18 @@ class PartitionLog:
     Thread-safe: one lock per partition serialises appends, reads and retention.
     """
 
-    def __init__(self, directory: Path, config: LogConfig, segments: list[LogSegment], clock: Callable[[], int]):
+    def __init__(self, directory: Path, config: LogConfig, segments: list[LogSegment], clock: Callable[[], int],
+                 deleted_below: int = 0):
         self.directory = directory
         self.config = config
         self._segments = segments
         self._bases = [segment.base_offset for segment in segments]
         self._clock = clock
+        self._deleted_below = deleted_below
+        """Where DeleteRecords moved the log start (0 if it never did); it may lie inside a segment."""
         self._lock = threading.RLock()
+        self._idle = threading.Condition(self._lock)
+        """Notified when the cleaner leaves the log (:meth:`cleaning`), which :meth:`delete` waits for."""
         self._closed = False
         self._dirty: set[int] = set()
         """Base offsets of segments written since their last fsync."""
@@ -119,16 +126,24 @@ class PartitionLog:
         config = config or LogConfig()
         try:
             segments = load_segments(directory, config, clock())
+            deleted_below = read_log_start_offset(directory)
         except OSError as exc:
             raise LogStorageError(f"cannot open the log in {directory}: {exc}", exc.errno) from exc
-        return cls(directory, config, segments, clock)
+        end = segments[-1].next_offset
+        if deleted_below > end:
+            # Only power loss under flush="os" can lose records the checkpoint was written after.
+            log.warning("%s: records were deleted up to offset %d but the log now ends at %d; it starts there",
+                        directory, deleted_below, end)
+            deleted_below = end
+        return cls(directory, config, segments, clock, deleted_below)
 
     # -- offsets and sizes ------------------------------------------------------------------
 
     @property
     def log_start_offset(self) -> int:
-        """The first offset that may be read (the oldest segment's base offset)."""
-        return self._bases[0]
+        """The first offset that may be read: the oldest segment's base offset, or past it where
+        DeleteRecords moved it (Kafka's ``logStartOffset``)."""
+        return max(self._bases[0], self._deleted_below)
 
     @property
     def log_end_offset(self) -> int:
@@ -385,15 +400,17 @@ class PartitionLog:
     def delete_old_segments(self, now_ms: int) -> int:
         """Delete whole segments past retention, oldest first; never the active one. Returns how many.
 
-        retention.ms compares ``now_ms`` with each segment's largest timestamp (KIP-32; the
-        file's mtime if it has none) and stops at the first segment still retained;
-        retention.bytes deletes while the log stays at or above the limit without it.
-        The log start offset moves to the new oldest segment. Nothing is deleted while the
-        cleaner works on this log (:meth:`cleaning`); the next append or timer tick does it.
+        First those wholly below the log start offset, which DeleteRecords moved (Kafka's
+        ``deleteLogStartOffsetBreachedSegments``). Then retention.ms compares ``now_ms`` with
+        each segment's largest timestamp (KIP-32; the file's mtime if it has none) and stops at
+        the first segment still retained; retention.bytes deletes while the log stays at or
+        above the limit without it. The log start offset moves to the new oldest segment.
+        Nothing is deleted while the cleaner works on this log (:meth:`cleaning`); the next
+        append or timer tick does it.
         """
         if self._cleaning:
             return 0
-        deleted = 0
+        deleted = self._delete_below_start()
         retention_ms, retention_bytes = self.config.retention_ms, self.config.retention_bytes
         while len(self._segments) > 1 and retention_ms >= 0 and now_ms - self._segments[0].largest_timestamp > retention_ms:
             self._delete_oldest("retention_ms")
@@ -408,13 +425,42 @@ class PartitionLog:
             fsync_dir(self.directory)
         return deleted
 
+    @_guarded
+    def delete_records(self, offset: int) -> int:
+        """Move the log start offset up to ``offset``, at most the log end; return the log start.
+
+        DeleteRecords (Kafka's ``maybeIncrementLogStartOffset``): what lies below can no longer
+        be read, fetched or listed, and the segments wholly below it are deleted at once (unless
+        the cleaner works on the log: then the next retention run does). The new start is
+        checkpointed before this returns (:mod:`.start_offset`), so a restart keeps it. An
+        offset at or below the log start changes nothing; one past the log end raises
+        :class:`OffsetOutOfRangeError`, and so does a negative one.
+        """
+        if not 0 <= offset <= self.log_end_offset:
+            raise OffsetOutOfRangeError(offset, self.log_start_offset, self.log_end_offset)
+        if offset > self.log_start_offset:
+            write_log_start_offset(self.directory, offset)
+            self._deleted_below = offset
+            log.info("%s: log start offset is now %d (records deleted)", self.directory, offset)
+            if not self._cleaning and self._delete_below_start() and self.config.fsync_appends:
+                fsync_dir(self.directory)
+        return self.log_start_offset
+
+    def _delete_below_start(self) -> int:
+        """Delete the segments whose successor starts at or below the log start; return how many."""
+        deleted = 0
+        while len(self._segments) > 1 and self._bases[1] <= self._deleted_below:
+            self._delete_oldest("below the log start offset")
+            deleted += 1
+        return deleted
+
     def _delete_oldest(self, reason: str) -> None:
         segment = self._segments.pop(0)
         self._bases.pop(0)
         self._dirty.discard(segment.base_offset)
         segment.delete()
         log.info("%s: deleted segment %d (%s); log start offset is now %d",
-                 self.directory, segment.base_offset, reason, self._bases[0])
+                 self.directory, segment.base_offset, reason, self.log_start_offset)
 
     # -- cleaning ---------------------------------------------------------------------------
 
@@ -434,8 +480,9 @@ class PartitionLog:
         try:
             yield
         finally:
-            with self._lock:
+            with self._idle:
                 self._cleaning = False
+                self._idle.notify_all()
 
     @property
     def active_base_offset(self) -> int:
@@ -473,6 +520,17 @@ class PartitionLog:
         self._bases[start:start + len(old)] = [cleaned.base_offset]
         return True
 
+    # -- configuration ----------------------------------------------------------------------
+
+    @_guarded
+    def reconfigure(self, config: LogConfig) -> None:
+        """Take new settings at once, after a topic config change (Kafka's ``updateConfig``): the
+        active segment rolls by the new segment.bytes and segment.ms from its next append,
+        retention deletes by the new limits from its next run. Indexes keep the size they were
+        created with; new segments get the new one."""
+        self.config = config
+        self._segments[-1].config = config
+
     # -- durability and lifecycle -----------------------------------------------------------
 
     @_guarded
@@ -507,6 +565,29 @@ class PartitionLog:
                 self.close_handles()
                 raise LogStorageError(f"close failed in {self.directory}: {exc}", exc.errno) from exc
             self._closed = True
+
+    def delete(self) -> None:
+        """Release the files and remove the partition directory, for good (DeleteTopics).
+
+        As Kafka's ``LogManager.asyncDelete``, the directory is first renamed to a
+        ``-delete`` name (:func:`.files.deleted_partition_dir`), so a topic created again under
+        the same name never finds these files; the broker removes one that a crash left. A
+        clean in progress is waited for first, as Kafka's ``abortAndPauseCleaning`` waits,
+        because the cleaner reads sealed segments without the lock. Anything but
+        :meth:`close_handles` then raises :class:`LogClosedError`.
+        """
+        with self._idle:
+            self._idle.wait_for(lambda: not self._cleaning)
+            for segment in self._segments:
+                segment.close_handles()
+            self._closed = True
+        trash = deleted_partition_dir(self.directory)
+        try:
+            os.rename(self.directory, trash)
+            fsync_dir(self.directory.parent)
+            shutil.rmtree(trash)
+        except OSError as exc:
+            raise LogStorageError(f"cannot delete {self.directory}: {exc}", exc.errno) from exc
 
     def close_handles(self) -> None:
         """Release files and mappings without trimming, syncing or marking a clean shutdown.

@@ -15,7 +15,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import kafka.errors as kerr
-from kafka.protocol.admin import CreateTopicsRequest, DescribeConfigsRequest
+from kafka.protocol.admin import (CreateAclsRequest, CreatePartitionsRequest, CreateTopicsRequest, DescribeAclsRequest,
+                                  DescribeConfigsRequest, IncrementalAlterConfigsRequest)
 from kafka.protocol.admin.groups import DescribeGroupsRequest, ListGroupsRequest
 from kafka.protocol.consumer.group import OffsetCommitRequest, OffsetFetchRequest
 from kafka.protocol.consumer import FetchRequest, ListOffsetsRequest
@@ -53,6 +54,12 @@ SPOKEN: dict[type, tuple[int, int]] = {
     OffsetCommitRequest: (2, 8),
     ListGroupsRequest: (0, ListGroupsRequest.max_version),
     DescribeGroupsRequest: (0, DescribeGroupsRequest.max_version),
+    # Keeping a destination shaped like its source (mirror.kafka.admin, mirror.kafka.acls):
+    # ACLs from v1, which has pattern types (KIP-290), so LITERAL bindings can be told apart.
+    IncrementalAlterConfigsRequest: (0, IncrementalAlterConfigsRequest.max_version),
+    CreatePartitionsRequest: (0, CreatePartitionsRequest.max_version),
+    DescribeAclsRequest: (1, DescribeAclsRequest.max_version),
+    CreateAclsRequest: (1, CreateAclsRequest.max_version),
 }
 _CONNECT_TIMEOUT_S = 10.0  # Kafka's socket.connection.setup.timeout.ms
 

@@ -1,7 +1,7 @@
 """``python -m mirror.realkafka`` (``./dev kafka``): real Apache Kafka clusters on this machine,
 started in the background for trying kmirror by hand, and stopped again.
 
-    ./dev kafka start [--name a] [--nodes 1|3] [--version 4.4.0]   prints the bootstrap address
+    ./dev kafka start [--name a] [--nodes 1|3] [--version 4.4.0] [--authorizer]   prints the bootstrap address
     ./dev kafka status [--name a]
     ./dev kafka stop [--name a]
 
@@ -50,7 +50,7 @@ def start(args: argparse.Namespace) -> int:
         return 1
     shutil.rmtree(_home(args.name), ignore_errors=True)
     cluster = KafkaCluster(_home(args.name), nodes=args.nodes, distribution=distribution_for(args.version),
-                           heap_mb=args.heap_mb)
+                           heap_mb=args.heap_mb, authorizer=args.authorizer)
     cluster.start()
     print(f"Kafka {args.version} cluster {args.name}: {args.nodes} node(s), bootstrap {cluster.bootstrap}")
     print(f"  logs in {cluster.directory}; stop it with ./dev kafka stop --name {args.name}")
@@ -99,6 +99,8 @@ def main(argv: list[str] | None = None) -> int:
             sub.add_argument("--version", choices=sorted(KAFKA_VERSIONS), default=KAFKA_4.version,
                              help=f"Apache Kafka version (default {KAFKA_4.version})")
             sub.add_argument("--heap-mb", type=int, default=512, help="each node's JVM heap (default 512)")
+            sub.add_argument("--authorizer", action="store_true",
+                             help="enforce ACLs (StandardAuthorizer; plaintext clients are super users)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     try:

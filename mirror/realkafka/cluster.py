@@ -15,6 +15,14 @@ Listeners, all on 127.0.0.1:
   created the Kafka way, by ``format --add-scram``;
 - ``INTERNAL`` (between brokers) and ``CONTROLLER`` (the quorum), plaintext.
 
+ACLs are enforced only when asked for (``authorizer=True``): KRaft's ``StandardAuthorizer``
+(KIP-801), with ``User:ANONYMOUS`` a super user. Every plaintext connection is ANONYMOUS, so
+the tests, kmirror, the brokers among themselves and the quorum (the controllers enforce
+ACLs too, on their own plaintext listener) keep every right, while ACLs created there are
+held, described and enforced as on a secured production cluster. A resource
+without ACLs stays open to everyone (``allow.everyone.if.no.acl.found``); one with ACLs binds
+the principals of the SSL and SASL_SSL listeners, who are not super users.
+
 A node can be killed (SIGKILL) and started again on the same ports and data; the cluster
 stops with SIGTERM (a controlled shutdown), then SIGKILL for what is still running.
 """
@@ -35,12 +43,14 @@ from pathlib import Path
 
 from .distribution import KAFKA_4, KAFKA_VERSIONS, Distribution, ToolchainError, java_command
 
-__all__ = ["KafkaCluster", "KafkaNode", "TlsFiles", "ClusterStartError", "LISTENERS", "LOG4J2_TEMPLATE"]
+__all__ = ["KafkaCluster", "KafkaNode", "TlsFiles", "ClusterStartError", "LISTENERS", "STANDARD_AUTHORIZER",
+           "LOG4J2_TEMPLATE"]
 
 log = logging.getLogger(__name__)
 
 LISTENERS = ("PLAINTEXT", "SSL", "SASL_SSL")
 """The client listeners a cluster may offer, named as Kafka's ``security.protocol`` names them."""
+STANDARD_AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
 READY = "Kafka Server started"
 """What ``KafkaRaftServer`` logs once the node serves clients."""
 SCRAM = "SCRAM-SHA-512"
@@ -105,7 +115,8 @@ class KafkaCluster:
     """A KRaft cluster of ``nodes`` combined nodes of ``distribution``, in ``directory``.
 
     ``broker_configs`` are added to every node's ``server.properties`` (and win over the
-    defaults here); ``heap_mb`` is each JVM's fixed heap (``-Xms`` = ``-Xmx``).
+    defaults here); ``heap_mb`` is each JVM's fixed heap (``-Xms`` = ``-Xmx``); ``authorizer``
+    enforces ACLs (see the module's docstring).
     """
 
     directory: Path
@@ -115,6 +126,7 @@ class KafkaCluster:
     tls: TlsFiles | None = None
     scram_users: dict[str, str] = field(default_factory=dict)
     broker_configs: dict[str, str] = field(default_factory=dict)
+    authorizer: bool = False
     advertised: dict[str, str] = field(default_factory=dict)
     """Listener name to the ``host:port`` clients are told to use instead of the node's own, as
     where a proxy stands in front of it (``kmirror bench mirror --source-rtt-ms``); one-node
@@ -241,6 +253,9 @@ class KafkaCluster:
                 f"listener.name.sasl_ssl.{SCRAM.lower()}.sasl.jaas.config":
                     "org.apache.kafka.common.security.scram.ScramLoginModule required;",
             })
+        if self.authorizer:
+            config.update({"authorizer.class.name": STANDARD_AUTHORIZER, "super.users": "User:ANONYMOUS",
+                           "allow.everyone.if.no.acl.found": "true"})
         config.update(self.broker_configs)
         node.config_file.write_text("".join(f"{key}={value}\n" for key, value in config.items()))
         logging_config = node.directory / ("log4j2.properties" if self._log4j2 else "log4j.properties")

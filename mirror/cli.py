@@ -7,7 +7,7 @@ import sys
 from typing import Sequence
 
 from .bench import broker_bench, codecs_bench, latency_bench, mirror_bench
-from . import logs, run_cli
+from . import groups_cli, logs, run_cli
 from .broker import cli as broker_cli
 from .demo import cli as demo_cli
 
@@ -26,6 +26,15 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run_cli.add_arguments(run)
     run.set_defaults(run=run_cli.run)
+
+    groups = commands.add_parser("groups", help="consumer groups across the mirror, for a failover")
+    group_commands = groups.add_subparsers(dest="groups_command", metavar="SUBCOMMAND", required=True)
+    translate = group_commands.add_parser(
+        "translate", help="where consumer groups resume at the destination; --apply commits it there",
+        description=groups_cli.__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    groups_cli.add_arguments(translate)
+    translate.set_defaults(run=groups_cli.run)
 
     demo = commands.add_parser(
         "demo", help="two embedded clusters, mixed data, a Spark mirror and a verification, in one command",

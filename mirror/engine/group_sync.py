@@ -13,6 +13,10 @@ Run by the driver every ``sync_group_offsets_interval_s`` for the groups matchin
 
 A group offset past what the mirror has copied is clamped to the copy's frontier (the group
 resumes where the copy is, and reads what the copy brings next), never invented.
+
+Steps 2 and 3 are :meth:`GroupOffsetSync.translate`, which commits nothing, and step 4 is
+:meth:`GroupOffsetSync.commit`: ``kmirror groups translate`` (:mod:`mirror.groups_cli`) runs
+them one group at a time, to show a failover before making it, with the job's rules.
 """
 
 from __future__ import annotations
@@ -24,10 +28,10 @@ from dataclasses import dataclass, field
 from typing import Callable, Mapping
 
 from ..kafka import KafkaClient, TopicPartition
-from ..kafka.groups import GroupAdmin
-from .offset_syncs import OffsetSyncStore, Precision
+from ..kafka.groups import GroupAdmin, GroupDescription
+from .offset_syncs import OffsetSyncStore, Precision, Translation
 
-__all__ = ["GroupOffsetSync", "GroupSyncReport"]
+__all__ = ["GroupOffsetSync", "GroupSyncReport", "GroupTranslation"]
 
 log = logging.getLogger(__name__)
 
@@ -56,6 +60,34 @@ class GroupSyncReport:
         return ", ".join(parts)
 
 
+@dataclass(frozen=True)
+class GroupTranslation:
+    """One group translated, nothing committed yet: what a round would commit, and why not."""
+
+    group: str
+    source_offsets: Mapping[TopicPartition, int]
+    """Its committed offsets at the source, partitions of mirrored topics only."""
+    translated: Mapping[TopicPartition, Translation]
+    """Destination partition -> where the group resumes there."""
+    destination: GroupDescription | None = None
+    """The group at the destination; not asked (None) when nothing was translated."""
+    committed: Mapping[TopicPartition, int] = field(default_factory=dict)
+    """Its offsets at the destination; read only when it is not active there."""
+
+    @property
+    def active(self) -> bool:
+        """Members at the destination: their offsets are theirs, so nothing is committed."""
+        return self.destination is not None and self.destination.active
+
+    @property
+    def moves(self) -> dict[TopicPartition, int]:
+        """What committing writes: the translated offsets ahead of the destination's (as
+        MirrorMaker 2, never a destination offset backwards); nothing for an active group."""
+        if self.active:
+            return {}
+        return {tp: t.offset for tp, t in self.translated.items() if t.offset > self.committed.get(tp, -1)}
+
+
 class GroupOffsetSync:
     """Translation rounds for the groups matching ``pattern``, between two clusters."""
 
@@ -78,25 +110,43 @@ class GroupOffsetSync:
         self._last_run = self._clock()
         self._syncs.refresh()
         report = GroupSyncReport()
-        for group in self._source.list_groups():
-            if self._pattern.fullmatch(group):
-                self._sync(group, copied_to, report)
+        for group in self.groups():
+            self._sync(self.translate(group, copied_to), copied_to, report)
         return report
 
-    def _sync(self, group: str, copied_to: Mapping[TopicPartition, int], report: GroupSyncReport) -> None:
+    def groups(self) -> list[str]:
+        """The source's groups that the pattern matches (whole names)."""
+        return [group for group in self._source.list_groups() if self._pattern.fullmatch(group)]
+
+    def translate(self, group: str, copied_to: Mapping[TopicPartition, int]) -> GroupTranslation:
+        """``group``'s source offsets translated with the syncs read so far, and the group at the
+        destination where that matters (something was translated); nothing is committed."""
         offsets = {tp: offset for tp, offset in self._source.committed(group).items() if self._mirrored(tp.topic)}
         translated = self._syncs.translate(offsets, copied_to)
         if not translated:
-            return
+            return GroupTranslation(group, offsets, translated)
         there = self._destination.describe(group)
         if there.active:
+            return GroupTranslation(group, offsets, translated, there)
+        return GroupTranslation(group, offsets, translated, there, self._destination.committed(group))
+
+    def commit(self, translation: GroupTranslation) -> dict[TopicPartition, int]:
+        """Commit ``translation``'s moves at the destination, from outside the group; return them."""
+        moved = translation.moves
+        self._destination.commit(translation.group, moved, metadata="kmirror")
+        return moved
+
+    def _sync(self, translation: GroupTranslation, copied_to: Mapping[TopicPartition, int],
+              report: GroupSyncReport) -> None:
+        group, translated, there = translation.group, translation.translated, translation.destination
+        if not translated:
+            return
+        if translation.active:
             report.skipped[group] = f"{there.members} members, {there.state}"
             log.info("group %s left alone: it is active at the destination (%d members, %s); its consumers own "
                      "its offsets there", group, there.members, there.state)
             return
-        current = self._destination.committed(group)
-        moved = {tp: t.offset for tp, t in translated.items() if t.offset > current.get(tp, -1)}
-        self._destination.commit(group, moved, metadata="kmirror")
+        moved = self.commit(translation)
         report.synced.append(group)
         report.unchanged += len(translated) - len(moved)
         for tp in moved:
@@ -104,6 +154,6 @@ class GroupOffsetSync:
                 report.exact += 1
             else:
                 report.conservative += 1
-        report.translation_lag += sum(max(0, offset - copied_to[tp]) for tp, offset in offsets.items()
-                                      if tp in copied_to)
+        report.translation_lag += sum(max(0, offset - copied_to[tp])
+                                      for tp, offset in translation.source_offsets.items() if tp in copied_to)
         log.debug("group %s: committed %s at the destination", group, moved)

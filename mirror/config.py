@@ -23,6 +23,7 @@ from pydantic import (BaseModel, ConfigDict, Field, FilePath, PlainSerializer, S
 from kcodecs import KMirrorError
 
 from .kafka.security import SaslCredentials, Security, TlsSettings
+from .replication import IdentityPolicy, PrefixPolicy, RenamePolicy, ReplicationPolicy, alias_of, is_cycle
 from .routing.policy import DEFAULT_COALESCE_BELOW_BYTES, DEFAULT_COALESCE_TARGET_BYTES
 
 if sys.version_info >= (3, 11):
@@ -31,7 +32,7 @@ else:  # pragma: no cover - exercised on 3.10 only
     import tomli as tomllib
 
 __all__ = ["ClusterConfig", "TlsConfig", "SaslConfig", "RetryConfig", "MirrorConfig", "ConfigError", "load_config",
-           "ONCE_MAX_OUTAGE_S", "FETCH_MAX_BYTES", "REVEAL_SECRETS"]
+           "ONCE_MAX_OUTAGE_S", "FETCH_MAX_BYTES", "REVEAL_SECRETS", "DEFAULT_CONFIG_EXCLUDE"]
 
 ONCE_MAX_OUTAGE_S = 300.0
 """``max_outage_s`` under ``once``: a one-shot copy (a cron job, a backfill) should end, not hang."""
@@ -44,6 +45,33 @@ no speed at any batch size (docs/performance.md, "Fetch size")."""
 
 _TOPIC_CHARS = re.compile(r"[a-zA-Z0-9._-]{1,249}")
 """Kafka's legal topic names (``Topic.validate``)."""
+_ALIAS = re.compile(r"[a-zA-Z0-9_-]{1,100}")
+_INTERNAL_PREFIXES = ("__", "kmirror-offsets.", "kmirror-offset-syncs.")
+"""Kafka's internal topics and kmirror's own per-job topics at a destination: a job mirroring
+that cluster onward (or back, active-active) must not copy another job's bookkeeping."""
+
+DEFAULT_CONFIG_EXCLUDE = (
+    r"follower\.replication\.throttled\.replicas",
+    r"leader\.replication\.throttled\.replicas",
+    r"message\.timestamp\.difference\.max\.ms",
+    r"message\.timestamp\.before\.max\.ms",
+    r"message\.timestamp\.after\.max\.ms",
+    r"unclean\.leader\.election\.enable",
+    r"min\.insync\.replicas",
+)
+"""Topic configs never synced to the destination: MirrorMaker 2's list
+(``DefaultConfigPropertyFilter.CONFIG_PROPERTIES_EXCLUDE_DEFAULT``) with two differences.
+``message.timestamp.type`` is synced: a LogAppendTime source must stay LogAppendTime at the
+destination, or the forwarded broker times (KIP-32) would change meaning. The two limits that
+replaced ``message.timestamp.difference.max.ms`` in Kafka 3.6 (KIP-937) are excluded with it.
+Why each entry, in docs/configuration.md ("Topic config sync")."""
+
+
+def _compiles(pattern: str) -> None:
+    try:
+        re.compile(pattern)
+    except re.error as exc:
+        raise ValueError(f"not a regular expression: {pattern!r}: {exc}") from None
 
 
 class ConfigError(KMirrorError):
@@ -193,7 +221,31 @@ class MirrorConfig(_Strict):
     destination: ClusterConfig
     topics: str = Field(description="regular expression; source topics whose whole name matches are mirrored")
     exclude: str | None = Field(None, description="regular expression; matching topics are left out")
-    rename: str = Field("{topic}", description="destination topic name, a format string over {topic}")
+    rename: str = Field("{topic}", description="destination topic name, a format string over {topic} (for names "
+                        "neither replication policy gives)")
+    replication_policy: Literal["identity", "prefix"] = Field(
+        "identity", description="how destination topics are named, as MirrorMaker 2's policies: identity, the "
+        "source's name (IdentityReplicationPolicy); prefix, '<source alias>.<name>' (DefaultReplicationPolicy). "
+        "Either way a topic mirrored from the destination is never mirrored back to it")
+    source_alias: str | None = Field(
+        None, description="the source cluster's name in prefixed topic names (default: derived from its first "
+        "bootstrap address, e.g. 127-0-0-1-9092)")
+    destination_alias: str | None = Field(
+        None, description="the destination cluster's name: prefixed source topics that came from it are never "
+        "mirrored back (default: derived from its first bootstrap address)")
+    sync_topic_configs: bool = Field(
+        True, description="keep destination topic configs equal to the source's (MirrorMaker 2's "
+        "sync.topic.configs.enabled): at creation, then every sync_topic_configs_interval_s")
+    sync_topic_configs_interval_s: float = Field(
+        600.0, gt=0, description="how often topic configs (and ACLs) are synced (MirrorMaker 2's "
+        "sync.topic.configs.interval.seconds)")
+    config_properties_exclude: tuple[str, ...] = Field(
+        DEFAULT_CONFIG_EXCLUDE, description="regular expressions of topic config names never synced (MirrorMaker "
+        "2's config.properties.exclude; default: MirrorMaker 2's list without message.timestamp.type, see "
+        "docs/configuration.md)")
+    sync_topic_acls: bool = Field(
+        True, description="copy topic ACLs to the destination, WRITE left out and ALL made READ (MirrorMaker 2's "
+        "sync.topic.acls.enabled); skipped quietly where a cluster has no authorizer")
     partitioning: Literal["auto", "by-key", "preserve"] = Field(
         "auto", description="auto: preserve where the destination topic has as many partitions as the source "
         "(as MirrorMaker 2 does), by-key where the counts differ; by-key: murmur2(key) mod destination "
@@ -278,10 +330,24 @@ class MirrorConfig(_Strict):
     @classmethod
     def _regex(cls, value: str | None) -> str | None:
         if value is not None:
-            try:
-                re.compile(value)
-            except re.error as exc:
-                raise ValueError(f"not a regular expression: {exc}") from None
+            _compiles(value)
+        return value
+
+    @field_validator("config_properties_exclude", mode="before")
+    @classmethod
+    def _regexes(cls, value: Any) -> Any:
+        if isinstance(value, str):  # a flag: comma-separated, as MirrorMaker 2's list configs
+            value = tuple(v.strip() for v in value.split(",") if v.strip())
+        for pattern in value:
+            _compiles(pattern)
+        return value
+
+    @field_validator("source_alias", "destination_alias")
+    @classmethod
+    def _alias(cls, value: str | None) -> str | None:
+        # It becomes a topic name's prefix, before the separator it must not contain.
+        if value is not None and not _ALIAS.fullmatch(value):
+            raise ValueError(f"{value!r} must be letters, digits, '_' or '-' (it starts topic names, before a '.')")
         return value
 
     @field_validator("starting_offsets", mode="before")
@@ -333,6 +399,13 @@ class MirrorConfig(_Strict):
         return self
 
     @model_validator(mode="after")
+    def _one_naming(self) -> "MirrorConfig":
+        if self.replication_policy != "identity" and self.rename != "{topic}":
+            raise ValueError(f"rename {self.rename!r} and replication_policy {self.replication_policy!r} both name "
+                             "destination topics: choose one")
+        return self
+
+    @model_validator(mode="after")
     def _no_loop(self) -> "MirrorConfig":
         if set(self.source.bootstrap) & set(self.destination.bootstrap) and self.rename == "{topic}":
             raise ValueError("source and destination share a broker and rename is '{topic}': "
@@ -355,14 +428,32 @@ class MirrorConfig(_Strict):
             return self.max_outage_s
         return ONCE_MAX_OUTAGE_S if self.once else math.inf
 
+    @property
+    def policy(self) -> ReplicationPolicy:
+        if self.replication_policy == "prefix":
+            return PrefixPolicy()
+        return IdentityPolicy() if self.rename == "{topic}" else RenamePolicy(self.rename)
+
+    @property
+    def source_cluster_alias(self) -> str:
+        return self.source_alias or alias_of(self.source.bootstrap[0])
+
+    @property
+    def destination_cluster_alias(self) -> str:
+        return self.destination_alias or alias_of(self.destination.bootstrap[0])
+
     def destination_topic(self, source_topic: str) -> str:
-        return self.rename.format(topic=source_topic)
+        return self.policy.remote_topic(self.source_cluster_alias, source_topic)
 
     def selects(self, topic: str) -> bool:
-        """Whether a source topic is mirrored; internal topics (``__*``) and mirrors' own
-        offsets topics (``kmirror-offsets.*``) never are."""
-        return (not topic.startswith(("__", "kmirror-offsets.")) and re.fullmatch(self.topics, topic) is not None
-                and (self.exclude is None or re.fullmatch(self.exclude, topic) is None))
+        """Whether a source topic is mirrored, by its name: internal topics (``__*``), mirrors'
+        own topics (``kmirror-offsets.*``, ``kmirror-offset-syncs.*``, ``kmirror-provenance``) and topics whose name shows
+        they came from the destination never are (provenance may leave out more:
+        :class:`mirror.engine.topics.TopicSelection`)."""
+        return (not topic.startswith(_INTERNAL_PREFIXES) and topic != "kmirror-provenance"
+                and re.fullmatch(self.topics, topic) is not None
+                and (self.exclude is None or re.fullmatch(self.exclude, topic) is None)
+                and not is_cycle(self.policy, topic, self.destination_cluster_alias))
 
 
 def load_config(path: Path | None = None, overrides: Mapping[str, Any] | None = None) -> MirrorConfig:

@@ -32,6 +32,13 @@ _FLAGS = {
     "topics": "topics",
     "exclude": "exclude",
     "rename": "rename",
+    "replication_policy": "replication_policy",
+    "source_alias": "source_alias",
+    "destination_alias": "destination_alias",
+    "sync_topic_configs": "sync_topic_configs",
+    "sync_topic_configs_interval": "sync_topic_configs_interval_s",
+    "config_properties_exclude": "config_properties_exclude",
+    "sync_topic_acls": "sync_topic_acls",
     "partitioning": "partitioning",
     "compression": "compression",
     "coalesce_below_bytes": "coalesce_below_bytes",
@@ -82,11 +89,31 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     where.add_argument("--topics", metavar="REGEX", help="source topics to mirror (whole-name match); internal __ topics never are")
     where.add_argument("--exclude", metavar="REGEX", help="source topics to leave out, even if --topics matches")
     where.add_argument("--rename", metavar="FORMAT", help="destination topic name over {topic}, e.g. 'src.{topic}' (default '{topic}')")
+    where.add_argument("--replication-policy", choices=("identity", "prefix"),
+                       help="destination names as MirrorMaker 2's policies: identity (default), the source's name; "
+                            "prefix, '<source alias>.<name>'. Either way, topics mirrored from the destination are "
+                            "never mirrored back to it (active-active)")
+    where.add_argument("--source-alias", metavar="NAME",
+                       help="the source cluster's name in prefixed topic names (default: from its bootstrap address)")
+    where.add_argument("--destination-alias", metavar="NAME",
+                       help="the destination cluster's name, to recognise prefixed topics that came from it "
+                            "(default: from its bootstrap address)")
     where.add_argument("--groups", metavar="REGEX",
                        help="consumer groups whose committed offsets are translated to the destination, exactly "
                             "where the data was forwarded (default: none)")
     where.add_argument("--sync-group-offsets-interval", type=float, metavar="SECONDS",
                        help="how often group offsets are translated (default 60)")
+    shape = parser.add_argument_group("keeping the destination shaped like the source")
+    shape.add_argument("--no-sync-topic-configs", dest="sync_topic_configs", action="store_false", default=None,
+                       help="create topics with the source's configs, but do not sync later changes (MirrorMaker 2's "
+                            "sync.topic.configs.enabled=false)")
+    shape.add_argument("--sync-topic-configs-interval", type=float, metavar="SECONDS",
+                       help="how often topic configs and ACLs are synced (default 600, as MirrorMaker 2)")
+    shape.add_argument("--config-properties-exclude", metavar="REGEX[,...]",
+                       help="topic configs never synced, comma-separated regular expressions (default: MirrorMaker "
+                            "2's list, with message.timestamp.type synced; see docs/configuration.md)")
+    shape.add_argument("--no-sync-topic-acls", dest="sync_topic_acls", action="store_false", default=None,
+                       help="do not copy topic ACLs (copied by default, read-only: WRITE left out, ALL made READ)")
     how = parser.add_argument_group("routing")
     how.add_argument("--partitioning", choices=("auto", "by-key", "preserve"),
                      help="auto (default): preserve where source and destination topics have the same partition "

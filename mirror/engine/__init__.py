@@ -9,7 +9,7 @@ from .offset_syncs import OffsetSyncStore, offset_syncs_topic, offset_syncs_topi
 from .offsets_topic import CommittedOffsets, offsets_topic, offsets_topic_spec
 from .task import CopyJob, Delivery
 from .errors import CorruptSourceError, DataLossError, SourceTruncatedError, TopicMismatchError
-from .topics import COPIED_CONFIGS, TopicRoute, selected_topics, sync_destination_topics
+from .topics import TopicRoute, selected_topics, sync_destination_topics
 
 __all__ = [
     "client_for",
@@ -33,7 +33,6 @@ __all__ = [
     "TopicRoute",
     "selected_topics",
     "sync_destination_topics",
-    "COPIED_CONFIGS",
     "CorruptSourceError",
     "DataLossError",
     "SourceTruncatedError",

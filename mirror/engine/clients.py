@@ -19,7 +19,7 @@ from ..kafka import IdempotentProducer, KafkaClient, RetryPolicy
 from ..kafka.transactional_producer import TransactionalProducer
 from .offsets_topic import CommittedOffsets
 
-__all__ = ["client_for", "producer_for", "transactional_producer_for", "committed_offsets_for", "close_all"]
+__all__ = ["client_for", "client_from", "producer_for", "transactional_producer_for", "committed_offsets_for", "close_all"]
 
 _clients: dict[tuple[ClusterConfig, RetryConfig], KafkaClient] = {}
 _producers: dict[tuple, IdempotentProducer] = {}
@@ -29,17 +29,22 @@ _lock = threading.Lock()
 
 
 def client_for(cluster: ClusterConfig, retry: RetryConfig) -> KafkaClient:
+    """The process's client of ``cluster``, for the thread that copies or plans."""
     with _lock:
         client = _clients.get((cluster, retry))
         if client is None:
-            client = KafkaClient(
-                cluster.bootstrap, client_id=cluster.client_id, request_timeout_s=cluster.request_timeout_s,
-                retry=RetryPolicy(attempts=retry.attempts, initial_backoff_s=retry.initial_backoff_s,
-                                  max_backoff_s=retry.max_backoff_s),
-                security=cluster.security(),
-            )
-            _clients[(cluster, retry)] = client
+            client = _clients[(cluster, retry)] = client_from(cluster, retry)
         return client
+
+
+def client_from(cluster: ClusterConfig, retry: RetryConfig) -> KafkaClient:
+    """A client of its own, not cached, for a thread beside the copy (a client serves one thread)."""
+    return KafkaClient(
+        cluster.bootstrap, client_id=cluster.client_id, request_timeout_s=cluster.request_timeout_s,
+        retry=RetryPolicy(attempts=retry.attempts, initial_backoff_s=retry.initial_backoff_s,
+                          max_backoff_s=retry.max_backoff_s),
+        security=cluster.security(),
+    )
 
 
 def producer_for(cluster: ClusterConfig, retry: RetryConfig, max_in_flight: int) -> IdempotentProducer:

@@ -26,7 +26,7 @@ from typing import Any, Callable, Iterable, Literal, Sequence, TypeVar
 
 import kafka.errors as kerr
 import tenacity
-from kafka.protocol.admin import CreateTopicsRequest, DescribeConfigsRequest
+from kafka.protocol.admin import CreateTopicsRequest
 from kafka.protocol.consumer import FetchRequest, ListOffsetsRequest
 from kafka.protocol.metadata import MetadataRequest
 from kafka.protocol.producer import InitProducerIdRequest, ProduceRequest
@@ -51,7 +51,6 @@ READ_UNCOMMITTED = 0
 """Kafka's ``IsolationLevel``: read up to the high watermark, transactions open or aborted included."""
 READ_COMMITTED = 1
 """Read up to the last stable offset, where a Fetch also lists the aborted transactions (KIP-98)."""
-_TOPIC_RESOURCE = 2  # DescribeConfigs resource type (ConfigResource.Type.TOPIC)
 
 
 @dataclass(frozen=True)
@@ -85,6 +84,7 @@ class KafkaClient:
         self._leaders: dict[TopicPartition, int] = {}
         self._partition_counts: dict[str, int] = {}
         self._controller = -1
+        self._cluster_id: str | None = None
 
     # ---- public API -------------------------------------------------------------------------
 
@@ -239,29 +239,18 @@ class KafkaClient:
             self._retrying("create topics", attempt)
             self._retrying("wait for created topics", await_metadata)
 
+    def cluster_id(self) -> str:
+        """The cluster's ``cluster.id`` (Metadata v2+): the same whichever address reaches it."""
+        if self._cluster_id is None:
+            self._retrying("describe cluster", lambda: self._refresh([]))
+        if not self._cluster_id:
+            raise ProtocolError(f"{self.bootstrap}: the cluster did not say its id (Metadata older than v2)")
+        return self._cluster_id
+
     def brokers(self) -> dict[int, str]:
         """Node id -> address of every broker, from fresh metadata."""
         self._retrying("list brokers", lambda: self._refresh([]))
         return dict(self._nodes)
-
-    def describe_topic_configs(self, topics: Sequence[str]) -> dict[str, dict[str, str]]:
-        """Topic -> config name -> value, every config the broker reports with a non-null value."""
-        resource = DescribeConfigsRequest.DescribeConfigsResource
-        request = DescribeConfigsRequest(resources=[resource(resource_type=_TOPIC_RESOURCE, resource_name=name,
-                                                             configuration_keys=None) for name in topics],
-                                         include_synonyms=False, include_documentation=False)
-
-        def attempt() -> dict[str, dict[str, str]]:
-            results = self._call_any(request).results
-            for result in results:
-                if result.error_code == kerr.UnknownTopicOrPartitionError.errno:
-                    raise UnknownTopicError(result.resource_name)
-                if result.error_code:
-                    raise BrokerApiError.from_code("DescribeConfigs", result.error_code, topic=result.resource_name,
-                                                   detail=result.error_message)
-            return {r.resource_name: {c.name: c.value for c in r.configs if c.value is not None} for r in results}
-
-        return self._retrying("describe topic configs", attempt) if topics else {}
 
     def init_producer_id(self) -> tuple[int, int]:
         """A new producer id and epoch for an idempotent producer (KIP-98; no transactional id)."""
@@ -364,6 +353,7 @@ class KafkaClient:
                                                   include_topic_authorized_operations=False))
         self._nodes = {b.node_id: f"{b.host}:{b.port}" for b in response.brokers}
         self._controller = response.controller_id
+        self._cluster_id = getattr(response, "cluster_id", None) or self._cluster_id
         answered = {topic.name for topic in response.topics}
         self._leaders = {tp: node for tp, node in self._leaders.items() if tp.topic not in answered and node in self._nodes}
         for topic in response.topics:

@@ -36,6 +36,7 @@ from ..engine import (CopyJob, CopyRequest, OffsetSyncStore, client_for, fence_t
                       offset_syncs_topic_spec, offsets_topic, offsets_topic_spec, sync_destination_topics,
                       transactional_id)
 from ..engine.group_sync import GroupOffsetSync, GroupSyncReport
+from ..engine.shape_sync import ShapeSync
 from ..kafka import TopicPartition
 from ..engine.copy import TaskStats
 from ..engine.failures import OUTAGE_KINDS, TaskFailure
@@ -84,6 +85,7 @@ def run_mirror(config: MirrorConfig, *, stop: threading.Event | None = None,
     log.info("mirroring %d topics from %s to %s (%s, compression %s)%s", len(routes), ",".join(config.source.bootstrap),
              ",".join(config.destination.bootstrap), config.partitioning, config.compression,
              ": " + ", ".join(f"{t} -> {r.topic}" for t, r in sorted(routes.items())) if routes else "")
+    ShapeSync(config, lambda: routes).sync(source, destination)
     metrics = _serve_metrics(config.metrics_port)
     spark = spark_session(config)
     if config.copy_tasks is None:
@@ -112,6 +114,9 @@ def run_mirror(config: MirrorConfig, *, stop: threading.Event | None = None,
         writer = writer.trigger(processingTime=f"{config.trigger_interval_s} seconds")
     query = writer.start()
     renewer = runner.start_renewing(spark.sparkContext)
+    shape = ShapeSync(config, lambda: runner.routes)
+    if not config.once:
+        shape.start()
     try:
         _await(query, stop, stop_file)
     except Exception as exc:
@@ -129,6 +134,7 @@ def run_mirror(config: MirrorConfig, *, stop: threading.Event | None = None,
             log.debug("the query failed in Spark: %s", exc)
             raise _job_failure(exc) from None
     finally:
+        shape.stop()
         if renewer is not None:
             renewer.stop()
         warm_up.join()  # a query that ended first must not leave a job running

@@ -7,7 +7,7 @@ import gc
 from pathlib import Path
 
 import pytest
-from kafka import KafkaConsumer
+from kafka import KafkaAdminClient, KafkaConsumer
 from kafka import TopicPartition as KTP
 
 import kcodecs
@@ -25,6 +25,7 @@ from mirror.engine import (
 )
 from mirror.engine.fetched_set import route_one
 from mirror.kafka import IdempotentProducer, KafkaClient, NewTopic, TopicPartition
+from mirror.kafka.admin import describe_topic_configs
 from mirror.routing import Partitioning, RouteClass
 
 FETCH = 1024 * 1024
@@ -173,9 +174,10 @@ def test_destination_topics_are_created_with_the_source_configs(clusters):
                                                        "segment.bytes": "100000"})])
     routes = sync_destination_topics(_config(src, dst, rename="copy.{topic}"), source, destination)
     assert routes["lat"].topic == "copy.lat" and routes["lat"].policy.destination_partitions == 3
-    configs = destination.describe_topic_configs(["copy.lat"])["copy.lat"]
+    configs = describe_topic_configs(destination, ["copy.lat"])["copy.lat"]
+    # Every config the source sets, as MirrorMaker 2 creates remote topics (issue 37).
     assert configs["message.timestamp.type"] == "LogAppendTime"
-    assert configs["segment.bytes"] != "100000"  # storage tuning is the destination's business
+    assert configs["segment.bytes"] == "100000"
 
 
 def test_an_existing_destination_topic_keeps_its_partition_count(clusters):
@@ -186,12 +188,28 @@ def test_an_existing_destination_topic_keeps_its_partition_count(clusters):
     assert routes["keyed"].policy.destination_partitions == 6
 
 
-def test_preserve_into_fewer_partitions_is_refused(clusters):
+@pytest.mark.parametrize("partitioning", ["preserve", "auto"])
+def test_a_destination_with_fewer_partitions_gets_the_sources_count(clusters, partitioning):
+    """As MirrorMaker 2 does (issue 37): every record keeps its partition, and auto stays preserve."""
     src, dst, source, destination = clusters
     source.create_topics([NewTopic("wide", 4)])
     destination.create_topics([NewTopic("wide", 2)])
+    routes = sync_destination_topics(_config(src, dst, partitioning=partitioning), source, destination)
+    assert routes["wide"].policy.partitioning is Partitioning.PRESERVE
+    assert len(KafkaAdminClient(bootstrap_servers=dst.bootstrap).describe_topics(["wide"])[0]["partitions"]) == 4
+
+
+def test_by_key_never_grows_a_destination_and_preserve_is_refused_where_it_may_not(clusters):
+    """By key, growing would move keys away from their earlier records; with
+    destination_partitions set the operator chose the count, so preserve cannot hold."""
+    src, dst, source, destination = clusters
+    source.create_topics([NewTopic("wide", 4)])
+    destination.create_topics([NewTopic("wide", 2)])
+    routes = sync_destination_topics(_config(src, dst, partitioning="by-key"), source, destination)
+    assert routes["wide"].policy.destination_partitions == 2
     with pytest.raises(TopicMismatchError, match="preserve"):
-        sync_destination_topics(_config(src, dst, partitioning="preserve"), source, destination)
+        sync_destination_topics(_config(src, dst, partitioning="preserve", destination_partitions=2), source,
+                                destination)
 
 
 def test_auto_partitioning_preserves_equal_counts_and_routes_by_key_otherwise(clusters):

@@ -24,6 +24,7 @@ from kafka.record.memory_records import MemoryRecords
 import kcodecs
 from kcodecs import Compression, Record
 from mirror.broker import EmbeddedBroker
+from mirror.kafka.admin import describe_topic_configs
 from mirror.broker.handlers import fetch as fetch_handler
 from mirror.broker.handlers import produce as produce_handler
 from mirror.kafka import (
@@ -113,7 +114,7 @@ def test_created_topics_are_listed_and_described_and_seen_by_kafka_python(broker
                           NewTopic("plain", 1)])
     client.create_topics([NewTopic("plain", 1)])  # TOPIC_ALREADY_EXISTS is fine
     assert client.topics() == {"lat": 3, "plain": 1}
-    configs = client.describe_topic_configs(["lat", "plain"])
+    configs = describe_topic_configs(client, ["lat", "plain"])
     assert configs["lat"]["message.timestamp.type"] == "LogAppendTime" and configs["lat"]["cleanup.policy"] == "compact"
     assert configs["plain"]["message.timestamp.type"] == "CreateTime"
 
@@ -311,7 +312,7 @@ def test_unknown_topic_and_partition_are_retried_then_reported(client, caplog):
         client.produce([(TopicPartition("one", 5), kcodecs.build_batch(records("x", 1)))])
     assert (info.value.error_name, info.value.tp) == ("UNKNOWN_TOPIC_OR_PARTITION", TopicPartition("one", 5))
     with pytest.raises(UnknownTopicError):
-        client.describe_topic_configs(["missing"])
+        describe_topic_configs(client, ["missing"])
 
 
 def test_unreachable_cluster_raises_after_the_retries(caplog):

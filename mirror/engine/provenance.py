@@ -1,0 +1,115 @@
+"""Where a mirrored topic came from, kept on the cluster it was mirrored to: ``kmirror-provenance``.
+
+Under the ``identity`` policy a topic's name does not say that kmirror mirrored it there, so
+two jobs A -> B and B -> A over ``.*`` would copy each other's copies back and forth for
+ever. MirrorMaker 2 leaves that to the operator (its ``IdentityReplicationPolicy`` cannot
+detect cycles). kmirror records, before it creates a destination topic, the clusters the
+topic's records have been on: one record per topic in a compacted topic of one partition,
+key the topic's name, value ``{"path": [cluster ids], "source_topic": ...}``. A job reading
+a source topic whose provenance path holds its destination's cluster id leaves it out: those
+records started there. A path grows by one cluster per hop, so A -> B -> C -> A is caught
+too, as MM2's ``isCycle`` walks its chain of aliases.
+
+Cluster ids (Kafka's ``cluster.id``, from Metadata), not aliases: the two jobs of a pair may
+reach one cluster by different addresses, but never see two ids for it.
+
+Written before the topic is created, so a job on the other side never sees the topic
+without its provenance; read to its end whenever the job meets source topics it has not
+classified yet (a handful of records: one per mirrored topic).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from dataclasses import dataclass
+from typing import Iterable, Mapping
+
+import kcodecs
+from kcodecs import KMirrorError, Record
+
+from ..kafka import KafkaClient, NewTopic, TopicPartition
+from .topic_tail import CommittedTail
+
+__all__ = ["PROVENANCE_TOPIC", "Provenance", "ProvenanceLog", "ProvenanceError", "hop", "cycles"]
+
+log = logging.getLogger(__name__)
+
+PROVENANCE_TOPIC = "kmirror-provenance"
+_TP = TopicPartition(PROVENANCE_TOPIC, 0)
+_COMPACTED = {"cleanup.policy": "compact"}
+
+
+class ProvenanceError(KMirrorError):
+    """A provenance record kmirror did not write."""
+
+
+@dataclass(frozen=True)
+class Provenance:
+    """The clusters a topic's records have been on, oldest first (the cluster it is on now excluded)."""
+
+    path: tuple[str, ...]
+    source_topic: str
+
+    def came_from(self, cluster_id: str) -> bool:
+        return cluster_id in self.path
+
+
+class ProvenanceLog:
+    """``kmirror-provenance`` on one cluster: read (what came here from where) and, on a
+    destination, written (before each topic kmirror creates)."""
+
+    def __init__(self, client: KafkaClient, *, max_wait_s: float = 30.0):
+        self._client = client
+        self._tail: CommittedTail | None = None
+        self._max_wait_s = max_wait_s
+        self.known: dict[str, Provenance] = {}
+        """Topic -> its provenance, as far as read."""
+
+    def refresh(self) -> Mapping[str, Provenance]:
+        """Read what was added since the last call (the caller knows the topic exists)."""
+        if self._tail is None:
+            self._tail = CommittedTail(self._client, _TP, max_wait_s=self._max_wait_s)
+        for record in self._tail.read_to_end():
+            topic, provenance = _decode(record)
+            if provenance is None:
+                self.known.pop(topic, None)
+            else:
+                self.known[topic] = provenance
+        return self.known
+
+    def record(self, entries: Mapping[str, Provenance]) -> None:
+        """Write ``entries`` (destination topic -> provenance) and wait for their acknowledgement."""
+        if not entries:
+            return
+        self._client.create_topics([NewTopic(PROVENANCE_TOPIC, 1, configs=dict(_COMPACTED))])
+        now_ms = int(time.time() * 1000)
+        records = [Record(key=topic.encode(), timestamp=now_ms,
+                          value=json.dumps({"path": list(p.path), "source_topic": p.source_topic}).encode())
+                   for topic, p in sorted(entries.items())]
+        self._client.produce([(_TP, kcodecs.build_batch(records))])
+        self.known.update(entries)
+
+
+def hop(source_cluster: str, source_topic: str, upstream: Provenance | None) -> Provenance:
+    """The provenance of a copy of ``source_topic``: its own path, if it is a copy itself, and
+    the source cluster."""
+    return Provenance((upstream.path if upstream else ()) + (source_cluster,), source_topic)
+
+
+def cycles(topics: Iterable[str], provenance: Mapping[str, Provenance], destination_cluster: str) -> set[str]:
+    """The ``topics`` whose records started at the destination, or passed through it."""
+    return {t for t in topics if (p := provenance.get(t)) is not None and p.came_from(destination_cluster)}
+
+
+def _decode(record: Record) -> tuple[str, Provenance | None]:
+    try:
+        topic = bytes(record.key or b"").decode()
+        if record.value is None:
+            return topic, None
+        value = json.loads(bytes(record.value))
+        return topic, Provenance(tuple(str(c) for c in value["path"]), str(value["source_topic"]))
+    except (UnicodeDecodeError, ValueError, KeyError, TypeError) as exc:
+        raise ProvenanceError(f"{PROVENANCE_TOPIC} at offset {record.offset}: not a kmirror provenance record "
+                              f"({exc})") from exc

@@ -107,15 +107,17 @@ PAIRS = {
     "kafka": ("kafka", "kafka"),
     "embedded-to-kafka": ("embedded", "kafka"),
     "kafka-to-embedded": ("kafka", "embedded"),
+    "kafka-authorizer": ("kafka-authorizer", "kafka-authorizer"),
 }
-"""Source and destination kinds by name: kmirror's embedded broker, or real Kafka 4.x."""
+"""Source and destination kinds by name: kmirror's embedded broker, or real Kafka 4.x (with
+StandardAuthorizer, every plaintext client a super user, for ``kafka-authorizer``)."""
 
 
 def pairs(*names: str) -> list:
     """``@pytest.mark.parametrize("clusters", pairs("embedded", "kafka"), indirect=True)``: the
     named pairs, those with real Kafka marked ``kafka``."""
-    return [pytest.param(name, id=name, marks=[pytest.mark.kafka] if "kafka" in PAIRS[name] else [])
-            for name in names]
+    return [pytest.param(name, id=name, marks=[pytest.mark.kafka] if any(kind.startswith("kafka") for kind in PAIRS[name])
+                         else []) for name in names]
 
 
 @dataclass
@@ -136,7 +138,8 @@ def clusters(request, tmp_path, start_kafka) -> Iterator[ClusterPair]:
     started: list = []
 
     def start(kind: str, name: str):
-        cluster = EmbeddedBroker(tmp_path / name).start() if kind == "embedded" else start_kafka()
+        cluster = (EmbeddedBroker(tmp_path / name).start() if kind == "embedded"
+                   else start_kafka(authorizer=kind == "kafka-authorizer"))
         started.append(cluster)
         return cluster
 

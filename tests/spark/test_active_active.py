@@ -6,7 +6,9 @@ twice and no topic name nests, under both replication policies.
 - ``identity``: the names do not tell; B -> A must leave A's copy out by its provenance
   (``kmirror-provenance``), or A's own topic would get its records a second time.
 
-Verdicts from librdkafka's read_committed consumer and its admin client's topic list.
+On the embedded broker (both policies) and real Kafka 4.x (identity, the case only
+kmirror's provenance catches). Verdicts from librdkafka's read_committed consumer and its
+admin client's topic list.
 """
 
 from __future__ import annotations
@@ -21,7 +23,6 @@ from confluent_kafka.admin import AdminClient
 from librdkafka_reader import read_values
 from live_source import Writer, wait_until
 
-from mirror.broker import EmbeddedBroker
 from mirror.kafka import KafkaClient, NewTopic
 
 pytestmark = pytest.mark.slow
@@ -47,39 +48,41 @@ def _topics(bootstrap: str) -> set[str]:
             and t != "kmirror-provenance"}
 
 
-@pytest.mark.parametrize("policy, load_s, a_topic, b_topic, a_copy, b_copy", [
-    ("identity", 60, "a-orders", "b-orders", "a-orders", "b-orders"),
-    ("prefix", 20, "orders", "orders", "a.orders", "b.orders"),
-])
-def test_two_jobs_mirroring_each_other_copy_each_record_once_per_cluster(tmp_path, policy, load_s, a_topic, b_topic,
-                                                                         a_copy, b_copy):
-    with EmbeddedBroker(tmp_path / "a") as a, EmbeddedBroker(tmp_path / "b") as b:
-        for broker, topic in ((a, a_topic), (b, b_topic)):
-            with KafkaClient(broker.bootstrap) as client:
-                client.create_topics([NewTopic(topic, PARTITIONS)])
-        jobs = [_job(a.bootstrap, b.bootstrap, "a-to-b", policy, "a", "b", tmp_path),
-                _job(b.bootstrap, a.bootstrap, "b-to-a", policy, "b", "a", tmp_path)]
-        try:
-            with Writer(a.bootstrap, a_topic, PARTITIONS, 0.05) as on_a, \
-                    Writer(b.bootstrap, b_topic, PARTITIONS, 0.05) as on_b:
-                deadline = time.monotonic() + load_s
-                while time.monotonic() < deadline:
-                    assert all(job.poll() is None for job in jobs), (tmp_path / "a-to-b.log").read_text()[-3000:]
-                    time.sleep(1)
-            for bootstrap, copy, writer in ((b.bootstrap, a_copy, on_a), (a.bootstrap, b_copy, on_b)):
-                wait_until(lambda: copy in _topics(bootstrap) and all(
-                    len(values) >= len(writer.written[p])
-                    for p, values in read_values(bootstrap, copy, PARTITIONS).items()), f"{copy} copied", 180, 1.0)
-            time.sleep(5)  # time for a wrongly mirrored-back copy to show
-            on_a_topics, on_b_topics = _topics(a.bootstrap), _topics(b.bootstrap)
-            read = {(cluster, topic): read_values(bootstrap, topic, PARTITIONS)
-                    for cluster, bootstrap, topics in (("a", a.bootstrap, on_a_topics), ("b", b.bootstrap, on_b_topics))
-                    for topic in topics}
-        finally:
-            for job in jobs:
-                job.terminate()
-            for job in jobs:
-                job.wait(120)
+@pytest.mark.parametrize("clusters, policy, load_s, a_topic, b_topic, a_copy, b_copy", [
+    pytest.param("embedded", "identity", 60, "a-orders", "b-orders", "a-orders", "b-orders", id="embedded-identity"),
+    pytest.param("embedded", "prefix", 20, "orders", "orders", "a.orders", "b.orders", id="embedded-prefix"),
+    pytest.param("kafka", "identity", 60, "a-orders", "b-orders", "a-orders", "b-orders", id="kafka-identity",
+                 marks=pytest.mark.kafka),
+], indirect=["clusters"])
+def test_two_jobs_mirroring_each_other_copy_each_record_once_per_cluster(tmp_path, clusters, policy, load_s, a_topic,
+                                                                         b_topic, a_copy, b_copy):
+    a, b = clusters.source, clusters.destination
+    for broker, topic in ((a, a_topic), (b, b_topic)):
+        with KafkaClient(broker.bootstrap) as client:
+            client.create_topics([NewTopic(topic, PARTITIONS)])
+    jobs = [_job(a.bootstrap, b.bootstrap, "a-to-b", policy, "a", "b", tmp_path),
+            _job(b.bootstrap, a.bootstrap, "b-to-a", policy, "b", "a", tmp_path)]
+    try:
+        with Writer(a.bootstrap, a_topic, PARTITIONS, 0.05) as on_a, \
+                Writer(b.bootstrap, b_topic, PARTITIONS, 0.05) as on_b:
+            deadline = time.monotonic() + load_s
+            while time.monotonic() < deadline:
+                assert all(job.poll() is None for job in jobs), (tmp_path / "a-to-b.log").read_text()[-3000:]
+                time.sleep(1)
+        for bootstrap, copy, writer in ((b.bootstrap, a_copy, on_a), (a.bootstrap, b_copy, on_b)):
+            wait_until(lambda: copy in _topics(bootstrap) and all(
+                len(values) >= len(writer.written[p])
+                for p, values in read_values(bootstrap, copy, PARTITIONS).items()), f"{copy} copied", 180, 1.0)
+        time.sleep(5)  # time for a wrongly mirrored-back copy to show
+        on_a_topics, on_b_topics = _topics(a.bootstrap), _topics(b.bootstrap)
+        read = {(cluster, topic): read_values(bootstrap, topic, PARTITIONS)
+                for cluster, bootstrap, topics in (("a", a.bootstrap, on_a_topics), ("b", b.bootstrap, on_b_topics))
+                for topic in topics}
+    finally:
+        for job in jobs:
+            job.terminate()
+        for job in jobs:
+            job.wait(120)
     assert on_a_topics == {a_topic, b_copy} and on_b_topics == {b_topic, a_copy}, "a topic was mirrored back"
     for p in range(PARTITIONS):
         # Each cluster holds each origin's records once: the original, and one copy in order.

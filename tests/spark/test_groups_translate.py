@@ -5,7 +5,7 @@ prints where each group resumes at the destination and with --apply commits it t
 Every verdict comes from librdkafka (confluent-kafka): the records the groups consumed at the
 source, the destination offsets of the records, the offsets committed at the destination, and
 what the group reads there after the failover, which must be exactly the records it had not
-consumed at the source: no duplicate, no gap."""
+consumed at the source: no duplicate, no gap. On the embedded broker and on real Kafka 4.x."""
 
 from __future__ import annotations
 
@@ -41,8 +41,8 @@ class Mirrored:
     """Group -> what it consumed of each partition at the source before committing."""
 
 
-@pytest.fixture(scope="module")
-def mirrored(tmp_path_factory):
+@pytest.fixture(scope="module", params=[pytest.param("embedded"), pytest.param("kafka", marks=pytest.mark.kafka)])
+def mirrored(request, tmp_path_factory, start_kafka):
     """orders written at the source, three groups part-way through it (each through both
     partitions: more records than one holds), and one `--once` copy with no --groups, in
     several transactions, to a topic that already held records: the offset syncs are there,
@@ -50,7 +50,12 @@ def mirrored(tmp_path_factory):
     from mirror.spark.job import run_mirror
 
     root = tmp_path_factory.mktemp("failover")
-    with EmbeddedBroker(root / "src") as src, EmbeddedBroker(root / "dst") as dst:
+    if request.param == "embedded":
+        clusters = [EmbeddedBroker(root / "src").start(), EmbeddedBroker(root / "dst").start()]
+    else:
+        clusters = [start_kafka(), start_kafka()]
+    src, dst = clusters
+    try:
         produced = fill(src.bootstrap, "orders", PARTITIONS, PER_PARTITION)
         consumed = {group: consume_and_commit(src.bootstrap, group, "orders", PARTITIONS, count)
                     for group, count in (("audit", 150), ("billing", 137), ("busy", 110))}
@@ -59,6 +64,9 @@ def mirrored(tmp_path_factory):
                                       "topics": "orders", "once": True, "checkpoint": str(root / "ck"),
                                       "name": JOB, "max_records_per_trigger": 70}))
         yield Mirrored(src.bootstrap, dst.bootstrap, produced, consumed)
+    finally:
+        for cluster in clusters:
+            cluster.stop()
 
 
 def _translate(mirrored: Mirrored, groups: str, *more: str) -> subprocess.CompletedProcess:

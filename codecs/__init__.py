@@ -2,7 +2,9 @@
 
 Read batches header-only with :func:`iter_batches`, decode them with :meth:`Batch.records`,
 build them with :func:`build_batch`, and patch headers in place (offsets, LogAppendTime,
-producer state, leader epoch) without touching compressed payloads. No I/O, no Spark.
+producer state, leader epoch) without touching compressed payloads. The unsigned varints of
+the protocol's flexible versions live here too, beside the records' signed ones, so there is
+one varint module. No I/O, no Spark.
 See ``docs/kcodecs.md`` for the API and ``docs/formats.md`` for the byte layouts.
 """
 
@@ -17,6 +19,7 @@ from ._errors import (
     KcodecsError,
     KMirrorError,
     UnsupportedCodecError,
+    VarintError,
 )
 from ._legacy import LegacyBatch
 from ._reader import iter_batches, iter_v2, read_batch
@@ -34,6 +37,7 @@ from ._rewrite import (
 from ._v2 import NO_KEYS_MASK, NO_PARTITION_LEADER_EPOCH, V2Batch, V2Header, check_v2
 from ._v2 import empty_v2 as empty_batch
 from ._v2 import retain_v2 as retain_records
+from ._varint import MAX_UVARINT_BYTES, read_uvarint, write_uvarint
 
 __all__ = [
     "Batch",
@@ -71,10 +75,14 @@ __all__ = [
     "set_producer_state",
     "clear_producer_state",
     "stamp_v2",
+    "read_uvarint",
+    "write_uvarint",
+    "MAX_UVARINT_BYTES",
     "KMirrorError",
     "KcodecsError",
     "CorruptBatchError",
     "DecompressionLimitError",
     "UnsupportedCodecError",
     "InvalidRecordError",
+    "VarintError",
 ]

@@ -7,7 +7,8 @@
         ├── CorruptBatchError         bytes that do not parse, fail their CRC or lie about sizes
         │   └── DecompressionLimitError   a payload inflates past the caller's cap (bomb guard)
         ├── UnsupportedCodecError     a codec id or name we do not know, or not allowed for a magic
-        └── InvalidRecordError        a caller asked a builder or a patch for something the format cannot hold
+        ├── InvalidRecordError        a caller asked a builder or a patch for something the format cannot hold
+        └── VarintError               an unsigned varint (protocol lengths, tags) too long, cut off or too big
 
 The product (``mirror``) hangs its own errors (protocol, configuration, ...) under
 :class:`KMirrorError`, so ``except KMirrorError`` catches every deliberate failure.
@@ -24,6 +25,7 @@ __all__ = [
     "DecompressionLimitError",
     "UnsupportedCodecError",
     "InvalidRecordError",
+    "VarintError",
 ]
 
 
@@ -79,3 +81,19 @@ class UnsupportedCodecError(KcodecsError):
 
 class InvalidRecordError(KcodecsError, ValueError):
     """A request to build or patch something the record format cannot express."""
+
+
+class VarintError(KcodecsError):
+    """An unsigned varint that cannot be read (longer than 5 bytes, cut off, over 32 bits), or
+    a value no unsigned varint holds given to be written.
+
+    Not a :class:`CorruptBatchError`: unsigned varints are the request and response framing of
+    the protocol's flexible versions (KIP-482), not record data, and the protocol layer turns
+    this into its own ``ProtocolError``. ``position`` is where the varint starts in the buffer
+    being read (``None`` for a write).
+    """
+
+    def __init__(self, reason: str, *, position: int | None = None):
+        super().__init__(reason if position is None else f"{reason} at byte {position}")
+        self.reason = reason
+        self.position = position

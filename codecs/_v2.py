@@ -214,7 +214,9 @@ class V2Batch(Batch):
         return self._codec(_UINT16_AT(self.raw, ATTRIBUTES)[0])
 
     def _codec(self, attributes: int) -> Compression:
-        known = _CODECS.get(attributes & CODEC_MASK)  # a dict, not Compression(codec): an Enum call costs 0.5 us
+        # A dict, not Compression(codec): the Enum call is far slower, on every routed batch
+        # (docs/performance.md, "Small costs behind choices in the code").
+        known = _CODECS.get(attributes & CODEC_MASK)
         if known is None:
             raise _unknown_codec(attributes, self.position)
         return known

@@ -1,9 +1,10 @@
 """One blocking Kafka connection: framed requests out, framed responses in.
 
 Requests and responses are encoded and decoded with kafka-python's generated schemas
-(``kafka.protocol``); this module only frames them and matches correlation ids. Socket
-failures become :class:`ConnectionFailedError`, replies that do not match their request
-:class:`ProtocolError`, both under :class:`kcodecs.KMirrorError`. Given an SSL context, the
+(``kafka.protocol``), or by the hot path's own codec (:mod:`mirror.protocol`); this module
+only frames them and matches correlation ids. Socket failures become
+:class:`ConnectionFailedError`, replies that do not match their request :class:`ProtocolError`
+(the protocol layer's, re-exported here), both under :class:`kcodecs.KMirrorError`. Given an SSL context, the
 socket is TLS from the start (``security.protocol`` SSL or SASL_SSL); a certificate either
 side refuses is an :class:`~.security.AuthenticationError`.
 """
@@ -17,8 +18,9 @@ import struct
 
 from kafka.protocol.metadata import ApiVersionsResponse
 
-from kcodecs import KMirrorError
+from kcodecs import KMirrorError, VarintError, read_uvarint
 
+from ..protocol.errors import ProtocolError
 from .frames import FrameBuffers
 from .security import tls_failure
 
@@ -41,10 +43,6 @@ class ConnectionFailedError(KMirrorError):
         super().__init__(f"{address}: {reason}")
         self.address = address
         self.reason = reason
-
-
-class ProtocolError(KMirrorError):
-    """A response that does not fit its request (wrong correlation id, undecodable body)."""
 
 
 class KafkaConnection:
@@ -109,7 +107,7 @@ class KafkaConnection:
         try:
             (got,) = _SIZE.unpack_from(payload, 0)
             body = _header_size(payload, flexible)
-        except (struct.error, IndexError) as exc:
+        except (struct.error, IndexError, VarintError) as exc:
             raise ProtocolError(f"{self.address}: truncated {what} response header") from exc
         if got != correlation_id:
             raise ProtocolError(f"{self.address}: correlation id {got}, expected {correlation_id}")
@@ -245,20 +243,9 @@ def _header_size(payload: memoryview, flexible: bool) -> int:
     """ResponseHeader v0 is the correlation id; v1 (flexible versions, KIP-482) adds tagged fields."""
     if not flexible:
         return 4
-    count, pos = _uvarint(payload, 4)
+    count, pos = read_uvarint(payload, 4)
     for _ in range(count):
-        _tag, pos = _uvarint(payload, pos)
-        size, pos = _uvarint(payload, pos)
+        _tag, pos = read_uvarint(payload, pos)
+        size, pos = read_uvarint(payload, pos)
         pos += size
     return pos
-
-
-def _uvarint(data: memoryview, pos: int) -> tuple[int, int]:
-    value = shift = 0
-    while True:
-        byte = data[pos]
-        pos += 1
-        value |= (byte & 0x7F) << shift
-        if byte < 0x80:
-            return value, pos
-        shift += 7

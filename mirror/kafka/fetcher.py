@@ -37,6 +37,7 @@ from kafka.protocol.consumer import FetchRequest, FetchResponse
 
 from kcodecs import KcodecsError, KMirrorError, iter_batches
 
+from ..protocol import FetchPosition, decode_fetch_response, encode_fetch_request
 from .backoff import Backoff
 from .client import READ_COMMITTED, READ_UNCOMMITTED, KafkaClient, is_retriable
 from .connection import ConnectionFailedError, ProtocolError
@@ -44,7 +45,6 @@ from .errors import BrokerApiError, HangingTransactionError, OffsetOutOfRangeErr
 from .frames import FrameBuffers
 from .pipeline import Encoder, PipelinedConnection
 from .types import FetchedData, TopicPartition
-from .wire import FetchPosition, decode_fetch_response, encode_fetch_request
 
 __all__ = ["Fetcher", "FetchOutcome", "READ_UNCOMMITTED", "READ_COMMITTED", "MAX_TRANSACTION_WAIT_S",
            "MAX_FETCHES_IN_FLIGHT", "FETCH_TURN_S"]

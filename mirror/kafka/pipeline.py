@@ -64,7 +64,7 @@ class PipelinedConnection:
         return not self.closed and len(self.in_flight) < self.max_in_flight
 
     def send_encoded(self, request_class: type, encode: Encoder, context: Any) -> InFlight:
-        """Send a request framed by ``encode`` (the hot path's own codec, :mod:`.wire`) at the negotiated version."""
+        """Send a request framed by ``encode`` (the hot path's own codec, :mod:`mirror.protocol`) at the negotiated version."""
         version = self.broker.version_of(request_class)
         correlation_id = self.broker.conn.next_correlation_id()
         self.broker.conn.send_buffers(list(encode(correlation_id, version)))

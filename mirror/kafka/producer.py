@@ -68,6 +68,8 @@ from kafka.protocol.producer import ProduceRequest, ProduceResponse
 import kcodecs
 from kcodecs import KMirrorError
 
+from ..protocol import (ProducedPartition, ProducePartition, ProduceResponseData, decode_plain_produce_response,
+                        encode_produce_request)
 from .backoff import Backoff
 from .client import KafkaClient, is_retriable
 from .connection import ConnectionFailedError, ProtocolError
@@ -75,8 +77,6 @@ from .errors import BrokerApiError
 from .pipeline import PipelinedConnection, wait_readable
 from .transactions import ProducerFencedError
 from .types import TopicPartition
-from .wire import (ProducedPartition, ProducePartition, ProduceResponseData, decode_plain_produce_response,
-                   encode_produce_request)
 
 __all__ = ["IdempotentProducer", "Enqueued", "ProducerSequenceError", "MAX_IN_FLIGHT"]
 

@@ -13,7 +13,7 @@ import kafka.errors as kerr
 from mirror.broker.handlers import fetch as fetch_handler
 from mirror.broker.handlers import metadata as metadata_handler
 from mirror.broker.handlers import produce as produce_handler
-from mirror.kafka.wire import ProducedPartition
+from mirror.protocol import ProducedPartition
 
 NOT_LEADER = kerr.NotLeaderForPartitionError.errno  # NOT_LEADER_OR_FOLLOWER since Kafka 2.6
 

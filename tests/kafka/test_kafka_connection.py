@@ -191,3 +191,20 @@ def test_a_frame_read_ahead_is_readable_though_the_socket_is_empty():
     finally:
         for sock in (conn, peer, server):
             sock.close()
+
+
+@pytest.mark.parametrize("tags", [b"\xff\xff\xff\xff\xff\x01", b"\x01\x00\xff"])
+def test_a_response_header_with_a_bad_tag_varint_is_a_protocol_error(tags):
+    """A tag count longer than 5 bytes, or a tag size cut off by the frame's end: kcodecs's
+    ``VarintError``, reported as the connection's ``ProtocolError``."""
+    from kcodecs import VarintError
+    from mirror.kafka import ProtocolError
+
+    conn, peer, server = _served(_framed(b"\x00\x00\x00\x09" + tags))
+    try:
+        with pytest.raises(ProtocolError, match="truncated Metadata response header") as caught:
+            conn.receive_body(9, True, "Metadata")
+        assert isinstance(caught.value.__cause__, VarintError)
+    finally:
+        for sock in (conn, peer, server):
+            sock.close()

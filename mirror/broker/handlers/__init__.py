@@ -4,7 +4,7 @@
 The hot path's two APIs replace kafka-python's codec where it copies record sets: Produce
 defines ``decode(frame, version)`` (the request after its size prefix) and Fetch
 ``encode(response, version, correlation_id)`` (a framed response as a list of buffers), both
-from :mod:`mirror.kafka.wire`.
+from :mod:`mirror.protocol`, the layer the broker shares with the client.
 
 The versions are the ones this broker really implements, and ApiVersions advertises
 exactly these ranges.

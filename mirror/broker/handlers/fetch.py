@@ -15,7 +15,7 @@ aborted transactions that overlap the batches it returns as ``(producer_id, firs
 themselves are returned too and clients skip them. read_uncommitted gets everything and a
 null list.
 
-Responses are encoded by hand (:func:`mirror.kafka.wire.encode_fetch_response`): a
+Responses are encoded by hand (:func:`mirror.protocol.fetch.encode_fetch_response`): a
 partition's records are not copied into a message. From ``SENDFILE_MIN_BYTES`` on they are
 not even read: the response carries a :class:`~mirror.broker.log.FileRegion` of the segment
 file, which the server sends with ``sendfile``, from the page cache to the socket (Kafka's
@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from kafka.protocol.consumer import FetchRequest
 
-from ...kafka.wire import FetchedPartition, FetchResponseData, encode_fetch_response
+from ...protocol import FetchedPartition, FetchResponseData, encode_fetch_response
 from ..errors import ApiError, kerr
 from ..log import FileRegion, OffsetOutOfRangeError
 

@@ -19,7 +19,7 @@ producer: INVALID_PRODUCER_ID_MAPPING; INVALID_PRODUCER_EPOCH for a fenced epoch
 transaction (TRANSACTION_ABORTABLE from v11); NOT_ENOUGH_REPLICAS, retriable, while the
 transaction's markers are being written.
 
-Requests are decoded and responses encoded by hand (:mod:`mirror.kafka.wire`): each
+Requests are decoded and responses encoded by hand (:mod:`mirror.protocol.produce`): each
 partition's records are a view of the request frame, not a copy as kafka-python's decoder
 makes, and the validator's working copy is the only one before the log write; the answer
 costs a few microseconds instead of kafka-python's objects per partition.
@@ -31,7 +31,7 @@ import logging
 
 from kafka.protocol.producer import ProduceRequest
 
-from ...kafka.wire import (
+from ...protocol import (
     ProducedPartition,
     ProducePartition,
     ProduceRequestData,

@@ -9,7 +9,7 @@ import pytest
 
 from kcodecs import Record
 
-pytest_plugins = ["real_kafka"]  # real Apache Kafka clusters as fixtures (tests/real_kafka.py)
+pytest_plugins = ["real_kafka"]  # real Apache Kafka clusters as fixtures (tests/support/real_kafka.py)
 
 REAL_KAFKA_TESTS = Path(__file__).parent / "realkafka"
 

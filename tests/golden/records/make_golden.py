@@ -1,7 +1,7 @@
 """Write the golden vectors in this directory with kafka-python only (never kcodecs).
 
-Run from anywhere: ``.venv/bin/python tests/golden/make_golden.py``. Each vector is
-``NAME.bin`` (a buffer of batches as a broker would store or serve them) and ``NAME.json``,
+Run from anywhere: ``.venv/bin/python tests/golden/records/make_golden.py``. Each vector
+is ``NAME.bin`` (a buffer of batches as a broker would store or serve them) and ``NAME.json``,
 the content those bytes must decode to, derived from the records this script fed the
 builder, never from decoding the output. Timestamps are fixed and gzip's header clock is
 pinned, so reruns write identical files with the same library versions.
@@ -28,6 +28,7 @@ import xxhash
 from kafka.record.memory_records import MemoryRecordsBuilder
 
 HERE = Path(__file__).resolve().parent
+GENERATOR = "kafka-python, tests/golden/records/make_golden.py"
 CODECS = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}  # Kafka's CompressionType ids
 BASE_TS = 1_600_000_000_000
 
@@ -157,7 +158,7 @@ def legacy_plain_vector(magic: int, recs: list[dict], *, base_offset: int) -> tu
 def render(description: str, batches: list[dict]) -> str:
     """JSON with one line per batch header and per record: small, and diffs stay readable."""
     lines = ["{", f' "description": {json.dumps(description)},',
-             ' "generator": "kafka-python, tests/golden/make_golden.py",', ' "batches": [']
+             f' "generator": {json.dumps(GENERATOR)},', ' "batches": [']
     for i, batch in enumerate(batches):
         header = json.dumps({k: v for k, v in batch.items() if k != "records"})
         lines.append(f"  {header[:-1]}, \"records\": [")
@@ -166,8 +167,7 @@ def render(description: str, batches: list[dict]) -> str:
         lines.append(f"  ]}}{',' if i < len(batches) - 1 else ''}")
     lines += [" ]", "}"]
     text = "\n".join(lines) + "\n"
-    assert json.loads(text) == {"description": description, "generator": "kafka-python, tests/golden/make_golden.py",
-                                "batches": batches}
+    assert json.loads(text) == {"description": description, "generator": GENERATOR, "batches": batches}
     return text
 
 

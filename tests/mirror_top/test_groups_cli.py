@@ -21,7 +21,7 @@ from mirror.engine.offset_syncs import Precision, SyncEntry, Translation
 from mirror.groups_cli import copy_frontier, destinations_of, rows, table
 from mirror.kafka import TopicPartition
 
-REPO = Path(__file__).parent.parent
+REPO = Path(__file__).parents[2]
 
 
 def _translate(*args: str) -> subprocess.CompletedProcess:

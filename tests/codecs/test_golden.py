@@ -1,5 +1,6 @@
-"""Golden vectors: bytes written by kafka-python (``tests/golden/make_golden.py``), decoded by
-kcodecs into exactly the content the generator fed in (``NAME.json`` beside each ``NAME.bin``)."""
+"""Golden vectors: bytes written by kafka-python (``tests/golden/records/make_golden.py``),
+decoded by kcodecs into exactly the content the generator fed in (``NAME.json`` beside each
+``NAME.bin``)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import pytest
 import kcodecs
 from kcodecs import Compression, TimestampType
 
-GOLDEN = Path(__file__).parent / "golden"
+GOLDEN = Path(__file__).parents[1] / "golden" / "records"
 VECTORS = sorted(p.stem for p in GOLDEN.glob("*.bin"))
 
 

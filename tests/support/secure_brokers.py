@@ -2,7 +2,7 @@
 settings of each client: librdkafka's properties, kafka-python's arguments, kmirror's
 :class:`~mirror.kafka.Security`.
 
-Imported as ``secure_brokers`` (the tests directory is on ``sys.path``).
+Imported as ``secure_brokers`` (tests/support/ is on ``sys.path``: pyproject's ``pythonpath``).
 """
 
 from __future__ import annotations

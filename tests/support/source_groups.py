@@ -1,7 +1,7 @@
 """A source topic written and a consumer group that read part of it, with librdkafka
 (confluent-kafka), for the failover tests of ``kmirror groups translate``.
 
-Imported as ``source_groups`` (tests/ is on ``sys.path``, as for ``librdkafka_reader``).
+Imported as ``source_groups`` (tests/support/ is on ``sys.path``: pyproject's ``pythonpath``).
 """
 
 from __future__ import annotations

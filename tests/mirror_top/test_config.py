@@ -96,7 +96,7 @@ def test_the_configuration_reference_documents_every_key():
 
     from mirror.config import ClusterConfig, MirrorConfig, RetryConfig, SaslConfig, TlsConfig
 
-    reference = (Path(__file__).parent.parent / "docs" / "configuration.md").read_text()
+    reference = (Path(__file__).parents[2] / "docs" / "configuration.md").read_text()
     for model in (MirrorConfig, ClusterConfig, RetryConfig, TlsConfig, SaslConfig):
         for name in model.model_fields:
             assert f"`{name}`" in reference or f"[{name}]" in reference, f"{model.__name__}.{name} is undocumented"
@@ -105,7 +105,7 @@ def test_the_configuration_reference_documents_every_key():
 def test_the_deploy_example_is_a_valid_configuration():
     from pathlib import Path
 
-    example = Path(__file__).parent.parent / "deploy" / "kmirror.example.toml"
+    example = Path(__file__).parents[2] / "deploy" / "kmirror.example.toml"
     config = load_config(example)
     assert config.destination_topic("orders.eu") == "eu.orders.eu" and config.selects("payments")
 

@@ -39,9 +39,9 @@ ONCE_MAX_OUTAGE_S = 300.0
 
 FETCH_MAX_BYTES = 4 * 1024 * 1024
 """Default ``fetch_max_bytes``: 1 MiB a partition for a task of four, Kafka's consumer default
-(``max.partition.fetch.bytes``). A copy's first fetch buffers are fresh pages, each faulted in
-(about 2.5 us a page here); 8 MiB cost a 64 MB copy of 16 KiB batches 2,700 more faults and
-no speed at any batch size (docs/performance.md, "Fetch size")."""
+(``max.partition.fetch.bytes``). A copy's first fetch buffers are fresh pages, each faulted in,
+so a larger fetch costs more faults; 8 MiB gained no speed at any batch size (figures:
+docs/performance.md, "Fetch size")."""
 
 _TOPIC_CHARS = re.compile(r"[a-zA-Z0-9._-]{1,249}")
 """Kafka's legal topic names (``Topic.validate``)."""

@@ -48,7 +48,7 @@ from .kafka import TopicPartition
 if TYPE_CHECKING:  # the engine is imported when the command runs, as `kmirror run` does
     from .config import MirrorConfig
     from .engine.group_sync import GroupTranslation
-    from .engine.offset_syncs import SyncEntry, Translation
+    from .engine.offset_syncs import OffsetSyncStore, SyncEntry, Translation
     from .kafka import KafkaClient
 
 __all__ = ["add_arguments", "run", "NoOffsetSyncsError", "NoMatchingGroupError", "TranslationRow",
@@ -56,8 +56,8 @@ __all__ = ["add_arguments", "run", "NoOffsetSyncsError", "NoMatchingGroupError",
 
 log = logging.getLogger("kmirror")
 
-_SHOWN = {"topics", "exclude", "groups", "checkpoint", "name", "transaction_timeout", "config", "help"} | {
-    dest for dest, key in run_cli._FLAGS.items() if key.startswith(("source.", "destination."))}
+_SHOWN = ({"topics", "exclude", "groups", "checkpoint", "name", "transaction_timeout", "config", "help"}
+          | run_cli.CLUSTER_FLAGS)
 """The ``kmirror run`` options this command uses (the clusters and their security among them);
 the others are accepted, ignored and not listed."""
 _HELP = {
@@ -224,14 +224,13 @@ def _translate(config: MirrorConfig, pattern: str, *, apply: bool) -> None:
 
     source = client_for(config.source, config.retry)
     destination = client_for(config.destination, config.retry)
-    syncs = OffsetSyncStore(None, offset_syncs_topic(config.job_name))
+    syncs = OffsetSyncStore(destination, offset_syncs_topic(config.job_name), max_wait_s=_max_wait_s(config))
     sync = GroupOffsetSync(pattern, source, destination, syncs,
                            interval_s=config.sync_group_offsets_interval_s, mirrored=config.selects)
     groups = sync.groups()
     if not groups:
         raise NoMatchingGroupError(pattern)
-    entries, frontier = _job_state(config, destination)
-    syncs.add(entries)
+    entries, frontier = _job_state(config, destination, syncs)
     translations = [sync.translate(group, frontier) for group in groups]
     destinations = destinations_of(entries)
     lines = [line for translation in translations for line in rows(translation, destinations, frontier)]
@@ -243,22 +242,23 @@ def _translate(config: MirrorConfig, pattern: str, *, apply: bool) -> None:
             print(note, flush=True)
 
 
-def _job_state(config: MirrorConfig, destination: KafkaClient) -> tuple[list[SyncEntry], dict[TopicPartition, int]]:
-    """The job's offset syncs, read as its driver reads them, and its copy frontier."""
+def _max_wait_s(config: MirrorConfig) -> float:
+    """How long a read waits for the job's open transactions: the driver's wait (spark/job.py, _group_sync)."""
+    return 2 * config.transaction_timeout_s
+
+
+def _job_state(config: MirrorConfig, destination: KafkaClient,
+               syncs: OffsetSyncStore) -> tuple[list[SyncEntry], dict[TopicPartition, int]]:
+    """The job's offset syncs, read into ``syncs`` as its driver reads them, and its copy frontier."""
     from .engine import CommittedOffsets, offset_syncs_topic, offsets_topic
-    from .engine.offset_syncs import decode_syncs
-    from .engine.topic_tail import CommittedTail
 
     job = config.job_name
-    max_wait_s = 2 * config.transaction_timeout_s  # the driver's wait (spark/job.py, _group_sync)
     present = destination.topics()
     if offset_syncs_topic(job) not in present:
         raise NoOffsetSyncsError(offset_syncs_topic(job), job, "does not exist")
-    # OffsetSyncStore.refresh, keeping the entries: the table shows which partitions feed which.
-    tail = CommittedTail(destination, TopicPartition(offset_syncs_topic(job), 0), max_wait_s=max_wait_s)
-    entries = [entry for record in tail.read_to_end() for entry in decode_syncs(record)]
+    entries = syncs.refresh()  # kept: the table shows which partitions feed which
     if not entries:
         raise NoOffsetSyncsError(offset_syncs_topic(job), job, "is empty")
-    committed = (CommittedOffsets(destination, offsets_topic(job), max_wait_s=max_wait_s).refresh()
+    committed = (CommittedOffsets(destination, offsets_topic(job), max_wait_s=_max_wait_s(config)).refresh()
                  if offsets_topic(job) in present else {})
     return entries, copy_frontier(entries, committed)

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from kcodecs import KMirrorError
 
-__all__ = ["add_arguments", "run", "overrides_from_args", "EXIT_FAILED", "EXIT_UNUSABLE"]
+__all__ = ["add_arguments", "run", "overrides_from_args", "CLUSTER_FLAGS", "EXIT_FAILED", "EXIT_UNUSABLE"]
 
 log = logging.getLogger("kmirror")
 
@@ -80,6 +80,10 @@ _SECURITY_FLAGS = {
 for _cluster in ("source", "destination"):
     for _flag, (_key, _, _) in _SECURITY_FLAGS.items():
         _FLAGS[f"{_cluster}_{_flag.replace('-', '_')}"] = f"{_cluster}.{_key}"
+
+CLUSTER_FLAGS = frozenset(dest for dest, key in _FLAGS.items() if key.startswith(("source.", "destination.")))
+"""The argparse dests of the options that say how to reach the two clusters (bootstrap and
+security): what another command sharing :func:`add_arguments` needs to connect."""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

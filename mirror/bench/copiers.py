@@ -32,9 +32,9 @@ from ..kafka.transactional_producer import TransactionalProducer
 from ..routing import DEFAULT_COALESCE_BELOW_BYTES, RouteCounters, RoutingPolicy
 from .datagen import DataSpec, Layout, build_dataset
 from .fill import fill_topic
+from .mode_run import ModeRun
 from .proctree import TreeMeter
 from .stats import Sample
-from .worker import ModeRun
 
 __all__ = ["prepared", "copy_pipeline", "copy_spark", "ENGINE_POLICIES", "COALESCING_MODES"]
 
@@ -133,10 +133,9 @@ def _warm_up_jvm(spec: ModeRun, settings: dict) -> None:
 
     A long-running job's JVM has run it many times; the bench's timed query is one
     micro-batch in a fresh JVM, whose first micro-batches cost more while the JIT compiles
-    (measured, one copy task: 121, 68 and 53 ms for three micro-batches of 200 KB in a
-    row, and a 64 MB micro-batch 0.19-0.22 s of copying after this warm-up against 0.25 s
-    without). So: one query over a small topic of the same codec and partitions, cut into
-    about 16 micro-batches, into a throwaway destination topic with its own checkpoint.
+    (figures: docs/performance.md, "What changed: the bench's JVM warmed before the clock").
+    So: one query over a small topic of the same codec and partitions, cut into about 16
+    micro-batches, into a throwaway destination topic with its own checkpoint.
     """
     from ..config import load_config
     from ..spark.job import run_mirror

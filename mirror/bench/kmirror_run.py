@@ -23,8 +23,8 @@ from pathlib import Path
 
 from ..kafka import TopicPartition
 from .arrival import Watched, measure_mirror
+from .mode_run import ModeRun
 from .stats import Sample
-from .worker import ModeRun
 
 __all__ = ["copy_kmirror_run", "CONFIGURATION_FILE"]
 

@@ -90,12 +90,12 @@ from .datagen import DataSpec, Dataset, Layout, build_dataset
 from . import kmirror_run, mirrormaker
 from .fill import fill_topic
 from .latency_proxy import LatencyProxy, free_port
+from .mode_run import ModeRun
 from .report import (peer_table, plot, ratios_table, results_table, run_copy_table, scenario_label,
                      small_batch_table)
 from .stats import (ModeResult, Sample, Scenario, machine_info, peer_ratios, ratios, run_copy_ratios,
                     small_batch_ratios, summarise, to_json)
 from .timing import rounds
-from .worker import ModeRun
 
 __all__ = ["MODES", "SMALL_BATCH_MODES", "MIRRORMAKER_MODES", "RUN_MODES", "LAYOUT_OF_MODE", "FULL", "QUICK", "SMALL",
            "BenchError", "Grid", "Preset", "Settings", "settings_from", "scenarios", "bench", "run_worker", "check_copy",

@@ -39,8 +39,8 @@ from ..realkafka.cluster import LOG4J2_TEMPLATE
 from ..realkafka.distribution import Distribution, java_command
 from .arrival import MirrorProcessError, Watched, measure_mirror
 from .latency_proxy import free_port
+from .mode_run import ModeRun
 from .stats import Sample
-from .worker import ModeRun
 
 __all__ = ["MM2", "MAIN", "CONFIGURATION_FILE", "properties", "copy_mirrormaker"]
 

@@ -12,7 +12,7 @@ import contextlib
 import time
 from typing import Callable, Iterator
 
-from .worker import ModeRun
+from .mode_run import ModeRun
 
 __all__ = ["confluent", "kafka_python", "copy_confluent", "copy_kafka_python", "PeerStalledError"]
 

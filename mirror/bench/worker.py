@@ -22,45 +22,14 @@ import pstats
 import resource
 import sys
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 from typing import Callable
 
+from .mode_run import ModeRun
 from .stats import Sample
 
-__all__ = ["ModeRun", "measure", "main"]
-
-
-@dataclass(frozen=True)
-class ModeRun:
-    """Everything a worker needs to run one mode once; travels as JSON."""
-
-    mode: str
-    source: str
-    destination: str
-    source_topic: str
-    destination_topic: str
-    end_offsets: tuple[int, ...]
-    """Per source partition: copy offsets ``[0, end)``."""
-    destination_partitions: int
-    codec: str
-    fetch_max_bytes: int
-    work_dir: str
-    profile: bool = False
-    copy_tasks: int | None = None
-    """The Spark mode's ``copy_tasks`` (None: kmirror run's default)."""
-
-    @property
-    def records(self) -> int:
-        return sum(self.end_offsets)
-
-    def to_json(self) -> str:
-        return json.dumps(asdict(self))
-
-    @classmethod
-    def from_json(cls, text: str) -> "ModeRun":
-        data = json.loads(text)
-        return cls(**{**data, "end_offsets": tuple(data["end_offsets"])})
+__all__ = ["measure", "main"]
 
 
 def peak_rss_bytes() -> int:

@@ -10,7 +10,7 @@ produce, and:
 - consumer groups: a group coordinator (:mod:`.groups`) with Kafka's classic rebalance
   protocol, committed offsets and offsets committed in a transaction (KIP-447).
 
-Both coordinators persist their state in a CRC-framed record file (:mod:`.record_file`).
+Both coordinators persist their state in a log file of CRC-framed records (:mod:`.coordinator_log`).
 See ``docs/broker.md`` for its scope.
 """
 

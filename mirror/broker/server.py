@@ -238,10 +238,11 @@ class _Answers:
     """A connection's small answers, written at the end of the event loop's turn. Requests
     that arrived together (a client with five in flight) are read and handled in one turn,
     with no wait between them; their answers then leave in one ``send``, one wake-up of the
-    client instead of one each (a ``send`` costs about 22 us on loopback, most of it waking
-    the reader). Order is kept: a larger answer first writes what waits. An answer never
-    waits for a request that is not already read: the turn ends as soon as the connection
-    waits for bytes, or a handler for anything (a long-polling fetch)."""
+    client instead of one each (a ``send`` is costly even on loopback, most of it waking the
+    reader; figures: docs/performance.md, "Small costs behind choices in the code"). Order
+    is kept: a larger answer first writes what waits. An answer never waits for a request
+    that is not already read: the turn ends as soon as the connection waits for bytes, or a
+    handler for anything (a long-polling fetch)."""
 
     __slots__ = ("writer", "_waiting", "_scheduled")
 

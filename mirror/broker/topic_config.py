@@ -4,7 +4,8 @@ Unknown names are rejected with INVALID_CONFIG, as Kafka does, so a typo never s
 falls back to a default. A topic's dynamic configs are the ones that differ from the
 defaults (:meth:`TopicConfig.explicit`); IncrementalAlterConfigs changes them one by one
 (:meth:`TopicConfig.incremental`, KIP-339), AlterConfigs replaces them all
-(:meth:`TopicConfig.from_kafka`).
+(:meth:`TopicConfig.from_kafka`). The partition logs take only the part they act on, as a
+:class:`~mirror.broker.log.log_config.LogConfig` (the topic store derives it).
 """
 
 from __future__ import annotations

@@ -21,7 +21,7 @@ from kcodecs import V2Batch
 
 from .errors import ApiError, kerr
 from .log import LogConfig, OffsetOutOfRangeError, PartitionLog
-from .log.files import DELETE_DIR_SUFFIX, fsync_dir
+from .log.files import DELETE_DIR_SUFFIX, fsync_dir, partition_dir
 from .producer_state import BatchMetadata, ProducerStateTable
 from .topic_config import ConfigChange, TopicConfig
 from .validator import ValidationResult, assign_offsets, check_timestamps, control_batch, inspect_produced, last_sequence
@@ -180,6 +180,8 @@ class TopicStore:
         self.data_dir = data_dir
         self.flush = flush
         self.topics: dict[str, Topic] = {}
+        self.on_delete: list[Callable[[str], None]] = []
+        """Called with a topic's name once it is deleted (the log cleaner drops its checkpoint entries)."""
         self._meta_dir = data_dir / ".topics"
         self._meta_dir.mkdir(parents=True, exist_ok=True)
 
@@ -290,6 +292,8 @@ class TopicStore:
             partition.log.delete()
         (self._meta_dir / f"{name}.json").unlink()
         fsync_dir(self._meta_dir)
+        for listener in self.on_delete:
+            listener(name)
         log.info("deleted topic %s (%d partitions)", name, len(topic.partitions))
 
     def _write_meta(self, name: str, partitions: int, config: TopicConfig) -> None:
@@ -307,7 +311,7 @@ class TopicStore:
     def _open_partitions(self, topic: Topic, indexes: range) -> None:
         log_config = self._log_config(topic.config)
         for index in indexes:
-            plog = PartitionLog.open(self.data_dir / f"{topic.name}-{index}", log_config)
+            plog = PartitionLog.open(partition_dir(self.data_dir, topic.name, index), log_config)
             topic.partitions.append(Partition(topic, index, plog))
 
     def _log_config(self, config: TopicConfig) -> LogConfig:

@@ -151,8 +151,8 @@ def _collecting_new_objects_only():
 
     A worker holds tens of thousands of objects from its imports and clients, and the
     batches a copy keeps in flight, surviving into the oldest generation, soon trigger a full
-    collection that walks all of them: 20-30 ms, a tenth of a 64 MB copy's CPU
-    (docs/performance.md, "Reading ahead, the garbage collector, and the source's producer
+    collection that walks all of them, a sizeable share of a copy's CPU (figures:
+    docs/performance.md, "Reading ahead, the garbage collector, and the source's producer
     state"). Frozen for the copy (``gc.freeze``), those objects are left out of its
     collections; the copy's own garbage is still collected, and everything is collected as
     usual once the copy ends. A copy that starts while a freeze is held (by its caller, or by

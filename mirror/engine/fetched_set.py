@@ -2,13 +2,13 @@
 
 The copy loop is one thread that both routes fetched batches and keeps the destination's
 pipeline full, and the pipeline is shallow: five Produce requests of one batch per
-partition, about a millisecond of the destination broker's work at 16 KiB batches. Routing
-a whole fetch response at once (up to ``fetch_max_bytes``: 500 and more such batches, 10 ms
-and more) let those requests drain long before the loop read their answers and sent the next
-ones, so the mirror and the destination broker took turns instead of working together. The
-copy loop therefore routes :data:`SLICE` batches of each fetched set per turn, between
-reading answers and sending requests, as Kafka's consumer hands a buffered fetch to ``poll``
-``max.poll.records`` at a time (docs/performance.md, "Routing in slices").
+partition, little of the destination broker's work. Routing a whole fetch response at once
+(up to ``fetch_max_bytes``: hundreds of small batches, many times longer) let those requests
+drain long before the loop read their answers and sent the next ones, so the mirror and the
+destination broker took turns instead of working together. The copy loop therefore routes
+:data:`SLICE` batches of each fetched set per turn, between reading answers and sending
+requests, as Kafka's consumer hands a buffered fetch to ``poll`` ``max.poll.records`` at a
+time (figures: docs/performance.md, "Routing in slices").
 
 A set owns the batches whose *last* offset falls inside its range (``copy.py`` explains
 why); batches of aborted transactions are left out (read_committed), and so are records
@@ -35,8 +35,9 @@ from .topics import TopicRoute
 __all__ = ["SLICE", "BatchRouter", "FetchedSet", "Outgoing", "OutgoingBatch", "route_one", "forward_unchecked"]
 
 SLICE = 8
-"""Batches of one set routed per turn of the copy loop: about 0.2 ms of routing at 16 KiB,
-so with four sets in a turn the destination's five requests in flight still outlast it."""
+"""Batches of one set routed per turn of the copy loop: few enough that with four sets in a
+turn the destination's five requests in flight still outlast the routing (figures:
+docs/performance.md, "Small costs behind choices in the code")."""
 
 _NOTHING = object()
 """No step held (:attr:`FetchedSet._held`)."""

@@ -125,8 +125,8 @@ class SyncLog:
 
     Each pair's newest entry stays open (:class:`_OpenEntry`) and grows with every
     acknowledgement that continues it: a frozen :class:`SyncEntry` per acknowledged batch,
-    built and merged, cost 4 µs of the copy's 60 µs of CPU per forwarded 16 KiB batch.
-    :attr:`entries` closes them."""
+    built and merged, was a noticeable share of the copy's CPU per forwarded batch (figures:
+    docs/performance.md, "Small costs behind choices in the code"). :attr:`entries` closes them."""
 
     closed: dict[_PartitionPair, list[SyncEntry]] = field(default_factory=dict)
     open: dict[_PartitionPair, _OpenEntry] = field(default_factory=dict)
@@ -253,9 +253,14 @@ class OffsetSyncStore:
         self._tail = CommittedTail(client, TopicPartition(topic, 0), max_wait_s=max_wait_s) if client else None
         self._pairs: dict[tuple[TopicPartition, TopicPartition], _Pair] = {}
 
-    def refresh(self) -> None:
-        if self._tail is not None:
-            self.add(entry for record in self._tail.read_to_end() for entry in decode_syncs(record))
+    def refresh(self) -> list[SyncEntry]:
+        """Add the entries committed since the previous call and return them, as read (for a
+        caller that shows them too: ``kmirror groups translate``). Nothing without a client."""
+        if self._tail is None:
+            return []
+        entries = [entry for record in self._tail.read_to_end() for entry in decode_syncs(record)]
+        self.add(entries)
+        return entries
 
     def add(self, entries: Iterable[SyncEntry]) -> None:
         for entry in entries:

@@ -1,6 +1,6 @@
 """Retry bookkeeping for work that is retried piecemeal (one partition at a time), not per call.
 
-The control plane retries whole calls with tenacity (:meth:`KafkaClient._retrying`). The data
+The control plane retries whole calls with tenacity (:meth:`KafkaClient.retrying`). The data
 plane cannot: a produce or fetch pipeline keeps going for the partitions that work while one
 partition waits out its backoff, as Kafka's producer keeps a ``retry.backoff.ms`` per batch.
 :class:`Backoff` is that per-partition state, under the same :class:`RetryPolicy`.
@@ -24,7 +24,6 @@ class Backoff:
 
     failures: int = 0
     retry_at: float = 0.0
-    last_error: KMirrorError | None = None
 
     def ready(self, now: float) -> bool:
         return now >= self.retry_at
@@ -33,7 +32,6 @@ class Backoff:
         """Count a retriable failure and schedule the next try; raise once the policy's
         attempts are used up (a connection failure as :class:`ClusterUnreachableError`)."""
         self.failures += 1
-        self.last_error = error
         if self.failures >= policy.attempts:
             if isinstance(error, ConnectionFailedError):
                 raise ClusterUnreachableError(bootstrap, f"{what}: {error}") from error
@@ -42,4 +40,3 @@ class Backoff:
 
     def succeeded(self) -> None:
         self.failures = 0
-        self.last_error = None

@@ -90,7 +90,7 @@ class KafkaClient:
 
     def topics(self) -> dict[str, int]:
         """Topic name -> partition count, from fresh metadata; internal topics left out."""
-        response = self._retrying("list topics", lambda: self._refresh(None))
+        response = self.retrying("list topics", lambda: self._refresh(None))
         return {t.name: len(t.partitions) for t in response.topics if t.error_code == 0 and not t.is_internal}
 
     def list_offsets(self, partitions: Iterable[TopicPartition], which: Literal["earliest", "latest"] | int, *,
@@ -130,7 +130,7 @@ class KafkaClient:
             _check_answered("ListOffsets", routes, found)
 
         if wanted:
-            self._retrying(f"list {which} offsets", attempt)
+            self.retrying(f"list {which} offsets", attempt)
         past_the_end = [tp for tp in wanted if found[tp] < 0]  # by time: no record that recent
         if past_the_end:
             found.update(self.list_offsets(past_the_end, "latest", isolation_level=isolation_level))
@@ -161,11 +161,22 @@ class KafkaClient:
                                part.last_stable_offset,
                                tuple((a.producer_id, a.first_offset) for a in part.aborted_transactions or ()))
 
-        return self._retrying(f"fetch {tp} at offset {offset}", attempt)
+        return self.retrying(f"fetch {tp} at offset {offset}", attempt)
 
     def produce(self, batches: Sequence[tuple[TopicPartition, Batch]], *, acks: int = -1,
                 timeout_ms: int = 30_000) -> list[int]:
         """Append each batch to its partition; return the base offsets, in input order.
+
+        A plain producer, not an idempotent one: the batches go out as they are (no producer id,
+        no sequence numbers), so a retry after a response was lost can write a batch twice. That
+        is fine for what this serves: small writes where a duplicate does no harm, namely the
+        demo's source data (:mod:`mirror.demo.fill`), tests that put records on a topic, and the
+        provenance record (:mod:`mirror.engine.provenance`: a compacted topic keyed by topic
+        name, where a second copy of a record says the same thing). It is not the data plane's
+        producer: the copy must neither duplicate nor reorder a partition across retries, and it
+        keeps several requests in flight per broker. That is
+        :class:`~mirror.kafka.producer.IdempotentProducer`, and for exactly-once
+        :class:`~mirror.kafka.transactional_producer.TransactionalProducer`.
 
         Each round sends the oldest unsent batch of every partition, one request per leader, all
         leaders at once. A partition that fails keeps its batch at the head of its queue, so its
@@ -203,7 +214,7 @@ class KafkaClient:
             _check_answered("Produce", routes, done)
 
         while queues:
-            self._retrying("produce", round_)
+            self.retrying("produce", round_)
         return offsets
 
     def create_topics(self, topics: Sequence[NewTopic]) -> None:
@@ -236,20 +247,20 @@ class KafkaClient:
                     raise UnknownTopicError(name)
 
         if topics:
-            self._retrying("create topics", attempt)
-            self._retrying("wait for created topics", await_metadata)
+            self.retrying("create topics", attempt)
+            self.retrying("wait for created topics", await_metadata)
 
     def cluster_id(self) -> str:
         """The cluster's ``cluster.id`` (Metadata v2+): the same whichever address reaches it."""
         if self._cluster_id is None:
-            self._retrying("describe cluster", lambda: self._refresh([]))
+            self.retrying("describe cluster", lambda: self._refresh([]))
         if not self._cluster_id:
             raise ProtocolError(f"{self.bootstrap}: the cluster did not say its id (Metadata older than v2)")
         return self._cluster_id
 
     def brokers(self) -> dict[int, str]:
         """Node id -> address of every broker, from fresh metadata."""
-        self._retrying("list brokers", lambda: self._refresh([]))
+        self.retrying("list brokers", lambda: self._refresh([]))
         return dict(self._nodes)
 
     def init_producer_id(self) -> tuple[int, int]:
@@ -263,7 +274,7 @@ class KafkaClient:
                 raise BrokerApiError.from_code("InitProducerId", response.error_code)
             return response.producer_id, response.producer_epoch
 
-        return self._retrying("init producer id", attempt)
+        return self.retrying("init producer id", attempt)
 
     # ---- for the data plane (mirror.kafka.producer, mirror.kafka.fetcher) --------------------
 
@@ -296,10 +307,6 @@ class KafkaClient:
             raise response
         return response
 
-    def retrying(self, operation: str, attempt: Callable[[], T]) -> T:
-        """Run ``attempt`` under this client's retry policy (see :meth:`_retrying`)."""
-        return self._retrying(operation, attempt)
-
     @property
     def retry(self) -> RetryPolicy:
         return self._retry
@@ -321,9 +328,10 @@ class KafkaClient:
 
     # ---- retries ----------------------------------------------------------------------------
 
-    def _retrying(self, operation: str, attempt: Callable[[], T]) -> T:
+    def retrying(self, operation: str, attempt: Callable[[], T]) -> T:
         """Run ``attempt`` under the retry policy; connection failures that outlast it become
-        :class:`ClusterUnreachableError`."""
+        :class:`ClusterUnreachableError`. Public: the admin, ACL, group and transaction calls
+        built on this client retry their own requests through it."""
         policy = self._retry
 
         def note(state: tenacity.RetryCallState) -> None:
@@ -332,7 +340,7 @@ class KafkaClient:
             log.debug("%s: attempt %d of %d failed, retrying in %.2f s: %s", operation, state.attempt_number,
                       policy.attempts, state.upcoming_sleep, state.outcome and state.outcome.exception())
 
-        retrying = tenacity.Retrying(
+        retrier = tenacity.Retrying(
             stop=tenacity.stop_after_attempt(policy.attempts),
             wait=tenacity.wait_exponential(multiplier=policy.initial_backoff_s, max=policy.max_backoff_s),
             retry=tenacity.retry_if_exception(is_retriable),
@@ -340,7 +348,7 @@ class KafkaClient:
             reraise=True,
         )
         try:
-            return retrying(attempt)
+            return retrier(attempt)
         except ConnectionFailedError as exc:
             raise ClusterUnreachableError(self.bootstrap, f"{operation}: {exc}") from exc
 

@@ -4,14 +4,14 @@
 
     KMirrorError                         (kcodecs) root of everything kmirror raises on purpose
     ├── ConnectionFailedError            (connection.py) a broker unreachable, or a connection broken mid-request
-    ├── ProtocolError                    (connection.py) a response that does not fit its request
+    ├── ProtocolError                    (mirror/protocol/errors.py) a response that does not fit its request
     ├── AuthenticationError              (security.py) SASL credentials or a TLS certificate refused; permanent
     ├── ClusterUnreachableError          no broker of a cluster answered, after every retry
     ├── BrokerApiError                   an error code from the broker (non-retriable, or retries used up)
     │   ├── OffsetOutOfRangeError        a fetch outside [log start, high watermark]; never retried
     │   └── UnknownTopicError            metadata never showed the topic
     ├── HangingTransactionError          a read_committed fetch waited past any transaction's time limit
-    └── InvalidTopicPartitionError       (also ValueError) text that is not "topic/partition"
+    └── InvalidTopicPartitionError       (types.py; also ValueError) text that is not "topic/partition"
 
 Broker error codes are named by kafka-python's ``kafka.errors`` (from Kafka's Errors.java),
 so names and retriability cannot drift from Kafka's.
@@ -19,17 +19,13 @@ so names and retriability cannot drift from Kafka's.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import kafka.errors as kerr
 
 from kcodecs import KMirrorError
 
 from .connection import ConnectionFailedError, ProtocolError
 from .security import AuthenticationError
-
-if TYPE_CHECKING:
-    from .types import TopicPartition
+from .types import InvalidTopicPartitionError, TopicPartition
 
 __all__ = [
     "ConnectionFailedError",
@@ -57,7 +53,7 @@ class BrokerApiError(KMirrorError):
     """An error code in a response. ``retriable`` is Kafka's classification of the code (a raised
     retriable error means the retries were used up); ``detail`` is the broker's own message."""
 
-    def __init__(self, api: str, error_name: str, code: int, retriable: bool, tp: "TopicPartition | None" = None,
+    def __init__(self, api: str, error_name: str, code: int, retriable: bool, tp: TopicPartition | None = None,
                  *, topic: str | None = None, detail: str | None = None):
         self.api = api
         self.error_name = error_name
@@ -70,7 +66,7 @@ class BrokerApiError(KMirrorError):
         super().__init__(f"{api}{where}: {error_name} (error code {code})" + (f": {detail}" if detail else ""))
 
     @classmethod
-    def from_code(cls, api: str, code: int, tp: "TopicPartition | None" = None, *, topic: str | None = None,
+    def from_code(cls, api: str, code: int, tp: TopicPartition | None = None, *, topic: str | None = None,
                   detail: str | None = None) -> "BrokerApiError":
         error = kerr.for_code(code)
         return cls(api, error.message, code, error_is_retriable(code), tp, topic=topic, detail=detail)
@@ -80,7 +76,7 @@ class OffsetOutOfRangeError(BrokerApiError):
     """Kafka's OFFSET_OUT_OF_RANGE: the data at ``offset`` is gone (retention) or not written yet.
     Never retried: the caller decides between failing and skipping (``--on-data-loss``)."""
 
-    def __init__(self, tp: "TopicPartition", offset: int, *, log_start_offset: int = -1, high_watermark: int = -1):
+    def __init__(self, tp: TopicPartition, offset: int, *, log_start_offset: int = -1, high_watermark: int = -1):
         detail = f"offset {offset} is outside [{log_start_offset}, {high_watermark}]"
         super().__init__("Fetch", kerr.OffsetOutOfRangeError.message, kerr.OffsetOutOfRangeError.errno, False, tp,
                          detail=detail)
@@ -102,15 +98,11 @@ class HangingTransactionError(KMirrorError):
     a source transaction may stay open, so its coordinator will not end it (a hanging
     transaction, KAFKA-12671). Only an operator can abort it."""
 
-    def __init__(self, tp: "TopicPartition", offset: int, last_stable_offset: int, waited_s: float):
+    def __init__(self, tp: TopicPartition, offset: int, last_stable_offset: int, waited_s: float):
         super().__init__(f"{tp}: a source transaction open at offset {last_stable_offset} kept offset {offset} "
                          f"unreadable for {waited_s:.0f} s, longer than any transaction may stay open; abort it "
                          f"at the source (kafka-transactions.sh find-hanging, then abort)")
         self.tp, self.offset, self.last_stable_offset, self.waited_s = tp, offset, last_stable_offset, waited_s
-
-
-class InvalidTopicPartitionError(KMirrorError, ValueError):
-    """Text that does not parse as ``topic/partition``."""
 
 
 def error_is_retriable(code: int) -> bool:

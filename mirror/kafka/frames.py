@@ -96,11 +96,11 @@ def _probeable(n: int) -> bytearray:
     ``bytearray(n)`` allocates exactly ``n`` bytes and the terminating NUL, so the first probe
     would grow the allocation by an eighth. Once the C library has raised its mmap threshold
     (it does when a large block is freed: after a copy's first buffers are let go) large
-    buffers come from its heap, where growing one usually means copying it: 5-6 ms for an
-    8 MiB buffer, about 7% of the mirror's CPU in a 64 MB copy after the first in a
-    process (lz4, 16 KiB batches, 1 KiB records, 4 partitions; cProfile, one-off), which is
-    every micro-batch of a long-running job after its first. One byte more, then deleted, leaves
-    that room: deleting at the end keeps the allocation."""
+    buffers come from its heap, where growing one usually means copying it: a noticeable share
+    of the mirror's CPU in every copy after the first in a process, which is every
+    micro-batch of a long-running job after its first (figures: docs/performance.md, "A probe
+    that copied the buffer"). One byte more, then deleted, leaves that room: deleting at the
+    end keeps the allocation."""
     buf = bytearray(n + 1)
     del buf[-1]
     return buf
@@ -108,7 +108,7 @@ def _probeable(n: int) -> bytearray:
 
 def _unviewed(buf: bytearray) -> bool:
     """No memoryview of ``buf`` is alive. A bytearray with buffer exports cannot be resized;
-    the append fits the allocation's spare room (:func:`_probeable`), so this costs ~0.1 us."""
+    the append fits the allocation's spare room (:func:`_probeable`), so this costs next to nothing."""
     try:
         buf.append(0)
     except BufferError:

@@ -52,8 +52,8 @@ AddPartitionsToTxn with CONCURRENT_TRANSACTIONS: the previous transaction's mark
 being written, which on Kafka takes milliseconds after EndTxn returned. Java's producer waits 20
 ms there (``ADD_PARTITIONS_RETRY_BACKOFF_MS``), not its 100 ms ``retry.backoff.ms``; with the
 client's exponential backoff (0.1, 0.2, 0.4 s) a copier committing every 20 ms met it after
-most commits, and replication latency on real Kafka 4.4 was 148 ms at the median and 973 ms
-at the 99th percentile (docs/performance.md, "Replication latency")."""
+most commits and waited out backoffs far longer than the markers take, which then dominated
+replication latency on real Kafka (figures: docs/performance.md, "Replication latency")."""
 
 
 class _MarkersPending(Exception):

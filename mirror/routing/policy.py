@@ -12,10 +12,11 @@ __all__ = ["Partitioning", "RouteClass", "RoutingPolicy", "RoutingError", "DEFAU
 
 DEFAULT_COALESCE_BELOW_BYTES = 4096
 """The job's default threshold (``coalesce_below_bytes``), where coalescing was measured to pay
-for the mirror itself with lz4 and zstd on Apache Kafka 4.4.0: batches of 1 KiB records up to
-3.4-3.7 KiB stored (4 KiB ``batch.size``: 2.55x and 1.39x of forwarding them), not at 7.3-7.5
-KiB with zstd (0.93x) (docs/performance.md, "Small source batches"). The embedded broker, whose
-cost per batch is lower, would have put it at 2 KiB: real Kafka decides."""
+for the mirror itself with lz4 and zstd on Apache Kafka: batches of 1 KiB records from a 4 KiB
+``batch.size`` (a little under 4 KiB stored) copied faster merged than forwarded, and those
+from an 8 KiB one did not with zstd (figures: docs/performance.md, "Small source batches").
+The embedded broker, whose cost per batch is lower, would have put it at 2 KiB: real Kafka
+decides."""
 DEFAULT_COALESCE_TARGET_BYTES = 65536
 
 

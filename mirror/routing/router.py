@@ -54,8 +54,8 @@ class Outgoing:
 @dataclass(slots=True)
 class Routed:
     """What became of one source batch. Built for every batch, so slots and not frozen: a
-    frozen dataclass's ``__init__`` sets each field through ``object.__setattr__``, four times
-    the cost (0.84 against 0.18 µs for eight fields, ``timeit``)."""
+    frozen dataclass's ``__init__`` sets each field through ``object.__setattr__``, several
+    times the cost (figures: docs/performance.md, "Small costs behind choices in the code")."""
 
     route: RouteClass
     outgoing: tuple[Outgoing, ...]

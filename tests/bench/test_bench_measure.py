@@ -14,9 +14,10 @@ from kcodecs import Compression
 from mirror.bench import mirror_bench
 from mirror.bench.datagen import DataSpec, Layout, build_dataset
 from mirror.bench.mirror_bench import BenchError, check_copy, settings_from
+from mirror.bench.mode_run import ModeRun
 from mirror.bench.proctree import TreeMeter, parse_stat, tree_pids
 from mirror.bench.stats import ModeResult, Sample, Scenario
-from mirror.bench.worker import ModeRun, measure, peak_rss_bytes
+from mirror.bench.worker import measure, peak_rss_bytes
 
 
 def spec(mode: str = "recompress", ends=(60, 40)) -> ModeRun:

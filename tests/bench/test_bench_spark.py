@@ -15,7 +15,7 @@ from kcodecs import Compression
 from mirror.bench.copiers import WARM_UP_BYTES, copy_spark
 from mirror.bench.datagen import DataSpec, Layout, build_dataset
 from mirror.bench.fill import fill_topic
-from mirror.bench.worker import ModeRun
+from mirror.bench.mode_run import ModeRun
 from mirror.broker import EmbeddedBroker
 from mirror.kafka import KafkaClient, NewTopic, TopicPartition
 

@@ -242,7 +242,9 @@ def test_the_offset_syncs_commit_in_the_same_transaction(mirror_setup):
     copy_exactly_once(requests, routes, source, _producer(destination), _offsets(destination), syncs_to=syncs_to,
                       fetch_max_bytes=FETCH)
     store = OffsetSyncStore(destination, offset_syncs_topic(JOB))
-    store.refresh()
+    read = store.refresh()
+    assert {entry.source.partition for entry in read} == {0, 1}
+    assert store.refresh() == []  # only what is new since the previous read
     # A group that consumed 25 records of t/0 and none of t/1 resumes on the 26th and the 1st.
     translated = store.translate({TopicPartition("t", 0): 25, TopicPartition("t", 1): 0}, {})
     assert {tp.partition: (t.offset, t.precision.value) for tp, t in translated.items()} == {

@@ -38,7 +38,7 @@ from mirror.kafka import (
     UnknownTopicError,
 )
 from mirror.kafka.client import READ_COMMITTED
-from mirror.kafka.wire import ProducedPartition
+from mirror.protocol import ProducedPartition
 
 FAST = RetryPolicy(attempts=4, initial_backoff_s=0.01, max_backoff_s=0.05)
 BASE_TS = 1_700_000_000_000

@@ -17,7 +17,8 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from librdkafka_reader import read_values
 
 from mirror.bench import mirror_bench
-from mirror.bench.mirror_bench import ModeRun, run_worker
+from mirror.bench.mirror_bench import run_worker
+from mirror.bench.mode_run import ModeRun
 from mirror.config import FETCH_MAX_BYTES
 from mirror.kafka import KafkaClient, TopicPartition
 

@@ -39,7 +39,7 @@ import kcodecs
 from kcodecs import Batch, KcodecsError, Record, V2Batch
 
 from ..log import PartitionLog
-from ..log.config import INT32_MAX
+from ..log.log_config import INT32_MAX
 from ..log.segment import BatchInfo, LogSegment
 from ..producer_state import LastRecord
 from ..topic_config import TopicConfig

@@ -6,7 +6,7 @@ protocol and committed offsets, beside :mod:`..handlers` (thin: decode, call, en
 - :mod:`.rebalance`: JoinGroup, SyncGroup, Heartbeat, LeaveGroup and their timeouts;
 - :mod:`.offsets`: committed and transaction-pending offsets, pure;
 - :mod:`.state_log`: where all of it is persisted and replayed from (a
-  :mod:`..record_file`, like the transaction coordinator's);
+  :mod:`..coordinator_log`, like the transaction coordinator's);
 - :mod:`.timer`: deadlines on the broker's Clock;
 - :mod:`.coordinator`: the requests, persistence and what the rest of the broker may ask;
 - :mod:`.markers`: the transaction coordinator's markers for ``__consumer_offsets``.

@@ -1,5 +1,5 @@
 """Where the group coordinator's state is persisted and replayed from:
-``<data_dir>/.groups/state.log``, a :class:`~mirror.broker.record_file.RecordFile` (whose
+``<data_dir>/.groups/state.log``, a :class:`~mirror.broker.coordinator_log.CoordinatorLog` (whose
 docstring has the framing), instead of Kafka's compacted ``__consumer_offsets`` topic,
 which one node does not need.
 
@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Literal, Union
 
-from ..record_file import RecordFile
+from ..coordinator_log import CoordinatorLog
 
 __all__ = ["GroupStateLog", "OffsetRecord", "TxnEndRecord", "GroupRecord", "MemberRecord", "GroupDeletedRecord",
            "Record", "COMPACT_SLACK"]
@@ -92,7 +92,7 @@ Record = Union[OffsetRecord, TxnEndRecord, GroupRecord, GroupDeletedRecord]
 
 class GroupStateLog:
     def __init__(self, directory: Path, *, flush: Literal["always", "os"] = "os"):
-        self._file = RecordFile(directory / "state.log", flush=flush)
+        self._file = CoordinatorLog(directory / "state.log", flush=flush)
         self._compact_at = COMPACT_SLACK
 
     @property

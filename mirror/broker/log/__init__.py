@@ -27,7 +27,7 @@ DeleteRecords left the log start in :mod:`.start_offset`.
     log.close()                                   # or log.delete(): DeleteTopics removes the directory
 """
 
-from .config import LogConfig
+from .log_config import LogConfig
 from .errors import (
     InvalidAppendError,
     InvalidArgumentError,

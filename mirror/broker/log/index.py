@@ -40,7 +40,7 @@ from typing import ClassVar, NamedTuple
 
 from kcodecs import NO_TIMESTAMP
 
-from .config import INT32_MAX
+from .log_config import INT32_MAX
 from .errors import CorruptIndexError, LogError
 
 __all__ = ["OffsetIndex", "TimeIndex", "OffsetPosition", "TimestampOffset", "OFFSET_ENTRY", "TIME_ENTRY"]
@@ -58,8 +58,9 @@ def _no_readahead(mapping: mmap.mmap) -> None:
 
     Without it, on kernels whose page cache uses large folios (ext4 since Linux 6.16), the
     first write into a fresh preallocated index allocates and zeroes a readahead-sized
-    folio: 1-10 ms of CPU per index file, paid inside the append that rolls or creates a
-    segment. With readahead off, each fault maps one page. Not every platform has it.
+    folio, milliseconds of CPU per index file paid inside the append that rolls or creates a
+    segment (figures: docs/performance.md, "Small costs behind choices in the code"). With readahead off, each fault
+    maps one page. Not every platform has it.
     """
     if hasattr(mmap, "MADV_RANDOM"):
         mapping.madvise(mmap.MADV_RANDOM)

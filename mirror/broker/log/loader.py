@@ -34,7 +34,7 @@ import logging
 import os
 from pathlib import Path
 
-from .config import LogConfig
+from .log_config import LogConfig
 from kcodecs import KcodecsError
 
 from .file_records import FileRecords

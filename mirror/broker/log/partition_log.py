@@ -23,7 +23,7 @@ from typing import Callable, Iterable, Iterator, NamedTuple, Sequence, TypeVar
 import kcodecs
 from kcodecs import NO_TIMESTAMP, KcodecsError
 
-from .config import INT32_MAX, LogConfig
+from .log_config import INT32_MAX, LogConfig
 from .errors import (
     InvalidAppendError,
     InvalidArgumentError,

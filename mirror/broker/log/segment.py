@@ -32,7 +32,7 @@ from typing import NamedTuple, Sequence
 
 from kcodecs import NO_TIMESTAMP, KcodecsError
 
-from .config import INT32_MAX, LogConfig
+from .log_config import INT32_MAX, LogConfig
 from .errors import CorruptIndexError
 from .file_records import FileRecords
 from .files import log_file, offset_index_file, time_index_file, txn_index_file

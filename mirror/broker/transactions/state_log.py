@@ -1,7 +1,7 @@
 """The coordinator's durable state: an append-only log of transaction metadata.
 
 ``<data_dir>/.transactions/state.log`` plays the part of Kafka's ``__transaction_state``
-topic. It is a :class:`~mirror.broker.record_file.RecordFile` (whose docstring has the
+topic. It is a :class:`~mirror.broker.coordinator_log.CoordinatorLog` (whose docstring has the
 framing, the torn-tail rule, durability and why not Kafka's layout); each record is the
 whole state of one transactional id after a transition, the last record of an id wins, and
 replaying the file rebuilds the coordinator. A record's payload is UTF-8 JSON::
@@ -22,7 +22,7 @@ import json
 from pathlib import Path
 from typing import Literal
 
-from ..record_file import RecordFile
+from ..coordinator_log import CoordinatorLog
 from .metadata import TxnMetadata, TxnState
 
 __all__ = ["TransactionStateLog", "COMPACT_SLACK"]
@@ -36,7 +36,7 @@ class TransactionStateLog:
     """Appends transaction metadata durably and replays it."""
 
     def __init__(self, directory: Path, *, flush: Literal["always", "os"] = "os"):
-        self._file = RecordFile(directory / "state.log", flush=flush)
+        self._file = CoordinatorLog(directory / "state.log", flush=flush)
         self._live: dict[str, TxnMetadata] = {}
 
     @property

@@ -1,4 +1,8 @@
-"""Per-partition log settings: the subset of Kafka's topic ``LogConfig`` the log itself uses."""
+"""Per-partition log settings: the subset of Kafka's topic ``LogConfig`` the log itself uses.
+
+Not a topic's Kafka configs: :mod:`mirror.broker.topic_config` parses and validates those
+(``segment.bytes``, ``cleanup.policy``, ...), and the topic store derives a :class:`LogConfig`
+from them for each partition's log."""
 
 from __future__ import annotations
 

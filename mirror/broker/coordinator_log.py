@@ -1,5 +1,6 @@
-"""The coordinators' state files: an append-only file of CRC-framed records, replayed whole
-on load and rewritten to compact.
+"""The coordinators' state logs: an append-only file of CRC-framed records, replayed whole
+on load and rewritten to compact. Not a partition's log: segments and their batches are
+:mod:`.log.file_records` (Kafka's ``FileRecords``).
 
 Both ``<data_dir>/.transactions/state.log`` (:mod:`.transactions.state_log`) and
 ``<data_dir>/.groups/state.log`` (:mod:`.groups.state_log`) are such files; what a payload
@@ -21,12 +22,12 @@ is appended before its change is applied or answered), and is cut off when the f
 opened.
 
 Durability follows the broker's ``--flush``, like the partition logs: under ``always``
-every append is fdatasync'ed before :meth:`RecordFile.append` returns (it survives power
+every append is fdatasync'ed before :meth:`CoordinatorLog.append` returns (it survives power
 loss); under ``os`` it is in the page cache (it survives the process being killed).
 
 Compaction: the last record about a key wins on replay, so the file only grows; when the
 caller decides it holds too many records more than its live state (each state log has its
-``COMPACT_SLACK``), :meth:`RecordFile.compact` writes the live state to ``<name>.tmp``,
+``COMPACT_SLACK``), :meth:`CoordinatorLog.compact` writes the live state to ``<name>.tmp``,
 fsyncs it and renames it over the file, so a crash leaves one whole file or the other.
 """
 
@@ -41,7 +42,7 @@ from typing import Iterable, Literal
 
 from .log.files import fsync_dir
 
-__all__ = ["RecordFile"]
+__all__ = ["CoordinatorLog"]
 
 log = logging.getLogger(__name__)
 
@@ -51,7 +52,9 @@ _FRAME = struct.Struct(
 )
 
 
-class RecordFile:
+class CoordinatorLog:
+    """One coordinator's state log file (the module docstring has its framing and rules)."""
+
     def __init__(self, path: Path, *, flush: Literal["always", "os"] = "os"):
         self.path = path
         self.fsync = flush == "always"

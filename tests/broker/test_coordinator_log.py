@@ -1,4 +1,4 @@
-"""The coordinators' shared record file (``mirror/broker/record_file.py``): state files
+"""The coordinators' shared state log file (``mirror/broker/coordinator_log.py``): state files
 written before the two coordinators shared it still load, and the framing's rules (torn or
 corrupt tail cut off, atomic rewrite, compaction failures only logged) hold for both.
 """
@@ -19,10 +19,10 @@ from mirror.broker.groups.state_log import (
     OffsetRecord,
     TxnEndRecord,
 )
-from mirror.broker.record_file import RecordFile
+from mirror.broker.coordinator_log import CoordinatorLog
 from mirror.broker.transactions import TransactionStateLog, TxnMetadata, TxnState
 
-GOLDEN = Path(__file__).parent / "golden"
+GOLDEN = Path(__file__).parents[1] / "golden" / "broker"
 
 
 def _installed(golden: str, directory: Path) -> Path:
@@ -92,49 +92,49 @@ def _payloads(path: Path) -> list[bytes]:
 
 def test_a_record_failing_its_crc_ends_the_file(tmp_path):
     path = tmp_path / "state.log"
-    records = RecordFile(path)
+    records = CoordinatorLog(path)
     records.load()
     records.append([b"one", b"two", b"three"])
     records.close()
     data = bytearray(path.read_bytes())
     data[8 + 3 + 8] ^= 0xFF  # the first byte of "two"
     path.write_bytes(data)
-    again = RecordFile(path)
+    again = CoordinatorLog(path)
     assert again.load() == [b"one"]
     assert path.stat().st_size == 8 + 3 and again.records == 1
     again.append([b"four"])
     again.close()
-    assert RecordFile(path).load() == [b"one", b"four"]
+    assert CoordinatorLog(path).load() == [b"one", b"four"]
 
 
 def test_a_negative_length_ends_the_file(tmp_path):
     path = tmp_path / "state.log"
     path.write_bytes(struct.pack(">iI", 3, zlib.crc32(b"one")) + b"one" + struct.pack(">iI", -1, 0))
-    assert RecordFile(path).load() == [b"one"]
+    assert CoordinatorLog(path).load() == [b"one"]
     assert path.stat().st_size == 8 + 3
 
 
 def test_rewrite_replaces_the_file_and_appends_go_to_the_new_one(tmp_path):
     path = tmp_path / "state.log"
-    records = RecordFile(path, flush="always")
+    records = CoordinatorLog(path, flush="always")
     records.load()
     records.append([b"a", b"b", b"c"])
     records.rewrite([b"c"])
     assert records.records == 1 and not path.with_suffix(".tmp").exists()
     records.append([b"d"])
     records.close()
-    assert RecordFile(path).load() == [b"c", b"d"]
+    assert CoordinatorLog(path).load() == [b"c", b"d"]
 
 
 def test_a_failed_compaction_keeps_every_appended_record(tmp_path, monkeypatch, caplog):
     path = tmp_path / "state.log"
-    records = RecordFile(path)
+    records = CoordinatorLog(path)
     records.load()
     records.append([b"a", b"b"])
-    monkeypatch.setattr("mirror.broker.record_file.os.replace",
+    monkeypatch.setattr("mirror.broker.coordinator_log.os.replace",
                         lambda *args: (_ for _ in ()).throw(OSError("disk gone")))
     records.compact([b"b"])
     assert "compaction failed" in caplog.text
     records.append([b"c"])
     records.close()
-    assert RecordFile(path).load() == [b"a", b"b", b"c"]
+    assert CoordinatorLog(path).load() == [b"a", b"b", b"c"]

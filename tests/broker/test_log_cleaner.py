@@ -265,6 +265,25 @@ def test_the_checkpoint_is_kafka_format_and_resumes_the_dirty_section(tmp_path, 
     assert cleaner_for(store, clock).clean_once() is None
 
 
+def test_a_deleted_topics_checkpoint_goes_with_it_and_its_successor_is_cleaned_from_its_start(tmp_path, clock):
+    """As Kafka drops a deleted partition's checkpoint entry: a topic created again under the
+    name is dirty from offset 0, even once it has grown past where the old one was clean."""
+    store = open_store(tmp_path)
+    cleaner = cleaner_for(store, clock)
+    old = compacted(store)
+    produce(old, clock, updates(200, keys=10))
+    cleaner.clean_once()
+    old_clean = old.log.active_base_offset
+    store.delete("t")
+    assert (tmp_path / CHECKPOINT_FILE).read_text().splitlines() == ["0", "0"]
+    again = compacted(store)
+    written = produce(again, clock, updates(400, keys=10, seed=3))
+    assert again.log.active_base_offset > old_clean  # the old entry would have called this much clean
+    stats = cleaner.clean_once()
+    assert stats is not None
+    assert stored(again) == expected_after_clean(written, again.log.active_base_offset)
+
+
 def test_min_compaction_lag_holds_young_segments_and_max_lag_forces_old_ones(tmp_path, clock):
     store = open_store(tmp_path)
     young = compacted(store, "young", **{"min.compaction.lag.ms": "600000"})

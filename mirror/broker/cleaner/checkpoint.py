@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
 from pathlib import Path
 
 from ..log.files import fsync_dir
@@ -32,6 +33,8 @@ class CleanerCheckpoint:
     def __init__(self, data_dir: Path):
         self.path = data_dir / CHECKPOINT_FILE
         self._offsets = self._read()
+        self._writing = threading.Lock()
+        """The cleaner's thread updates, the broker's loop forgets a deleted topic."""
 
     def _read(self) -> dict[tuple[str, int], int]:
         try:
@@ -55,7 +58,20 @@ class CleanerCheckpoint:
         return self._offsets.get((topic, partition))
 
     def update(self, topic: str, partition: int, offset: int) -> None:
-        self._offsets[(topic, partition)] = offset
+        with self._writing:
+            self._offsets = {**self._offsets, (topic, partition): offset}
+            self._write()
+
+    def forget(self, topic: str) -> None:
+        """Drop a deleted topic's entries, as Kafka does on deletion: a topic created again
+        under the name starts dirty from its log start, not from where the old one was clean."""
+        with self._writing:
+            kept = {key: offset for key, offset in self._offsets.items() if key[0] != topic}
+            if len(kept) != len(self._offsets):
+                self._offsets = kept
+                self._write()
+
+    def _write(self) -> None:
         lines = [str(_VERSION), str(len(self._offsets))]
         lines += [f"{topic} {partition} {offset}" for (topic, partition), offset in sorted(self._offsets.items())]
         tmp = self.path.with_name(self.path.name + ".tmp")

@@ -74,6 +74,7 @@ class LogCleaner:
         self._config = config
         self._clock = clock
         self._checkpoint = CleanerCheckpoint(topics.data_dir)
+        topics.on_delete.append(self._forget)
         self._uncleanable: set[tuple[str, int]] = set()
         self._stop = threading.Event()
         self._lock = threading.Lock()
@@ -126,11 +127,17 @@ class LogCleaner:
                     continue
                 if stats is None:
                     return None
-                if stats.swapped:
+                if stats.swapped and self._topics.topics.get(key[0]) is partition.topic:  # not deleted meanwhile
                     self._checkpoint.update(*key, stats.end_offset)
                 _log_clean(stats, candidate.ratio)
                 return stats
             return None
+
+    def _forget(self, topic: str) -> None:
+        """A topic was deleted (on the broker's loop): its checkpoint entries go too. Not under
+        ``_lock``: a clean holds it while it waits for the loop."""
+        self._checkpoint.forget(topic)
+        self._uncleanable = {key for key in self._uncleanable if key[0] != topic}
 
     def _pick(self) -> _Candidate | None:
         now = self._clock()
@@ -152,7 +159,10 @@ class LogCleaner:
         """Kafka's ``LogCleanerManager.cleanableOffsets`` and ``LogToClean``."""
         config, log_ = partition.topic.config, partition.log
         checkpoint = self._checkpoint.first_dirty_offset(partition.topic.name, partition.index)
-        first_dirty = log_.log_start_offset if checkpoint is None or checkpoint < log_.log_start_offset else checkpoint
+        # Kafka resets a checkpoint outside the log to the log start (the log was truncated,
+        # or the topic deleted and created again before its entry was dropped).
+        in_log = checkpoint is not None and log_.log_start_offset <= checkpoint <= log_.log_end_offset
+        first_dirty = checkpoint if in_log else log_.log_start_offset
         segments = log_.cleanable_segments()
         sealed = [s for s in segments if s.next_offset > first_dirty]
         first_uncleanable = min(partition.last_stable_offset, log_.active_base_offset)

@@ -12,12 +12,14 @@ it fail. What the job does next depends on the error, and is decided here, in on
   to retention, a truncated source, a destination topic that cannot take the partitions, a
   hanging source transaction, a non-retriable broker error such as RECORD_LIST_TOO_LARGE).
   Running the task again would fail the same way, so the job fails at once.
-- **other** (a fenced producer, a refused sequence, a protocol error, a bug): Spark runs the
-  task again (``spark.task.maxFailures``), since a new attempt starts with a new producer.
+- **other** (a fenced producer, a refused sequence, a protocol error): a new attempt, which
+  starts with a new producer, may succeed. The driver runs the task again at once, as many
+  times as Spark would run a failed task (``spark.task.maxFailures``).
 
-A task reports an outage or a permanent failure as a :class:`TaskFailure` in its result
-rather than raising it: Spark would otherwise spend its task retries on it, and log a JVM
-stack trace for each.
+Every kmirror error of a copy task reaches the driver one way: as a :class:`TaskFailure` in
+the task's result (:mod:`mirror.spark.tasks`), never as a raised error, which Spark would
+retry on its own and report as a JVM stack trace around a Python one. Only an error that is
+not kmirror's (a bug) fails the Spark task.
 """
 
 from __future__ import annotations
@@ -33,18 +35,16 @@ from ..kafka import (AuthenticationError, BrokerApiError, ClusterUnreachableErro
 from ..kafka.transactions import TransactionError
 from .errors import CorruptSourceError, DataLossError, SourceTruncatedError, TopicMismatchError
 
-__all__ = ["Verdict", "verdict", "TaskFailure", "OUTAGE_KINDS"]
+__all__ = ["Verdict", "verdict", "TaskFailure"]
 
 Verdict = Literal["outage", "permanent", "other"]
 
 _PERMANENT = (CorruptSourceError, DataLossError, SourceTruncatedError, TopicMismatchError, HangingTransactionError,
               ConfigError, AuthenticationError)
-OUTAGE_KINDS = frozenset({ClusterUnreachableError.__name__, ConnectionFailedError.__name__})
-"""Class names of outages, for a failure known only by name (from the traceback Spark reports)."""
 
 
 def verdict(error: BaseException) -> Verdict:
-    """What to do about ``error``: wait the outage out, fail at once, or let Spark retry the task."""
+    """What to do about ``error``: wait the outage out, fail at once, or run the task again at once."""
     if isinstance(error, _PERMANENT):
         return "permanent"
     if isinstance(error, (ClusterUnreachableError, ConnectionFailedError)):
@@ -56,22 +56,33 @@ def verdict(error: BaseException) -> Verdict:
 
 @dataclass(frozen=True)
 class TaskFailure:
-    """An outage or a permanent failure of one copy task, sent back to the driver as data
-    (kmirror's exceptions do not all survive pickling)."""
+    """A copy task's failure, sent back to the driver as data (kmirror's exceptions do not all
+    survive pickling)."""
 
     task: int
     kind: str
     """The error's class name, e.g. ``CorruptSourceError``."""
     message: str
     """Its text, which names the partition and offset, or the cluster."""
-    outage: bool
+    verdict: Verdict
+    """What the driver does about it (:func:`verdict`)."""
     cluster: str | None = None
     """The bootstrap of the cluster that did not answer, when the error says."""
 
     @classmethod
     def of(cls, task: int, error: KMirrorError) -> "TaskFailure":
-        return cls(task, type(error).__name__, str(error), verdict(error) == "outage",
+        return cls(task, type(error).__name__, str(error), verdict(error),
                    error.bootstrap if isinstance(error, ClusterUnreachableError) else None)
+
+    @property
+    def outage(self) -> bool:
+        """Waited out, then run again."""
+        return self.verdict == "outage"
+
+    @property
+    def permanent(self) -> bool:
+        """Fails the job at once."""
+        return self.verdict == "permanent"
 
     def line(self) -> str:
         return f"{self.kind}: {self.message}"

@@ -74,8 +74,8 @@ class Report:
 
     stats: TaskStats | None = None
     crash: str | None = None
-    """An error no verdict covers (a fenced producer, a bug): the Spark task raises it, and
-    Spark runs it again (a new copier starts)."""
+    """An error a new attempt may fix (a fenced producer): the task fails with
+    :class:`CopierLostError`, and the driver runs it again (a new copier starts)."""
 
 
 class CopierLostError(KMirrorError):

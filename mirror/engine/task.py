@@ -1,16 +1,20 @@
-"""What one Spark task runs: its rows of the micro-batch, copied at the configured delivery guarantee."""
+"""What one copy task runs: its ranges of the micro-batch, copied at the configured delivery guarantee.
+
+The engine's side of the boundary with Spark: :class:`CopyJob` is built from the configuration
+(:meth:`CopyJob.from_config`) and takes the engine's own requests; decoding what Spark hands a
+task, and the Python worker's logging, are :mod:`mirror.spark.tasks`'s.
+"""
 
 from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import Iterable, Iterator, Literal, Mapping, Sequence
+from typing import Literal, Mapping, Sequence
 
 from kcodecs import KMirrorError
 
-from ..config import ClusterConfig, RetryConfig
+from ..config import ClusterConfig, MirrorConfig, RetryConfig
 from ..kafka import TopicPartition
-from ..logs import configure_spark_process
 from .clients import client_for, committed_offsets_for, producer_for, transactional_producer_for
 from .copy import DEFAULT_MAX_BUFFER_BYTES, CopyRequest, TaskStats, copy_ranges
 from .exactly_once import copy_exactly_once, transactional_id
@@ -29,7 +33,7 @@ Delivery = Literal["exactly-once", "at-least-once"]
 
 @dataclass(frozen=True)
 class CopyJob:
-    """What an executor needs to copy a micro-batch's rows; small, pickled into each task."""
+    """What an executor needs to copy a micro-batch's ranges; small, pickled into each task."""
 
     source: ClusterConfig
     destination: ClusterConfig
@@ -53,38 +57,35 @@ class CopyJob:
     commit_interval_ms: int = 20
     """A resident copier that has caught up commits this often (:mod:`.copier`)."""
 
-    def copy_rows(self, rows: Iterable) -> Iterator[TaskStats]:
-        """``mapPartitions`` body over the source's rows ``(topic, partition, start_offset,
-        end_offset, task, floor)``: :meth:`copy_tasks` of the tasks among them (one, as the
-        source plans it)."""
-        groups: dict[int, list[CopyRequest]] = {}
-        for topic, partition, start, end, task, floor in rows:
-            groups.setdefault(task, []).append(CopyRequest(TopicPartition(topic, partition), start, end, floor))
-        return self.copy_tasks(sorted(groups.items()))
+    @classmethod
+    def from_config(cls, config: MirrorConfig, routes: Mapping[str, TopicRoute], *, run_id: str,
+                    lease_s: float = 0.0) -> "CopyJob":
+        """The job of ``config``'s copy over ``routes``, for the run ``run_id``."""
+        return cls(source=config.source, destination=config.destination, retry=config.retry, routes=routes,
+                   fetch_max_bytes=config.fetch_max_bytes, max_buffer_bytes=config.max_buffer_bytes,
+                   max_in_flight=config.max_in_flight, on_data_loss=config.on_data_loss, delivery=config.delivery,
+                   job=config.job_name, transaction_timeout_ms=int(config.transaction_timeout_s * 1000),
+                   run_id=run_id, lease_s=lease_s, commit_interval_ms=config.commit_interval_ms)
 
-    def copy_tasks(self, tasks: Iterable[tuple[int, Sequence[CopyRequest]]]) -> Iterator[TaskStats]:
-        """``mapPartitions`` body: each ``(task, requests)`` copied together, one
-        :class:`TaskStats` each. An outage or a permanent error comes back as the stats'
-        :attr:`~TaskStats.failure` for the driver to act on (:mod:`.failures`)."""
-        configure_spark_process(logging.WARNING)  # an executor's Python worker
-        for task, requests in tasks:
-            if self.lease_s > 0:
-                yield lease(self, task, list(requests), self.lease_s)  # failures come as data already
-                continue
-            try:
-                yield self.copy(task, list(requests))
-            except KMirrorError as exc:
-                if verdict(exc) == "other":
-                    raise  # Spark runs the task again (spark.task.maxFailures)
-                log.debug("copy task %d failed", task, exc_info=True)
-                yield TaskStats([], failure=TaskFailure.of(task, exc))
+    def copy_task(self, task: int, requests: Sequence[CopyRequest]) -> TaskStats:
+        """One task's ranges copied, by the task itself or, with a lease, by the resident copier
+        of its index. An outage or a permanent error comes back as the stats'
+        :attr:`~TaskStats.failure` (:mod:`.failures`); an error a new attempt may fix (verdict
+        "other") raises, for the caller to run the task again."""
+        if self.lease_s > 0:
+            return lease(self, task, list(requests), self.lease_s)  # failures come as data already
+        try:
+            return self.copy(task, list(requests))
+        except KMirrorError as exc:
+            if verdict(exc) == "other":
+                raise
+            log.debug("copy task %d failed", task, exc_info=True)
+            return TaskStats([], failure=TaskFailure.of(task, exc))
 
-    def release_tasks(self, tasks: Iterable[int]) -> Iterator[TaskStats]:
-        """``mapPartitions`` body at the job's end: each copier of ``tasks`` on this executor
-        commits what it copied, reports it and exits (:func:`~.lease.release`)."""
-        configure_spark_process(logging.WARNING)
-        for task in tasks:
-            yield release(self, task) or TaskStats([])
+    def release_task(self, task: int) -> TaskStats:
+        """At the job's end: the copier of ``task`` on this machine, if any, commits what it
+        copied, reports it and exits (:func:`~.lease.release`)."""
+        return release(self, task) or TaskStats([])
 
     def copy(self, task: int, requests: list[CopyRequest]) -> TaskStats:
         source = client_for(self.source, self.retry)

@@ -15,6 +15,7 @@ the micro-batch again (see docs/architecture.md).
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import os
 import re
@@ -26,6 +27,8 @@ import threading
 import time
 import uuid
 import zlib
+from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
@@ -39,16 +42,18 @@ from ..engine.group_sync import GroupOffsetSync, GroupSyncReport
 from ..engine.shape_sync import ShapeSync
 from ..kafka import TopicPartition
 from ..engine.copy import TaskStats
-from ..engine.failures import OUTAGE_KINDS, TaskFailure
+from ..engine.failures import TaskFailure
 from ..engine.latency import LatencyHistogram
 from ..metrics import MirrorMetrics
 from ..progress import MicroBatchReport, RunTotals
-from .outage import Outage, OutageInterrupted, is_outage, ride_out
+from . import tasks as spark_tasks
+from .outage import Outage, OutageInterrupted, is_outage
 from .planned import planned_groups
-from .source import CopyGroup, CopyRange
+from .source import CopyGroup, CopyRange, groups_of_rows
+from .stopping import Stopper
 
-__all__ = ["run_mirror", "spark_session", "spark_settings", "JVM_OPTIONS", "with_task_retries", "MirrorJobError",
-           "QUERY_NAME", "LOCAL_TASK_ATTEMPTS"]
+__all__ = ["run_mirror", "spark_session", "spark_settings", "JVM_OPTIONS", "with_task_retries", "task_attempts",
+           "MirrorJobError", "RunOutcome", "QUERY_NAME", "LOCAL_TASK_ATTEMPTS"]
 
 log = logging.getLogger(__name__)
 
@@ -57,8 +62,8 @@ _OUR_ERROR = re.compile(r"^(?:mirror|kcodecs)\.[\w.]*?\.?(\w+): (.+)$", re.MULTI
 
 
 class MirrorJobError(KMirrorError):
-    """A copy task failed on an executor; ``kind`` is the class name of the error it raised there
-    (e.g. ``CorruptSourceError``), ``message`` its text."""
+    """A copy task failed on an executor, or the planner in its process; ``kind`` is the class
+    name of the error it raised there (e.g. ``CorruptSourceError``), ``message`` its text."""
 
     def __init__(self, kind: str, message: str):
         super().__init__(f"{kind}: {message}")
@@ -95,17 +100,17 @@ def run_mirror(config: MirrorConfig, *, stop: threading.Event | None = None,
 
     spark.dataSource.register(KafkaRangeSource)
     _prepare_destination(config, source, destination)
-    stop = stop or threading.Event()
-    runner = _MicroBatchRunner(config, routes, on_report, stop, metrics)
-    warm_up = _warm_up_executors(spark, runner)
-    # The reader plans on the driver's machine, so a local file can tell it to plan no more, and
-    # another (in mkdtemp's private directory) hands it the configuration: data source options
-    # show in Spark's plans and logs, so no password goes there.
-    stop_file = Path(tempfile.mkdtemp(prefix="kmirror-")) / "stop"
-    config_file = stop_file.parent / "config.json"
+    # The reader plans on the driver's machine, so a local file can tell it to plan no more
+    # (:mod:`.stopping`), and another (in mkdtemp's private directory) hands it the
+    # configuration: data source options show in Spark's plans and logs, so no password goes there.
+    work = Path(tempfile.mkdtemp(prefix="kmirror-"))
+    stopper = Stopper(stop or threading.Event(), work / "stop")
+    config_file = work / "config.json"
     config_file.write_text(config.model_dump_json(context=REVEAL_SECRETS))
+    runner = _MicroBatchRunner(config, routes, on_report, stopper, metrics)
+    warm_up = _warm_up_executors(spark, runner)
     writer = (spark.readStream.format(KafkaRangeSource.name()).option(CONFIG_FILE_OPTION, str(config_file))
-              .option(STOP_FILE_OPTION, str(stop_file)).load()
+              .option(STOP_FILE_OPTION, str(stopper.file)).load()
               .writeStream.queryName(QUERY_NAME).foreachBatch(runner)
               .option("checkpointLocation", str(config.checkpoint)))
     if config.once:
@@ -118,17 +123,18 @@ def run_mirror(config: MirrorConfig, *, stop: threading.Event | None = None,
     if not config.once:
         shape.start()
     try:
-        _await(query, stop, stop_file)
+        stopper.watch(query)
     except Exception as exc:
-        if runner.failure is not None:
-            raise runner.failure from None
-        if stop.is_set():
+        outcome = runner.outcome()
+        if outcome.failure is not None:
+            raise outcome.failure from None
+        if stopper.requested:
             # Asked to stop, and Spark did not finish: it was waiting out an outage (then the
             # runner says so), or its JVM got the signal too and ended (systemd's default
             # KillMode signals every process of the service). Either way a restart goes on
             # from what the destination and the checkpoint hold.
             log.debug("the query ended while stopping: %s", exc)
-            if not runner.interrupted:
+            if not outcome.interrupted:
                 log.info("stopped: Spark ended with the stop; a restart resumes from the checkpoint")
         else:
             log.debug("the query failed in Spark: %s", exc)
@@ -138,12 +144,13 @@ def run_mirror(config: MirrorConfig, *, stop: threading.Event | None = None,
         if renewer is not None:
             renewer.stop()
         warm_up.join()  # a query that ended first must not leave a job running
-        shutil.rmtree(stop_file.parent, ignore_errors=True)
+        shutil.rmtree(work, ignore_errors=True)
         if metrics is not None:
             metrics.close()
-    if runner.failure is not None:
-        raise runner.failure
-    if runner.interrupted:
+    outcome = runner.outcome()
+    if outcome.failure is not None:
+        raise outcome.failure
+    if outcome.interrupted:
         log.info("stopped while waiting out an outage: the unfinished micro-batch is copied on restart")
     runner.release_copiers(spark.sparkContext)
     runner.totals.groups = runner.sync_groups(final=True) or runner.totals.groups
@@ -309,12 +316,10 @@ JVM_OPTIONS = "-XX:TieredStopAtLevel=1"
 """The driver's and executors' JVMs compile with C1 only, not C2.
 
 No record passes through kmirror's JVMs: they plan, schedule and commit, while the copy runs
-in Python workers. C2, the optimising compiler, then costs more than it gives: in the first
-minutes of a job its compiler thread used 0.3-0.4 s of CPU during copies of 64 MB of lz4 (16 KiB
-batches, 1 KiB records, 4 partitions, one copy task, both brokers on the same 2-core machine; a
-one-off measurement inside `kmirror run --once`), which then took 0.37-0.45 s
-instead of 0.23-0.28 s, while the job's steady micro-batches were no slower with C1 alone
-(docs/performance.md, "The Spark job")."""
+in Python workers. C2, the optimising compiler, then costs more than it gives: in a job's
+first minutes its compiler thread took CPU during the copies, on cores the mirror and the
+brokers needed, and made them markedly slower, while the job's steady micro-batches were no
+slower with C1 alone (figures: docs/performance.md, "The Spark job")."""
 
 
 def spark_settings(config: MirrorConfig) -> dict[str, str]:
@@ -322,7 +327,8 @@ def spark_settings(config: MirrorConfig) -> dict[str, str]:
     replaces any of them (``spark.driver.extraJavaOptions`` for one brings C2 back).
 
     The Python workers run under :mod:`.worker_daemon`, which acknowledges each task's input
-    at once: that takes about 40 ms off every micro-batch's Spark job. (Unix domain sockets,
+    at once: every micro-batch's Spark job is then spared a delayed ACK (up to 40 ms on
+    Linux) per task. (Unix domain sockets,
     ``spark.python.unix.domain.socket.enabled``, would too, but then PySpark's idle workers
     print a ``BrokenPipeError`` traceback when the application ends: docs/performance.md,
     "What changed: the Spark job's 40 ms per micro-batch".)"""
@@ -350,6 +356,25 @@ def with_task_retries(master: str) -> str:
     return f"local[{match.group(1) or 1},{LOCAL_TASK_ATTEMPTS}]"
 
 
+_LOCAL_WITH_RETRIES = re.compile(r"local\[(?:\*|\d+),(\d+)\]")
+
+
+def task_attempts(config: MirrorConfig) -> int:
+    """How many attempts Spark gives a task before its failures fail the job: the ``F`` of a
+    local master ``local[N,F]`` (:func:`with_task_retries`), else ``spark.task.maxFailures``
+    (Spark's default, 4, unless ``spark_conf`` sets it). A copy task that fails on an error a
+    new attempt may fix gets as many from the driver
+    (:meth:`_MicroBatchRunner._copy_through_failures`): tasks report kmirror's errors rather
+    than raise them, so Spark's own retries are left to bugs."""
+    master = config.spark_conf.get("spark.master", with_task_retries(config.master))  # as spark_session sets it
+    match = _LOCAL_WITH_RETRIES.fullmatch(master)
+    if match is not None:
+        return int(match.group(1))
+    if _LOCAL.fullmatch(master):
+        return 1  # spark_conf's own local master, without retries
+    return int(config.spark_conf.get("spark.task.maxFailures", LOCAL_TASK_ATTEMPTS))
+
+
 def _group_sync(config: MirrorConfig, routes) -> GroupOffsetSync:
     destination = client_for(config.destination, config.retry)
     syncs = OffsetSyncStore(destination, offset_syncs_topic(config.job_name),
@@ -358,21 +383,33 @@ def _group_sync(config: MirrorConfig, routes) -> GroupOffsetSync:
                            interval_s=config.sync_group_offsets_interval_s, mirrored=config.selects)
 
 
-class _MicroBatchRunner:
-    """The ``foreachBatch`` function: plan on the driver, copy on executors, report; through an
-    outage, wait and run the failed tasks again (:mod:`.outage`)."""
+@dataclass(frozen=True)
+class RunOutcome:
+    """How the query's micro-batches ended, for :func:`run_mirror` once the query is over."""
 
-    def __init__(self, config: MirrorConfig, routes, on_report, stop: threading.Event,
+    failure: KMirrorError | None = None
+    """The error a micro-batch failed with (and the query with it)."""
+    interrupted: bool = False
+    """A stop came while an outage was being waited out: the micro-batch did not finish."""
+
+
+class _MicroBatchRunner:
+    """The ``foreachBatch`` function: plan on the driver, copy on executors, report; run failed
+    tasks again where that may help (:meth:`_copy_through_failures`). A micro-batch that fails
+    raises, so that Spark does not commit it; :meth:`outcome` tells how the micro-batches ended."""
+
+    def __init__(self, config: MirrorConfig, routes, on_report, stop: Stopper | threading.Event,
                  metrics: MirrorMetrics | None = None):
         self.config = config
         self.metrics = metrics
         self.routes = routes
         self.on_report = on_report
         self.stop = stop
+        """Ends the waits through an outage: ``stop.wait(seconds)`` is True once a stop is requested."""
         self.totals = RunTotals()
-        self.failure: KMirrorError | None = None
-        self.interrupted = False
-        """A stop came while an outage was being waited out: the micro-batch did not finish."""
+        self._outcome = RunOutcome()
+        self.attempts = task_attempts(config)
+        """Tries of a copy task that fails on an error a new attempt may fix."""
         self.run_id = uuid.uuid4().hex
         self.copied_to: dict[TopicPartition, int] = {}
         """Per source partition, where this run's copy got to: group offsets past it are clamped."""
@@ -401,6 +438,17 @@ class _MicroBatchRunner:
             log.info("%s", report.line())
         return report
 
+    def outcome(self) -> RunOutcome:
+        return self._outcome
+
+    @property
+    def failure(self) -> KMirrorError | None:
+        return self._outcome.failure
+
+    @property
+    def interrupted(self) -> bool:
+        return self._outcome.interrupted
+
     def __call__(self, rows, batch_id: int) -> None:
         began = time.perf_counter()
         planned = planned_groups(rows)
@@ -409,12 +457,12 @@ class _MicroBatchRunner:
             log.warning("the copy groups are not in this Spark's plan of the micro-batch; reading the source's "
                         "rows instead, which costs a Python worker per task (see mirror/spark/planned.py)")
         try:
-            tasks = self._copy_through_outages(rows, planned)
+            tasks = self._copy_through_failures(rows, planned)
         except OutageInterrupted:
-            self.interrupted = True
+            self._outcome = RunOutcome(interrupted=True)
             raise
         except KMirrorError as exc:
-            self.failure = exc
+            self._outcome = RunOutcome(failure=exc)
             raise
         ranges = [stats for task in tasks for stats in task.ranges]
         for stats in ranges:
@@ -430,38 +478,42 @@ class _MicroBatchRunner:
         if self.on_report is not None:
             self.on_report(report)
 
-    def _copy_through_outages(self, rows, planned: list[CopyGroup] | None) -> list[TaskStats]:
-        """Every task's stats; tasks that failed on an outage run again, after a wait, until
-        they succeed or the outage outlasts ``max_outage_s``. ``planned``: the micro-batch's
-        groups, or None to read them from ``rows``."""
+    def _copy_through_failures(self, rows, planned: list[CopyGroup] | None) -> list[TaskStats]:
+        """Every task's stats. A task that failed on an outage runs again after a wait, until it
+        succeeds or the outage outlasts ``max_outage_s``; one that failed on an error a new
+        attempt may fix runs again at once, up to :func:`task_attempts` tries, as Spark would have
+        run it; a permanent failure fails the micro-batch at once (:mod:`mirror.engine.failures`).
+        ``planned``: the micro-batch's groups, or None to read them from ``rows``."""
         outage = Outage(self.config.outage_limit_s)
+        tries = _FailedTries(self.attempts)
         done: list[TaskStats] = []
         todo: frozenset[int] | None = None  # None: every task of the micro-batch
-
-        def attempt() -> None:
-            nonlocal todo
+        while True:
+            began = outage.clock()
             try:
                 results = self._copy(rows, planned, todo)
-            except KMirrorError as exc:
+            except KMirrorError as exc:  # the driver's own Kafka calls, or a task's bug
                 self._count_error(exc.kind if isinstance(exc, MirrorJobError) else type(exc).__name__)
-                raise
+                what = self._outage_line(str(exc), getattr(exc, "bootstrap", None))
+                if not is_outage(exc) or not outage.pause(what, began, self._sleep):
+                    raise
+                continue
             done.extend(task for task in results if task.failure is None)
             failures = [task.failure for task in results if task.failure is not None]
+            if not failures:
+                outage.ended()
+                return done
             for failure in failures:
                 self._count_error(failure.kind)
-            permanent = [f for f in failures if not f.outage]
-            if permanent:
-                raise MirrorJobError(permanent[0].kind, permanent[0].message)
-            if failures:
-                todo = frozenset(f.task for f in failures)
-                raise _TasksInOutage(failures)
-
-        try:
-            ride_out(attempt, outage, lambda seconds: not self.stop.wait(seconds), describe=self._describe,
-                     outage_error=_is_outage)
-        except _TasksInOutage as exc:  # for longer than max_outage_s
-            raise MirrorJobError(exc.failures[0].kind, exc.failures[0].message) from None
-        return done
+            fatal = [f for f in failures if f.permanent] + tries.used_up(failures)
+            if fatal:
+                raise MirrorJobError(fatal[0].kind, fatal[0].message)
+            outages = [f for f in failures if f.outage]
+            if outages:
+                what = self._outage_line(outages[0].message, outages[0].cluster, waiting=len(failures))
+                if not outage.pause(what, began, self._sleep):  # for longer than max_outage_s
+                    raise MirrorJobError(outages[0].kind, outages[0].message)
+            todo = frozenset(f.task for f in failures)
 
     def _copy(self, rows, planned: list[CopyGroup] | None, tasks: frozenset[int] | None) -> list[TaskStats]:
         """The destination topics checked, then one Spark job copying ``tasks`` (None: all).
@@ -478,30 +530,28 @@ class _MicroBatchRunner:
         job = self.job()
         try:
             if self.leasing:
-                ranges = ([r for group in planned for r in group.ranges] if planned is not None
-                          else [_range_of(row) for row in rows.collect()])
+                groups = planned if planned is not None else groups_of_rows(rows.collect())
+                ranges = [r for group in groups for r in group.ranges]
                 chosen = [lease for lease in self._leases(ranges) if tasks is None or lease[0] in tasks]
                 return self._run_leases(rows.sparkSession.sparkContext, job, chosen)
             # One Spark task per group of ranges (see .grouping), numbered as the source planned it.
             if planned is None:
                 selected = rows.rdd if tasks is None else rows.rdd.filter(lambda row: row.task in tasks)
-                return selected.mapPartitions(job.copy_rows).collect()
-            chosen = [_task(group) for group in planned if tasks is None or group.index in tasks]
+                return selected.mapPartitions(functools.partial(spark_tasks.copy_rows, job)).collect()
+            chosen = [spark_tasks.task_of(group) for group in planned if tasks is None or group.index in tasks]
             if not chosen:
                 return []
             spark_context = rows.sparkSession.sparkContext
-            return spark_context.parallelize(chosen, len(chosen)).mapPartitions(job.copy_tasks).collect()
-        except Exception as exc:  # Spark's report of a task that failed every attempt
+            return spark_context.parallelize(chosen, len(chosen)).mapPartitions(
+                functools.partial(spark_tasks.copy_tasks, job)).collect()
+        except Exception as exc:  # a task that failed every attempt: not on a kmirror error, which tasks report
             log.debug("the copy failed in Spark: %s", exc)
-            raise _job_failure(exc) from None
+            raise MirrorJobError(type(exc).__name__, _first_line(str(exc))) from None
 
     def job(self) -> CopyJob:
         """What a copy task needs, as of this micro-batch's routes."""
-        config = self.config
-        return CopyJob(config.source, config.destination, config.retry, self.routes, config.fetch_max_bytes,
-                       config.max_buffer_bytes, config.max_in_flight, config.on_data_loss, config.delivery,
-                       config.job_name, int(config.transaction_timeout_s * 1000), self.run_id,
-                       lease_s=config.lease_s if self.leasing else 0.0, commit_interval_ms=config.commit_interval_ms)
+        return CopyJob.from_config(self.config, self.routes, run_id=self.run_id,
+                                   lease_s=self.config.lease_s if self.leasing else 0.0)
 
     def _leases(self, ranges: list[CopyRange]) -> list[tuple[int, list[CopyRequest]]]:
         """The micro-batch's ranges by copier, and every copier that follows a known partition
@@ -512,7 +562,7 @@ class _MicroBatchRunner:
             for partition in range(route.source_partitions):
                 chosen.setdefault(copier_index(TopicPartition(topic, partition), copiers), [])
         for r in ranges:
-            chosen.setdefault(copier_index(r.tp, copiers), []).append(CopyRequest(r.tp, r.start, r.end, r.floor))
+            chosen.setdefault(copier_index(r.tp, copiers), []).append(spark_tasks.request_of(r))
         return sorted(chosen.items())
 
     def _run_leases(self, spark_context, job: CopyJob, chosen) -> list[TaskStats]:
@@ -520,7 +570,8 @@ class _MicroBatchRunner:
             return []
         with self.spark_jobs:
             self.last_lease = time.monotonic()
-            return spark_context.parallelize(chosen, len(chosen)).mapPartitions(job.copy_tasks).collect()
+            return spark_context.parallelize(chosen, len(chosen)).mapPartitions(
+                functools.partial(spark_tasks.copy_tasks, job)).collect()
 
     def _lease_known(self, spark_context) -> list[TaskStats]:
         """A lease with no range to every copier that follows a known partition: starts the ones
@@ -563,7 +614,7 @@ class _MicroBatchRunner:
         try:
             with self.spark_jobs:
                 reports = spark_context.parallelize(indices, max(1, len(indices))).mapPartitions(
-                    job.release_tasks).collect()
+                    functools.partial(spark_tasks.release_tasks, job)).collect()
         except Exception as exc:  # Spark ended with the stop: the copiers end with their executors
             log.debug("releasing the copiers failed: %s", exc)
             return
@@ -575,15 +626,41 @@ class _MicroBatchRunner:
         if self.metrics is not None:
             self.metrics.error(kind)
 
-    def _describe(self, error: KMirrorError) -> str:
-        """The outage line's subject: which cluster, and what failed."""
-        failures = error.failures if isinstance(error, _TasksInOutage) else []
-        cluster = failures[0].cluster if failures else getattr(error, "bootstrap", None)
+    def _sleep(self, seconds: float) -> bool:
+        """A wait through an outage: False when a stop came meanwhile."""
+        return not self.stop.wait(seconds)
+
+    def _outage_line(self, what: str, cluster: str | None, *, waiting: int = 0) -> str:
+        """The outage line's subject: which cluster, what failed, how many copy tasks wait."""
         role = {",".join(self.config.source.bootstrap): "source", ",".join(self.config.destination.bootstrap):
                 "destination"}.get(cluster or "", "")
-        what = failures[0].message if failures else str(error)
-        tasks = f" ({len(failures)} copy task{'s' if len(failures) > 1 else ''} waiting)" if failures else ""
+        tasks = f" ({waiting} copy task{'s' if waiting > 1 else ''} waiting)" if waiting else ""
         return f"outage: {role + ' ' if role else ''}{what}{tasks}"
+
+
+class _FailedTries:
+    """Spark's task retries, counted by the driver: how many times in a row each copy task of a
+    micro-batch failed on an error a new attempt may fix. An outage in between starts its count
+    again, as the Spark job that ran it after the wait gave it all its attempts again."""
+
+    def __init__(self, attempts: int):
+        self.attempts = attempts
+        self.failed: Counter[int] = Counter()
+
+    def used_up(self, failures: list[TaskFailure]) -> list[TaskFailure]:
+        """Count ``failures``; those of tasks that have now failed ``attempts`` times."""
+        spent = []
+        for failure in failures:
+            if failure.verdict != "other":
+                self.failed.pop(failure.task, None)
+                continue
+            self.failed[failure.task] += 1
+            if self.failed[failure.task] >= self.attempts:
+                spent.append(failure)
+            else:
+                log.debug("copy task %d failed (try %d of %d), running it again: %s", failure.task,
+                          self.failed[failure.task], self.attempts, failure.line())
+        return spent
 
 
 class _Renewer(threading.Thread):
@@ -612,20 +689,10 @@ def copier_index(tp: TopicPartition, copiers: int) -> int:
     return (tp.partition + zlib.crc32(tp.topic.encode())) % copiers
 
 
-def _range_of(row) -> CopyRange:
-    topic, partition, start, end, _task, floor = row
-    return CopyRange(topic, partition, start, end, floor)
-
-
 def _routed(planned: list[CopyGroup], routes) -> bool:
     """Every planned range is of a topic with a route, and of a partition that route counts."""
     return all(r.topic in routes and r.partition < routes[r.topic].source_partitions
                for group in planned for r in group.ranges)
-
-
-def _task(group: CopyGroup) -> tuple[int, list[CopyRequest]]:
-    """A planned group as :meth:`CopyJob.copy_tasks` takes it."""
-    return group.index, [CopyRequest(r.tp, r.start, r.end, r.floor) for r in group.ranges]
 
 
 def _merged_latency(tasks: list[TaskStats]) -> LatencyHistogram:
@@ -635,27 +702,10 @@ def _merged_latency(tasks: list[TaskStats]) -> LatencyHistogram:
     return merged
 
 
-def _is_outage(error: KMirrorError) -> bool:
-    """Tasks that reported an outage, a task Spark gave up on for one, or the driver's own
-    Kafka calls failing on one."""
-    if isinstance(error, _TasksInOutage):
-        return True
-    if isinstance(error, MirrorJobError):
-        return error.kind in OUTAGE_KINDS
-    return is_outage(error)
-
-
-class _TasksInOutage(KMirrorError):
-    """Copy tasks that failed on an outage (with their :class:`TaskFailure` each), to be run again."""
-
-    def __init__(self, failures: list[TaskFailure]):
-        super().__init__(failures[0].line())
-        self.failures = failures
-
-
 def _job_failure(exc: Exception) -> MirrorJobError:
-    """The error kmirror code raised inside Spark (a copy task on an executor, or the source's
-    planner), recovered from the Python traceback Spark wraps it in."""
+    """The error kmirror code raised in a Python process of Spark's that has no other way to
+    the driver (the source's planner), recovered from the Python traceback Spark wraps it in.
+    (Copy tasks report theirs as data, :mod:`.tasks`.)"""
     found = _OUR_ERROR.findall(str(exc))
     if found:
         kind, message = found[-1]
@@ -665,22 +715,3 @@ def _job_failure(exc: Exception) -> MirrorJobError:
 
 def _first_line(text: str) -> str:
     return text.strip().splitlines()[0] if text.strip() else "(no message)"
-
-
-def _await(query, stop: threading.Event, stop_file: Path) -> None:
-    """Wait for the query. On ``stop``: the stop file makes the reader plan no new micro-batch,
-    the one running finishes and commits, and only then is the query stopped, so a normal stop
-    copies nothing twice."""
-    while query.isActive:
-        if stop.is_set():
-            log.info("stop requested: letting the current micro-batch finish")
-            stop_file.touch()
-            while query.isActive and query.status.get("isTriggerActive"):
-                time.sleep(0.05)
-            query.stop()
-            log.info("stopped; the checkpoint holds every committed micro-batch")
-            return
-        query.awaitTermination(0.5)
-    error = query.exception()
-    if error is not None:
-        raise RuntimeError(str(error))

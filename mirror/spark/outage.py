@@ -67,6 +67,18 @@ class Outage:
         log.warning("%s; down for %.0f s, retrying in %.0f s", what, down, delay)
         return delay
 
+    def pause(self, what: str, since: float, sleep: Callable[[float], bool]) -> bool:
+        """Count one more failed try, begun at ``since`` (:meth:`next_wait`), and wait before the
+        next: True to try again, False once the outage outlasted the limit.
+        ``sleep(seconds)`` returns False when a stop was requested meanwhile:
+        :class:`OutageInterrupted`."""
+        delay = self.next_wait(what, since=since)
+        if delay is None:
+            return False
+        if not sleep(delay):
+            raise OutageInterrupted(f"stopped while waiting out an outage ({what})")
+        return True
+
     def ended(self) -> None:
         """The try after a failure worked."""
         if self.began is not None:
@@ -79,23 +91,17 @@ def is_outage(error: KMirrorError) -> bool:
 
 
 def ride_out(call: Callable[[], T], outage: Outage, sleep: Callable[[float], bool], *,
-             describe: Callable[[KMirrorError], str] = str, outage_error: Callable[[KMirrorError], bool] = is_outage) -> T:
-    """``call()``, retried through the errors ``outage_error`` accepts (by default, those
-    :func:`~mirror.engine.failures.verdict` calls outages); other errors, and an outage past
-    the limit, raise. ``sleep(seconds)`` returns False when a stop was requested meanwhile:
-    :class:`OutageInterrupted`."""
+             describe: Callable[[KMirrorError], str] = str) -> T:
+    """``call()``, retried through the errors :func:`~mirror.engine.failures.verdict` calls
+    outages; other errors, and an outage past the limit, raise. ``sleep(seconds)`` returns
+    False when a stop was requested meanwhile: :class:`OutageInterrupted`."""
     while True:
         began = outage.clock()
         try:
             result = call()
         except KMirrorError as exc:
-            if not outage_error(exc):
+            if not is_outage(exc) or not outage.pause(describe(exc), began, sleep):
                 raise
-            delay = outage.next_wait(describe(exc), since=began)
-            if delay is None:
-                raise
-            if not sleep(delay):
-                raise OutageInterrupted(f"stopped while waiting out an outage: {exc}") from exc
             continue
         outage.ended()
         return result

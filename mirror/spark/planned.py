@@ -2,8 +2,9 @@
 
 Reading the rows of ``foreachBatch``'s DataFrame runs the source's ``read`` on executors: an
 Arrow Python worker per task unpickles the reader and sends five small columns through the
-JVM to the copy's worker. That costs 0.5-0.9 s on a micro-batch's first read and 0.06-0.17 s
-after (docs/performance.md, "The Spark job") for rows the driver's planner already made.
+JVM to the copy's worker. That costs a large share of a micro-batch on its first read and a
+noticeable one after (figures: docs/performance.md, "The Spark job") for rows the driver's
+planner already made.
 The groups are in the DataFrame's plan: Spark hands ``foreachBatch`` a DataFrame over the
 RDD of the micro-batch's scan, a ``DataSourceRDD`` whose partitions each hold one
 ``PythonStreamingInputPartition``, with the :class:`~.source.CopyGroup` pickled by the

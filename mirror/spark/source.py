@@ -40,7 +40,7 @@ import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterator, TypeVar
+from typing import Callable, Iterable, Iterator, TypeVar
 
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import (
@@ -61,8 +61,8 @@ from .grouping import group_ranges
 from .offsets import Offsets, cap_end_offsets, format_offsets, parse_offsets
 from .outage import Outage, OutageInterrupted, is_outage, ride_out
 
-__all__ = ["KafkaRangeSource", "KafkaRangeReader", "CopyRange", "CopyGroup", "SCHEMA", "STOP_FILE_OPTION",
-           "CONFIG_FILE_OPTION"]
+__all__ = ["KafkaRangeSource", "KafkaRangeReader", "CopyRange", "CopyGroup", "groups_of_rows", "SCHEMA",
+           "STOP_FILE_OPTION", "CONFIG_FILE_OPTION"]
 
 log = logging.getLogger(__name__)
 
@@ -97,6 +97,15 @@ class CopyGroup(InputPartition):
 
     index: int
     ranges: tuple[CopyRange, ...]
+
+
+def groups_of_rows(rows: Iterable[tuple]) -> list[CopyGroup]:
+    """The groups whose rows (:data:`SCHEMA`, as :meth:`KafkaRangeReader.read` writes them) are
+    among ``rows``, in task order."""
+    ranges: dict[int, list[CopyRange]] = {}
+    for topic, partition, start, end, task, floor in rows:
+        ranges.setdefault(task, []).append(CopyRange(topic, partition, start, end, floor))
+    return [CopyGroup(task, tuple(found)) for task, found in sorted(ranges.items())]
 
 
 class KafkaRangeSource(DataSource):
@@ -254,6 +263,7 @@ class KafkaRangeReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return {r: leader[r.tp] for r in ranges}
 
     def read(self, partition: CopyGroup) -> Iterator[tuple]:
+        """The group as rows of :data:`SCHEMA` (:func:`groups_of_rows` reads them back)."""
         for r in partition.ranges:
             yield (r.topic, r.partition, r.start, r.end, partition.index, r.floor)
 

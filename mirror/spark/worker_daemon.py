@@ -7,10 +7,9 @@ task to its worker over loopback TCP in several small writes, and Nagle's algori
 one back until the previous one is acknowledged; Linux acknowledges a small segment only
 after up to 40 ms (delayed ACK), so a task waited about 40 ms for input already written. In
 quick-ACK mode (``TCP_QUICKACK``, set on the worker's socket before each task) the worker
-acknowledges at once: a job of two tasks that only read their input took 67-77 ms without it
-and 25-32 ms with it (medians of 20 in each run, PySpark 4.3, ``local[2]``;
-docs/performance.md, "The Spark job"). Quick-ACK mode does not last, which is why it is set
-again for every task.
+acknowledges at once, and a job of two tasks that only read their input takes well under
+half as long (figures: docs/performance.md, "The Spark job"). Quick-ACK mode does not last,
+which is why it is set again for every task.
 
 Only that is added: the daemon itself, forking, worker reuse and error handling are PySpark's.
 Where the option does not exist (not Linux) or does not apply (a Unix domain socket, if

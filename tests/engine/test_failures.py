@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 
 from mirror.config import ClusterConfig, ConfigError, RetryConfig
-from mirror.engine import CopyJob, CorruptSourceError, DataLossError, SourceTruncatedError, TopicMismatchError
+from mirror.engine import (CopyJob, CopyRequest, CorruptSourceError, DataLossError, SourceTruncatedError,
+                           TopicMismatchError)
 from mirror.engine.failures import verdict
 from mirror.kafka import (BrokerApiError, ClusterUnreachableError, ConnectionFailedError, HangingTransactionError,
                           ProducerSequenceError, ProtocolError, TopicPartition, UnknownTopicError)
@@ -50,19 +51,19 @@ def _job(monkeypatch, error: Exception) -> CopyJob:
 
 def test_a_task_reports_an_outage_naming_the_cluster(monkeypatch):
     job = _job(monkeypatch, ClusterUnreachableError("h:1", "produce to t/0: cannot connect"))
-    (stats,) = job.copy_rows([("t", 0, 0, 10, 2, -1)])
+    stats = job.copy_task(2, [CopyRequest(TopicPartition("t", 0), 0, 10, -1)])
     failure = stats.failure
     assert (failure.task, failure.kind, failure.outage, failure.cluster) == (2, "ClusterUnreachableError", True, "h:1")
     assert stats.ranges == []
 
 
 def test_a_task_reports_a_permanent_error_naming_partition_and_offset(monkeypatch):
-    (stats,) = _job(monkeypatch, CorruptSourceError(TP, 40, "bad CRC")).copy_rows([("t", 3, 0, 100, 0, -1)])
+    stats = _job(monkeypatch, CorruptSourceError(TP, 40, "bad CRC")).copy_task(0, [CopyRequest(TP, 0, 100, -1)])
     assert (stats.failure.kind, stats.failure.outage) == ("CorruptSourceError", False)
     assert "t/3 at offset 40" in stats.failure.message
 
 
 def test_a_task_raises_what_a_new_attempt_may_fix_so_that_spark_retries_it(monkeypatch):
     with pytest.raises(ProducerFencedError):
-        list(_job(monkeypatch, ProducerFencedError("Produce", "PRODUCER_FENCED", 90, False, TP)).copy_rows(
-            [("t", 3, 0, 100, 0, -1)]))
+        _job(monkeypatch, ProducerFencedError("Produce", "PRODUCER_FENCED", 90, False, TP)).copy_task(
+            0, [CopyRequest(TP, 0, 100, -1)])

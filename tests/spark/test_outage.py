@@ -10,6 +10,7 @@ import pytest
 
 from mirror.engine import CorruptSourceError
 from mirror.kafka import BrokerApiError, ClusterUnreachableError, TopicPartition
+from mirror.kafka.transactions import ProducerFencedError
 from mirror.spark.job import with_task_retries
 from mirror.spark.outage import MAX_BACKOFF_S, Outage, OutageInterrupted, ride_out
 
@@ -196,3 +197,55 @@ def test_a_stop_during_an_outage_ends_the_micro_batch_unfinished(monkeypatch):
     with pytest.raises(OutageInterrupted):
         runner(None, 1)
     assert runner.interrupted and runner.failure is None
+
+
+FENCED = ProducerFencedError("Produce", "PRODUCER_FENCED", 90, False, TopicPartition("t", 1))
+
+
+def test_the_driver_runs_a_task_a_new_attempt_may_fix_again_at_once(monkeypatch, caplog):
+    from mirror.engine.failures import TaskFailure
+
+    fenced = TaskFailure.of(1, FENCED)
+    runner, asked = _runner(monkeypatch, [[_stats(0), _stats(1, fenced)], [_stats(1, fenced)], [_stats(1)]])
+    runner(None, 7)
+    assert asked == [None, frozenset({1}), frozenset({1})]
+    (report,) = runner.reports
+    assert runner.outcome().failure is None and sorted(r.tp.partition for r in report.ranges) == [0, 1]
+    assert "outage" not in caplog.text  # not waited out
+
+
+def test_a_task_that_fails_as_often_as_spark_would_try_it_fails_the_micro_batch(monkeypatch):
+    from mirror.engine.failures import TaskFailure
+    from mirror.spark.job import MirrorJobError
+
+    fenced = TaskFailure.of(0, FENCED)
+    runner, asked = _runner(monkeypatch, [[_stats(0, fenced)]] * 5)
+    with pytest.raises(MirrorJobError) as caught:
+        runner(None, 2)
+    assert caught.value.kind == "ProducerFencedError" and len(asked) == 4  # local[2] runs as local[2,4]
+    assert runner.outcome().failure is caught.value
+
+
+def test_an_outage_gives_a_task_its_attempts_again(monkeypatch):
+    """As a Spark job run after the wait would: the count of attempts is per run of the task."""
+    from mirror.engine.failures import TaskFailure
+
+    fenced, down = TaskFailure.of(0, FENCED), TaskFailure.of(0, DOWN)
+    runs = [[_stats(0, fenced)]] * 3 + [[_stats(0, down)]] + [[_stats(0, fenced)]] * 3 + [[_stats(0)]]
+    runner, asked = _runner(monkeypatch, runs)
+    runner(None, 4)
+    assert len(asked) == 8 and runner.outcome().failure is None
+
+
+@pytest.mark.parametrize("master, spark_conf, attempts", [
+    ("local[2]", {}, 4), ("local", {}, 4), ("local[*,8]", {}, 8), ("local[2,1]", {"spark.task.maxFailures": "6"}, 1),
+    ("spark://host:7077", {}, 4), ("yarn", {"spark.task.maxFailures": "6"}, 6),
+    ("local[2]", {"spark.master": "local[2]"}, 1), ("local[2]", {"spark.master": "yarn"}, 4),
+])
+def test_the_driver_tries_a_task_as_often_as_spark_would(master, spark_conf, attempts):
+    from mirror.config import load_config
+    from mirror.spark.job import task_attempts
+
+    config = load_config(None, {"source.bootstrap": "a:1", "destination.bootstrap": "b:1", "topics": "x",
+                                "master": master, "spark_conf": spark_conf})
+    assert task_attempts(config) == attempts

@@ -1,0 +1,71 @@
+"""The copy's Spark tasks: what the driver hands each one, and the ``mapPartitions`` bodies
+they run on executors.
+
+This is the Spark side of the boundary with the copy engine (:class:`~mirror.engine.CopyJob`).
+A task's input is its planned group as the engine's requests, ``(task, [CopyRequest])``
+(:func:`task_of`), or, when the plan held no groups (:mod:`.planned`), the source's rows, which
+:func:`copy_rows` decodes (:func:`~.source.groups_of_rows`). A body sets up the Python
+worker's logging, runs the engine, and returns one :class:`~mirror.engine.TaskStats` per task,
+with a kmirror error as its :attr:`~mirror.engine.TaskStats.failure`
+(:class:`~mirror.engine.failures.TaskFailure`): the driver alone decides what runs again
+(:mod:`.job`), as Kafka Connect decides for a ``MirrorSourceTask``. Only an error that is not
+kmirror's (a bug) fails the Spark task.
+
+Spark pickles the function into every task, so the driver passes
+``functools.partial(copy_tasks, job)``: a reference to this module's function, imported on the
+executor, and the small :class:`~mirror.engine.CopyJob`.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Iterable, Iterator, Sequence
+
+from kcodecs import KMirrorError
+
+from ..engine import CopyJob, CopyRequest, TaskStats
+from ..engine.failures import TaskFailure
+from ..logs import configure_spark_process
+from .source import CopyGroup, CopyRange, groups_of_rows
+
+__all__ = ["copy_tasks", "copy_rows", "release_tasks", "task_of", "request_of"]
+
+log = logging.getLogger(__name__)
+
+
+def copy_tasks(job: CopyJob, tasks: Iterable[tuple[int, Sequence[CopyRequest]]]) -> Iterator[TaskStats]:
+    """``mapPartitions`` body: each ``(task, requests)`` copied, one :class:`TaskStats` each."""
+    configure_spark_process(logging.WARNING)  # an executor's Python worker
+    for task, requests in tasks:
+        yield _copied(job, task, requests)
+
+
+def copy_rows(job: CopyJob, rows: Iterable[tuple]) -> Iterator[TaskStats]:
+    """``mapPartitions`` body over the source's rows (:data:`~.source.SCHEMA`): :func:`copy_tasks`
+    of the groups among them (one, as the source plans them)."""
+    return copy_tasks(job, [task_of(group) for group in groups_of_rows(rows)])
+
+
+def release_tasks(job: CopyJob, tasks: Iterable[int]) -> Iterator[TaskStats]:
+    """``mapPartitions`` body at the job's end: each copier of ``tasks`` on this executor
+    commits what it copied, reports it and exits."""
+    configure_spark_process(logging.WARNING)
+    for task in tasks:
+        yield job.release_task(task)
+
+
+def _copied(job: CopyJob, task: int, requests: Sequence[CopyRequest]) -> TaskStats:
+    try:
+        return job.copy_task(task, requests)
+    except KMirrorError as exc:  # one a new attempt may fix: the driver runs the task again
+        log.debug("copy task %d failed", task, exc_info=True)
+        return TaskStats([], failure=TaskFailure.of(task, exc))
+
+
+def task_of(group: CopyGroup) -> tuple[int, list[CopyRequest]]:
+    """A planned group as :func:`copy_tasks` takes it."""
+    return group.index, [request_of(r) for r in group.ranges]
+
+
+def request_of(r: CopyRange) -> CopyRequest:
+    return CopyRequest(r.tp, r.start, r.end, r.floor)

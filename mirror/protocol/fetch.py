@@ -50,27 +50,10 @@ from typing import Sequence
 
 from .errors import ProtocolError
 from .primitives import (
-    DECODE_ERRORS,
-    ENCODE_ERRORS,
-    INT32,
-    Buffer,
-    Reader,
-    Writer,
-    begin_request,
-    check_version,
+    DECODE_ERRORS, ENCODE_ERRORS, INT32, Buffer, Reader, Writer, begin_request, check_version,
     consecutive_runs,
 )
 
-__all__ = [
-    "FETCH_API_KEY",
-    "FETCH_VERSIONS",
-    "FetchPosition",
-    "FetchedPartition",
-    "FetchResponseData",
-    "encode_fetch_request",
-    "encode_fetch_response",
-    "decode_fetch_response",
-]
 
 FETCH_API_KEY = 1
 FETCH_VERSIONS = range(4, 13)
@@ -208,20 +191,17 @@ def encode_fetch_response(response: FetchResponseData, *, version: int, correlat
             out.buf += _FETCH_TOP[True].pack(response.throttle_time_ms, response.error_code, response.session_id)
         else:
             out.buf += _FETCH_TOP[False].pack(response.throttle_time_ms)
-        runs = consecutive_runs(response.partitions)
-        out.length(len(runs), INT32)
-        for topic, parts in runs:
-            out.string(topic)
-            out.length(len(parts), INT32)
-            for p in parts:
-                fixed = (p.partition, p.error_code, p.high_watermark, p.last_stable_offset)
-                out.buf += _FETCH_PARTITION[log_start].pack(*fixed, *((p.log_start_offset,) if log_start else ()))
-                _encode_aborted(out, p.aborted_transactions)
-                if version >= FETCH_PREFERRED_REPLICA_SINCE:
-                    out.buf += INT32.pack(NO_PREFERRED_READ_REPLICA)
-                out.borrowed(p.records)
-                out.tags()
-            out.tags()
+        preferred_replica = version >= FETCH_PREFERRED_REPLICA_SINCE
+
+        def partition(p: FetchedPartition) -> None:
+            fixed = (p.partition, p.error_code, p.high_watermark, p.last_stable_offset)
+            out.buf += _FETCH_PARTITION[log_start].pack(*fixed, *((p.log_start_offset,) if log_start else ()))
+            _encode_aborted(out, p.aborted_transactions)
+            if preferred_replica:
+                out.buf += INT32.pack(NO_PREFERRED_READ_REPLICA)
+            out.borrowed(p.records)
+
+        out.topics(consecutive_runs(response.partitions), partition)
         out.tags()
     except ENCODE_ERRORS as exc:
         raise ProtocolError(f"cannot encode Fetch response v{version}: {exc}") from exc
@@ -250,23 +230,19 @@ def decode_fetch_response(body: Buffer, version: int) -> FetchResponseData:
             throttle_time_ms, error_code, session_id = reader.fixed(_FETCH_TOP[True])
         else:
             (throttle_time_ms,), error_code, session_id = reader.fixed(_FETCH_TOP[False]), 0, 0
-        partitions = []
-        for _ in range(reader.count("topics")):
-            topic = reader.name("topic name")
-            for _ in range(reader.count("partitions")):
-                fixed = reader.fixed(partition_layout)
-                aborted = _decode_aborted(reader)
-                if preferred_replica:
-                    reader.fixed(INT32)
-                n = reader.length(INT32)
-                records = _EMPTY if n is None else reader.take(n)
-                reader.tags()
-                partition, error, high_watermark, last_stable = fixed[:4]
-                start = fixed[4] if log_start else -1
-                partitions.append(FetchedPartition(topic, partition, error, high_watermark, last_stable, start,
-                                                   aborted, records))
-            reader.tags()
-        reader.tags()
+
+        def partition(topic: str) -> FetchedPartition:
+            fixed = reader.fixed(partition_layout)
+            aborted = _decode_aborted(reader)
+            if preferred_replica:
+                reader.fixed(INT32)
+            n = reader.length(INT32)
+            records = _EMPTY if n is None else reader.take(n)
+            index, error, high_watermark, last_stable = fixed[:4]
+            start = fixed[4] if log_start else -1
+            return FetchedPartition(topic, index, error, high_watermark, last_stable, start, aborted, records)
+
+        partitions = reader.topics(partition)
         reader.end()
     except DECODE_ERRORS as exc:
         raise ProtocolError(f"malformed Fetch response v{version} at byte {reader.pos}: {exc}") from exc

@@ -32,11 +32,13 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Callable, Sequence, TypeVar
 
 from kcodecs import VarintError, read_uvarint, write_uvarint
 
 from .errors import ProtocolError
+
+T = TypeVar("T")
 
 __all__ = [
     "Buffer",
@@ -116,6 +118,18 @@ class Writer:
     def tags(self) -> None:
         if self.flexible:
             self.buf += _NO_TAGS
+
+    def topics(self, runs: Sequence[tuple[str, Sequence[T]]], partition: Callable[[T], None]) -> None:
+        """Kafka's two-level ``topics[partitions[...]]`` array, each level closed by its tagged
+        fields; ``partition`` writes one partition's own fields."""
+        self.length(len(runs), INT32)
+        for topic, parts in runs:
+            self.string(topic)
+            self.length(len(parts), INT32)
+            for part in parts:
+                partition(part)
+                self.tags()
+            self.tags()
 
     def borrowed(self, records: Buffer | None) -> None:
         """A nullable bytes field whose data is the caller's buffer, placed in the list as it is."""
@@ -238,7 +252,21 @@ class Reader:
                     raise ProtocolError(f"tagged field of {size} bytes at {self.pos} runs past the body")
                 self.pos += size
 
+    def topics(self, partition: Callable[[str], T]) -> list[T]:
+        """Kafka's two-level ``topics[partitions[...]]`` array, each level closed by its tagged
+        fields; ``partition(topic)`` reads one partition's own fields."""
+        parts = []
+        for _ in range(self.count("topics")):
+            topic = self.name("topic name")
+            for _ in range(self.count("partitions")):
+                parts.append(partition(topic))
+                self.tags()
+            self.tags()
+        return parts
+
     def end(self) -> None:
+        """The message's own tagged fields, and nothing after them."""
+        self.tags()
         if self.pos != len(self.view):
             raise ProtocolError(f"{len(self.view) - self.pos} bytes left over after the last field")
 

@@ -35,31 +35,10 @@ from typing import Sequence
 
 from .errors import ProtocolError
 from .primitives import (
-    DECODE_ERRORS,
-    ENCODE_ERRORS,
-    INT32,
-    INT64,
-    Buffer,
-    Reader,
-    Writer,
-    begin_request,
-    check_version,
-    consecutive_runs,
+    DECODE_ERRORS, ENCODE_ERRORS, INT32, INT64, Buffer, Reader, Writer, begin_request,
+    check_version, consecutive_runs,
 )
 
-__all__ = [
-    "PRODUCE_API_KEY",
-    "PRODUCE_VERSIONS",
-    "ProducePartition",
-    "ProduceRequestData",
-    "ProducedPartition",
-    "ProduceResponseData",
-    "encode_produce_request",
-    "decode_produce_request",
-    "encode_produce_response",
-    "decode_plain_produce_response",
-    "is_flexible_produce",
-]
 
 PRODUCE_API_KEY = 0
 PRODUCE_VERSIONS = range(3, 13)
@@ -147,15 +126,12 @@ def encode_produce_request(
         out = begin_request(PRODUCE_API_KEY, version, correlation_id, client_id, is_flexible_produce(version))
         out.string(transactional_id)
         out.buf += _ACKS_TIMEOUT.pack(acks, timeout_ms)
-        out.length(len(topics), INT32)
-        for name, parts in topics.items():
-            out.string(name)
-            out.length(len(parts), INT32)
-            for part in parts:
-                out.buf += INT32.pack(part.partition)
-                out.borrowed(part.records)
-                out.tags()
-            out.tags()
+
+        def partition(part: ProducePartition) -> None:
+            out.buf += INT32.pack(part.partition)
+            out.borrowed(part.records)
+
+        out.topics(list(topics.items()), partition)
         out.tags()
     except ENCODE_ERRORS as exc:
         raise ProtocolError(f"cannot encode Produce v{version}: {exc}") from exc
@@ -170,16 +146,13 @@ def decode_produce_request(body: Buffer, version: int) -> ProduceRequestData:
     try:
         transactional_id = reader.string()
         acks, timeout_ms = reader.fixed(_ACKS_TIMEOUT)
-        partitions = []
-        for _ in range(reader.count("topics")):
-            topic = reader.name("topic name")
-            for _ in range(reader.count("partitions")):
-                (index,) = reader.fixed(INT32)
-                n = reader.length(INT32)
-                partitions.append(ProducePartition(topic, index, None if n is None else reader.take(n)))
-                reader.tags()
-            reader.tags()
-        reader.tags()
+
+        def partition(topic: str) -> ProducePartition:
+            (index,) = reader.fixed(INT32)
+            n = reader.length(INT32)
+            return ProducePartition(topic, index, None if n is None else reader.take(n))
+
+        partitions = reader.topics(partition)
         reader.end()
     except DECODE_ERRORS as exc:
         raise ProtocolError(f"malformed Produce request v{version} at byte {reader.pos}: {exc}") from exc
@@ -197,20 +170,16 @@ def encode_produce_response(response: ProduceResponseData, *, version: int, corr
     try:
         out.buf += INT32.pack(correlation_id)
         out.tags()
-        runs = consecutive_runs(response.partitions)
-        out.length(len(runs), INT32)
-        for topic, parts in runs:
-            out.string(topic)
-            out.length(len(parts), INT32)
-            for p in parts:
-                out.buf += _PRODUCED.pack(p.partition, p.error_code, p.base_offset, p.log_append_time_ms)
-                if log_start:
-                    out.buf += INT64.pack(p.log_start_offset)
-                if errors:
-                    out.length(0, INT32)  # record_errors: none (we refuse whole batches)
-                    out.string(p.error_message)
-                out.tags()
-            out.tags()
+
+        def partition(p: ProducedPartition) -> None:
+            out.buf += _PRODUCED.pack(p.partition, p.error_code, p.base_offset, p.log_append_time_ms)
+            if log_start:
+                out.buf += INT64.pack(p.log_start_offset)
+            if errors:
+                out.length(0, INT32)  # record_errors: none (we refuse whole batches)
+                out.string(p.error_message)
+
+        out.topics(consecutive_runs(response.partitions), partition)
         out.buf += INT32.pack(response.throttle_time_ms)
         out.tags()
     except ENCODE_ERRORS as exc:

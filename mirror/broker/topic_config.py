@@ -11,14 +11,14 @@ defaults (:meth:`TopicConfig.explicit`); IncrementalAlterConfigs changes them on
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
-from enum import IntEnum
 from typing import Iterable, Mapping
 
 from kcodecs import Compression, TimestampType
 
+from ..protocol.configs import ConfigChange, ConfigOp
 from .errors import ApiError, kerr
 
-__all__ = ["TopicConfig", "ConfigOp", "ConfigChange"]
+__all__ = ["TopicConfig"]
 
 _COMPRESSION_TYPES = ("producer", "uncompressed", "gzip", "snappy", "lz4", "zstd")
 _CLEANUP_POLICIES = ("delete", "compact", "compact,delete", "delete,compact")
@@ -29,27 +29,6 @@ _INT_CONFIGS = ("segment.bytes", "max.message.bytes")
 ``DOUBLE``). A value out of its type's range is INVALID_CONFIG, as Kafka's ``ConfigDef`` parses it."""
 _LIST_CONFIGS = ("cleanup.policy",)
 """Kafka's ``Type.LIST`` topic configs among ours: the only ones APPEND and SUBTRACT apply to."""
-
-
-class ConfigOp(IntEnum):
-    """An IncrementalAlterConfigs operation (Kafka's ``AlterConfigOp.OpType``, KIP-339)."""
-
-    SET = 0
-    DELETE = 1
-    """Back to the default."""
-    APPEND = 2
-    """Add items to a list config, those not in it yet."""
-    SUBTRACT = 3
-    """Remove items from a list config."""
-
-
-@dataclass(frozen=True)
-class ConfigChange:
-    """One config of an IncrementalAlterConfigs resource: name, operation code, value (None to DELETE)."""
-
-    name: str
-    op: int
-    value: str | None
 
 
 @dataclass(frozen=True)

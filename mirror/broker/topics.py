@@ -23,7 +23,8 @@ from .errors import ApiError, kerr
 from .log import LogConfig, OffsetOutOfRangeError, PartitionLog
 from .log.files import DELETE_DIR_SUFFIX, fsync_dir, partition_dir
 from .producer_state import BatchMetadata, ProducerStateTable
-from .topic_config import ConfigChange, TopicConfig
+from ..protocol.configs import ConfigChange
+from .topic_config import TopicConfig
 from .validator import ValidationResult, assign_offsets, check_timestamps, control_batch, inspect_produced, last_sequence
 
 __all__ = ["TopicStore", "Topic", "Partition", "AppendOutcome", "Verifier"]

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Mapping, Sequence
 
 from ..kafka import KafkaClient
-from ..kafka.admin import AlterOp, ConfigChange, ConfigEntry, ConfigSource, alter_topic_configs, \
+from ..kafka.admin import ConfigOp, ConfigChange, ConfigEntry, ConfigSource, alter_topic_configs, \
     describe_topic_config_entries
 
 __all__ = ["ConfigFilter", "creation_configs", "config_changes", "sync_topic_configs"]
@@ -60,9 +60,9 @@ def config_changes(source: Sequence[ConfigEntry], destination: Sequence[ConfigEn
         set_here = target.source is ConfigSource.DYNAMIC_TOPIC_CONFIG
         if entry.is_default:
             if set_here:
-                changes.append(ConfigChange(entry.name, AlterOp.DELETE))
+                changes.append(ConfigChange(entry.name, ConfigOp.DELETE))
         elif entry.value is not None and (not set_here or target.value != entry.value):
-            changes.append(ConfigChange(entry.name, AlterOp.SET, entry.value))
+            changes.append(ConfigChange(entry.name, ConfigOp.SET, entry.value))
     return changes
 
 
@@ -89,5 +89,5 @@ def sync_topic_configs(source: KafkaClient, destination: KafkaClient, topics: Ma
 
 def _describe(changes: Sequence[ConfigChange], before: Sequence[ConfigEntry]) -> str:
     was = {e.name: e.value for e in before}
-    return ", ".join(f"{c.name}={c.value} (was {was.get(c.name)})" if c.op is AlterOp.SET
+    return ", ".join(f"{c.name}={c.value} (was {was.get(c.name)})" if c.op is ConfigOp.SET
                      else f"{c.name} back to default (was {was.get(c.name)})" for c in changes)

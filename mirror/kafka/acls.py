@@ -17,12 +17,12 @@ has no pattern type, and kafka-python's schemas start at v1.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from enum import IntEnum
 from typing import Sequence
 
 import kafka.errors as kerr
 from kafka.protocol.admin import CreateAclsRequest, DescribeAclsRequest
 
+from ..protocol.codes import KafkaCode
 from .client import KafkaClient
 from .connection import ProtocolError
 from .errors import BrokerApiError
@@ -31,16 +31,7 @@ __all__ = ["ResourceType", "PatternType", "AclOperation", "AclPermissionType", "
            "create_acls"]
 
 
-class _KafkaCode(IntEnum):
-    @classmethod
-    def of(cls, code: int):
-        try:
-            return cls(code)
-        except ValueError:  # a value a newer broker added
-            return cls(0)
-
-
-class ResourceType(_KafkaCode):
+class ResourceType(KafkaCode):
     """``org.apache.kafka.common.resource.ResourceType``; ANY is for filters only."""
 
     UNKNOWN = 0
@@ -53,7 +44,7 @@ class ResourceType(_KafkaCode):
     USER = 7
 
 
-class PatternType(_KafkaCode):
+class PatternType(KafkaCode):
     """``org.apache.kafka.common.resource.PatternType`` (KIP-290); ANY and MATCH are for filters only."""
 
     UNKNOWN = 0
@@ -63,7 +54,7 @@ class PatternType(_KafkaCode):
     PREFIXED = 4
 
 
-class AclOperation(_KafkaCode):
+class AclOperation(KafkaCode):
     """``org.apache.kafka.common.acl.AclOperation``; ANY is for filters only."""
 
     UNKNOWN = 0
@@ -84,7 +75,7 @@ class AclOperation(_KafkaCode):
     TWO_PHASE_COMMIT = 15
 
 
-class AclPermissionType(_KafkaCode):
+class AclPermissionType(KafkaCode):
     """``org.apache.kafka.common.acl.AclPermissionType``; ANY is for filters only."""
 
     UNKNOWN = 0

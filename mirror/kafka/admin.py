@@ -12,22 +12,23 @@ that could not be made at all raises.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from enum import IntEnum
 from typing import Mapping, Sequence
 
 import kafka.errors as kerr
 from kafka.protocol.admin import CreatePartitionsRequest, DescribeConfigsRequest, IncrementalAlterConfigsRequest
 
+from ..protocol.codes import KafkaCode
+from ..protocol.configs import ConfigChange, ConfigOp
 from .client import KafkaClient
 from .errors import BrokerApiError, UnknownTopicError
 
-__all__ = ["ConfigSource", "ConfigEntry", "AlterOp", "ConfigChange", "describe_topic_config_entries", "describe_topic_configs",
+__all__ = ["ConfigSource", "ConfigEntry", "ConfigOp", "ConfigChange", "describe_topic_config_entries", "describe_topic_configs",
            "alter_topic_configs", "grow_partitions"]
 
 _TOPIC_RESOURCE = 2
 
 
-class ConfigSource(IntEnum):
+class ConfigSource(KafkaCode):
     """Where a config's value comes from (DescribeConfigs v1+ ``config_source``)."""
 
     UNKNOWN = 0
@@ -39,13 +40,6 @@ class ConfigSource(IntEnum):
     DYNAMIC_BROKER_LOGGER_CONFIG = 6
     CLIENT_METRICS_CONFIG = 7
     GROUP_CONFIG = 8
-
-    @classmethod
-    def of(cls, code: int) -> "ConfigSource":
-        try:
-            return cls(code)
-        except ValueError:  # a source a newer broker added
-            return cls.UNKNOWN
 
 
 @dataclass(frozen=True)
@@ -62,22 +56,6 @@ class ConfigEntry:
     def is_default(self) -> bool:
         """Kafka's ``ConfigEntry.isDefault``: the value is the config's own default, nobody set it."""
         return self.source is ConfigSource.DEFAULT_CONFIG
-
-
-class AlterOp(IntEnum):
-    """IncrementalAlterConfigs' operations (``AlterConfigOp.OpType``)."""
-
-    SET = 0
-    DELETE = 1
-    APPEND = 2
-    SUBTRACT = 3
-
-
-@dataclass(frozen=True)
-class ConfigChange:
-    name: str
-    op: AlterOp
-    value: str | None = None
 
 
 def describe_topic_config_entries(client: KafkaClient, topics: Sequence[str]) -> dict[str, list[ConfigEntry]]:

@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 
 from mirror.broker.errors import ApiError, kerr
-from mirror.broker.topic_config import ConfigChange, ConfigOp, TopicConfig
+from mirror.broker.topic_config import TopicConfig
+from mirror.protocol.configs import ConfigChange, ConfigOp
 
 SET, DELETE, APPEND, SUBTRACT = ConfigOp.SET, ConfigOp.DELETE, ConfigOp.APPEND, ConfigOp.SUBTRACT
 DYNAMIC = {"retention.ms": "3600000", "segment.bytes": "1048576"}

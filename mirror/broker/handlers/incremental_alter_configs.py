@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from kafka.protocol.admin import IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse
 
-from ..topic_config import ConfigChange, ConfigOp
+from ...protocol.configs import ConfigChange, ConfigOp
 from ._config_changes import answer
 
 API_KEY = 44

@@ -8,6 +8,7 @@ one varint module. No I/O, no Spark.
 See ``docs/kcodecs.md`` for the API and ``docs/formats.md`` for the byte layouts.
 """
 
+from . import _errors, _rewrite
 from ._batch import Batch
 from ._build import build_batch
 from ._coalesce import RecordBytes, build_from_record_bytes, record_bytes
@@ -67,22 +68,9 @@ __all__ = [
     "DEFAULT_MAX_DECOMPRESSED_SIZE",
     "NO_KEYS_MASK",
     "NO_PARTITION_LEADER_EPOCH",
-    "set_base_offset",
-    "set_wrapper_offset",
-    "set_partition_leader_epoch",
-    "set_log_append_time",
-    "clear_log_append_time",
-    "set_producer_state",
-    "clear_producer_state",
-    "stamp_v2",
+    *_rewrite.__all__,
     "read_uvarint",
     "write_uvarint",
     "MAX_UVARINT_BYTES",
-    "KMirrorError",
-    "KcodecsError",
-    "CorruptBatchError",
-    "DecompressionLimitError",
-    "UnsupportedCodecError",
-    "InvalidRecordError",
-    "VarintError",
+    *_errors.__all__,
 ]

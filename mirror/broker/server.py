@@ -176,19 +176,19 @@ class BrokerServer:
         if handler is None:
             raise BadRequest(f"unknown API key {api_key}")
         if not session.permits(api_key):
-            raise BadRequest(f"{handler.REQUEST.__name__} before SASL authentication "
+            raise BadRequest(f"{handler.API.request.__name__} before SASL authentication "
                              f"(only ApiVersions, SaslHandshake and SaslAuthenticate are served until then)")
-        if not handler.MIN_VERSION <= version <= handler.MAX_VERSION:
-            if api_key == api_versions.API_KEY:
+        if not handler.API.min_version <= version <= handler.API.max_version:
+            if api_key == api_versions.API.key:
                 return [_encode(api_versions.fallback_response(), 0, correlation_id)]
-            raise BadRequest(f"unsupported version {version} of API {api_key} (we serve {handler.MIN_VERSION}-{handler.MAX_VERSION})")
+            raise BadRequest(f"unsupported version {version} of API {api_key} (we serve {handler.API.min_version}-{handler.API.max_version})")
         try:
             if hasattr(handler, "decode"):
                 request = handler.decode(memoryview(frame), version)
             else:
-                request = handler.REQUEST.decode(frame, version=version, header=True)
+                request = handler.API.request.decode(frame, version=version, header=True)
         except Exception as exc:  # kafka-python raises assorted errors for malformed bodies, ours ProtocolError
-            raise BadRequest(f"malformed {handler.REQUEST.__name__} v{version}: {exc!r}") from exc
+            raise BadRequest(f"malformed {handler.API.request.__name__} v{version}: {exc!r}") from exc
         response = await handler.handle(request, version, self.state)
         if response is None:
             return None

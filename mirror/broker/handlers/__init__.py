@@ -1,5 +1,5 @@
-"""One module per Kafka API; each declares ``API_KEY``, ``MIN_VERSION``, ``MAX_VERSION``,
-``REQUEST`` (kafka-python's schema class) and ``async def handle(request, version, state)``.
+"""One module per Kafka API; each declares ``API`` (an :class:`~._api.Api`: key, versions and
+kafka-python's request schema class) and ``async def handle(request, version, state)``.
 
 The hot path's two APIs replace kafka-python's codec where it copies record sets: Produce
 defines ``decode(frame, version)`` (the request after its size prefix) and Fetch
@@ -50,7 +50,7 @@ from . import (
 )
 
 HANDLERS: dict[int, ModuleType] = {
-    module.API_KEY: module
+    module.API.key: module
     for module in (api_versions, metadata, create_topics, describe_configs, produce, fetch, list_offsets, init_producer_id,
                    find_coordinator, add_partitions_to_txn, add_offsets_to_txn, end_txn, txn_offset_commit,
                    join_group, sync_group, heartbeat, leave_group, offset_commit, offset_fetch, list_groups,

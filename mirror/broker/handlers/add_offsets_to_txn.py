@@ -17,12 +17,10 @@ from __future__ import annotations
 from kafka.protocol.producer import AddOffsetsToTxnRequest, AddOffsetsToTxnResponse
 
 from ..groups import offsets_partition
+from ._api import Api
 from ._txn_errors import coordinator_code
 
-API_KEY = 25
-MIN_VERSION = 0
-MAX_VERSION = 3
-REQUEST = AddOffsetsToTxnRequest
+API = Api(key=25, min_version=0, max_version=3, request=AddOffsetsToTxnRequest)
 
 
 async def handle(request, version: int, state) -> AddOffsetsToTxnResponse:

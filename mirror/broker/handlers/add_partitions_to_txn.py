@@ -15,12 +15,10 @@ from __future__ import annotations
 from kafka.protocol.producer import AddPartitionsToTxnRequest, AddPartitionsToTxnResponse
 
 from ..errors import kerr
+from ._api import Api
 from ._txn_errors import coordinator_code
 
-API_KEY = 24
-MIN_VERSION = 0
-MAX_VERSION = 3
-REQUEST = AddPartitionsToTxnRequest
+API = Api(key=24, min_version=0, max_version=3, request=AddPartitionsToTxnRequest)
 
 TopicResult = AddPartitionsToTxnResponse.AddPartitionsToTxnTopicResult
 PartitionResult = TopicResult.AddPartitionsToTxnPartitionResult

@@ -11,12 +11,10 @@ from __future__ import annotations
 
 from kafka.protocol.admin import AlterConfigsRequest, AlterConfigsResponse
 
+from ._api import Api
 from ._config_changes import answer
 
-API_KEY = 33
-MIN_VERSION = 0
-MAX_VERSION = 2
-REQUEST = AlterConfigsRequest
+API = Api(key=33, min_version=0, max_version=2, request=AlterConfigsRequest)
 
 
 async def handle(request, version: int, state) -> AlterConfigsResponse:

@@ -9,18 +9,17 @@ from __future__ import annotations
 from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse
 
 from ..errors import kerr
+from ._api import Api
 
-API_KEY = 18
-MIN_VERSION = 0
-MAX_VERSION = 3
-REQUEST = ApiVersionsRequest
+API = Api(key=18, min_version=0, max_version=3, request=ApiVersionsRequest)
 
 
 def supported() -> list:
     from . import HANDLERS
 
     return [
-        ApiVersionsResponse.ApiVersion(api_key=key, min_version=module.MIN_VERSION, max_version=module.MAX_VERSION)
+        ApiVersionsResponse.ApiVersion(api_key=key, min_version=module.API.min_version,
+                                       max_version=module.API.max_version)
         for key, module in sorted(HANDLERS.items())
     ]
 

@@ -9,11 +9,9 @@ from __future__ import annotations
 from kafka.protocol.admin import CreateAclsRequest, CreateAclsResponse
 
 from ..errors import kerr
+from ._api import Api
 
-API_KEY = 30
-MIN_VERSION = 1
-MAX_VERSION = 3
-REQUEST = CreateAclsRequest
+API = Api(key=30, min_version=1, max_version=3, request=CreateAclsRequest)
 
 
 async def handle(request, version: int, state) -> CreateAclsResponse:

@@ -16,11 +16,9 @@ from collections import Counter
 from kafka.protocol.admin import CreatePartitionsRequest, CreatePartitionsResponse
 
 from ..errors import ApiError, kerr
+from ._api import Api
 
-API_KEY = 37
-MIN_VERSION = 0
-MAX_VERSION = 3
-REQUEST = CreatePartitionsRequest
+API = Api(key=37, min_version=0, max_version=3, request=CreatePartitionsRequest)
 
 Result = CreatePartitionsResponse.CreatePartitionsTopicResult
 

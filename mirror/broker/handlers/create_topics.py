@@ -11,11 +11,9 @@ from kafka.protocol.admin import CreateTopicsRequest, CreateTopicsResponse
 
 from ..errors import ApiError, kerr
 from ..topic_config import TopicConfig
+from ._api import Api
 
-API_KEY = 19
-MIN_VERSION = 2
-MAX_VERSION = 6
-REQUEST = CreateTopicsRequest
+API = Api(key=19, min_version=2, max_version=6, request=CreateTopicsRequest)
 
 _DYNAMIC_TOPIC_CONFIG = 1
 _DEFAULT_CONFIG = 5

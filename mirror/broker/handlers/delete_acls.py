@@ -9,11 +9,9 @@ from __future__ import annotations
 from kafka.protocol.admin import DeleteAclsRequest, DeleteAclsResponse
 
 from ..errors import kerr
+from ._api import Api
 
-API_KEY = 31
-MIN_VERSION = 1
-MAX_VERSION = 3
-REQUEST = DeleteAclsRequest
+API = Api(key=31, min_version=1, max_version=3, request=DeleteAclsRequest)
 
 
 async def handle(request, version: int, state) -> DeleteAclsResponse:

@@ -9,10 +9,9 @@ from __future__ import annotations
 
 from kafka.protocol.admin import DeleteGroupsRequest, DeleteGroupsResponse
 
-API_KEY = 42
-MIN_VERSION = 0
-MAX_VERSION = 2
-REQUEST = DeleteGroupsRequest
+from ._api import Api
+
+API = Api(key=42, min_version=0, max_version=2, request=DeleteGroupsRequest)
 
 Result = DeleteGroupsResponse.DeletableGroupResult
 

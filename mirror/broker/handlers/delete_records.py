@@ -17,11 +17,9 @@ from kafka.protocol.admin import DeleteRecordsRequest, DeleteRecordsResponse
 
 from ..errors import ApiError, kerr
 from ..log import LogStorageError
+from ._api import Api
 
-API_KEY = 21
-MIN_VERSION = 0
-MAX_VERSION = 2
-REQUEST = DeleteRecordsRequest
+API = Api(key=21, min_version=0, max_version=2, request=DeleteRecordsRequest)
 
 log = logging.getLogger(__name__)
 

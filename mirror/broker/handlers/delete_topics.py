@@ -17,11 +17,9 @@ from collections import Counter
 from kafka.protocol.admin import DeleteTopicsRequest, DeleteTopicsResponse
 
 from ..errors import ApiError, kerr
+from ._api import Api
 
-API_KEY = 20
-MIN_VERSION = 1
-MAX_VERSION = 6
-REQUEST = DeleteTopicsRequest
+API = Api(key=20, min_version=1, max_version=6, request=DeleteTopicsRequest)
 
 Result = DeleteTopicsResponse.DeletableTopicResult
 _NO_ID = uuid.UUID(int=0)

@@ -10,11 +10,9 @@ from __future__ import annotations
 from kafka.protocol.admin import DescribeAclsRequest, DescribeAclsResponse
 
 from ..errors import kerr
+from ._api import Api
 
-API_KEY = 29
-MIN_VERSION = 1
-MAX_VERSION = 3
-REQUEST = DescribeAclsRequest
+API = Api(key=29, min_version=1, max_version=3, request=DescribeAclsRequest)
 
 
 async def handle(request, version: int, state) -> DescribeAclsResponse:

@@ -7,11 +7,9 @@ from __future__ import annotations
 from kafka.protocol.admin import DescribeConfigsRequest, DescribeConfigsResponse
 
 from ..errors import kerr
+from ._api import Api
 
-API_KEY = 32
-MIN_VERSION = 1
-MAX_VERSION = 4
-REQUEST = DescribeConfigsRequest
+API = Api(key=32, min_version=1, max_version=4, request=DescribeConfigsRequest)
 
 TOPIC, BROKER = 2, 4
 _DYNAMIC_TOPIC_CONFIG, _STATIC_BROKER_CONFIG, _DEFAULT_CONFIG = 1, 4, 5

@@ -12,11 +12,9 @@ from __future__ import annotations
 from kafka.protocol.admin import DescribeGroupsRequest, DescribeGroupsResponse
 
 from ..errors import kerr
+from ._api import Api
 
-API_KEY = 15
-MIN_VERSION = 0
-MAX_VERSION = 6
-REQUEST = DescribeGroupsRequest
+API = Api(key=15, min_version=0, max_version=6, request=DescribeGroupsRequest)
 
 Described = DescribeGroupsResponse.DescribedGroup
 Member = Described.DescribedGroupMember

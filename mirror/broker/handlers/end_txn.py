@@ -15,12 +15,10 @@ from __future__ import annotations
 
 from kafka.protocol.producer import EndTxnRequest, EndTxnResponse
 
+from ._api import Api
 from ._txn_errors import coordinator_code
 
-API_KEY = 26
-MIN_VERSION = 0
-MAX_VERSION = 3
-REQUEST = EndTxnRequest
+API = Api(key=26, min_version=0, max_version=3, request=EndTxnRequest)
 
 
 async def handle(request, version: int, state) -> EndTxnResponse:

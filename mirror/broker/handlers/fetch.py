@@ -30,11 +30,9 @@ from kafka.protocol.consumer import FetchRequest
 from ...protocol import FetchedPartition, FetchResponseData, encode_fetch_response
 from ..errors import ApiError, kerr
 from ..log import FileRegion, OffsetOutOfRangeError
+from ._api import Api
 
-API_KEY = 1
-MIN_VERSION = 4
-MAX_VERSION = 12
-REQUEST = FetchRequest
+API = Api(key=1, min_version=4, max_version=12, request=FetchRequest)
 
 _EMPTY = memoryview(b"")
 READ_COMMITTED = 1

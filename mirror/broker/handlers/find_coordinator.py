@@ -15,11 +15,9 @@ from __future__ import annotations
 from kafka.protocol.metadata import FindCoordinatorRequest, FindCoordinatorResponse
 
 from ..errors import kerr
+from ._api import Api
 
-API_KEY = 10
-MIN_VERSION = 0
-MAX_VERSION = 6
-REQUEST = FindCoordinatorRequest
+API = Api(key=10, min_version=0, max_version=6, request=FindCoordinatorRequest)
 
 GROUP, TRANSACTION = 0, 1
 

@@ -10,11 +10,9 @@ from __future__ import annotations
 from kafka.protocol.consumer import HeartbeatRequest, HeartbeatResponse
 
 from ..errors import ApiError
+from ._api import Api
 
-API_KEY = 12
-MIN_VERSION = 0
-MAX_VERSION = 4
-REQUEST = HeartbeatRequest
+API = Api(key=12, min_version=0, max_version=4, request=HeartbeatRequest)
 
 
 async def handle(request, version: int, state) -> HeartbeatResponse:

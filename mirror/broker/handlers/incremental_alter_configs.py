@@ -14,12 +14,10 @@ from __future__ import annotations
 from kafka.protocol.admin import IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse
 
 from ...protocol.configs import ConfigChange, ConfigOp
+from ._api import Api
 from ._config_changes import answer
 
-API_KEY = 44
-MIN_VERSION = 0
-MAX_VERSION = 1
-REQUEST = IncrementalAlterConfigsRequest
+API = Api(key=44, min_version=0, max_version=1, request=IncrementalAlterConfigsRequest)
 
 
 async def handle(request, version: int, state) -> IncrementalAlterConfigsResponse:

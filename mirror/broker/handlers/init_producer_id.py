@@ -20,12 +20,10 @@ import logging
 from kafka.protocol.producer import InitProducerIdRequest, InitProducerIdResponse
 
 from ..errors import ApiError, kerr
+from ._api import Api
 from ._txn_errors import error_code
 
-API_KEY = 22
-MIN_VERSION = 0
-MAX_VERSION = 4
-REQUEST = InitProducerIdRequest
+API = Api(key=22, min_version=0, max_version=4, request=InitProducerIdRequest)
 
 log = logging.getLogger(__name__)
 _MAX_EPOCH = (1 << 15) - 1

@@ -23,11 +23,9 @@ from kafka.protocol.consumer import JoinGroupRequest, JoinGroupResponse
 
 from ..groups import JoinRequest, JoinResult
 from ..state import client_host
+from ._api import Api
 
-API_KEY = 11
-MIN_VERSION = 0
-MAX_VERSION = 9
-REQUEST = JoinGroupRequest
+API = Api(key=11, min_version=0, max_version=9, request=JoinGroupRequest)
 
 log = logging.getLogger(__name__)
 

@@ -13,11 +13,9 @@ import logging
 from kafka.protocol.consumer import LeaveGroupRequest, LeaveGroupResponse
 
 from ..errors import ApiError
+from ._api import Api
 
-API_KEY = 13
-MIN_VERSION = 0
-MAX_VERSION = 5
-REQUEST = LeaveGroupRequest
+API = Api(key=13, min_version=0, max_version=5, request=LeaveGroupRequest)
 
 log = logging.getLogger(__name__)
 

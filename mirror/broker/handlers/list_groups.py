@@ -10,11 +10,9 @@ from __future__ import annotations
 from kafka.protocol.admin import ListGroupsRequest, ListGroupsResponse
 
 from ..errors import ApiError
+from ._api import Api
 
-API_KEY = 16
-MIN_VERSION = 0
-MAX_VERSION = 5
-REQUEST = ListGroupsRequest
+API = Api(key=16, min_version=0, max_version=5, request=ListGroupsRequest)
 
 Listed = ListGroupsResponse.ListedGroup
 

@@ -14,11 +14,9 @@ from kafka.protocol.consumer import ListOffsetsRequest, ListOffsetsResponse
 
 from ..errors import ApiError
 from ..validator import LEADER_EPOCH
+from ._api import Api
 
-API_KEY = 2
-MIN_VERSION = 1
-MAX_VERSION = 7
-REQUEST = ListOffsetsRequest
+API = Api(key=2, min_version=1, max_version=7, request=ListOffsetsRequest)
 
 LATEST, EARLIEST, MAX_TIMESTAMP = -1, -2, -3
 READ_COMMITTED = 1

@@ -10,11 +10,9 @@ from __future__ import annotations
 from kafka.protocol.metadata import MetadataRequest, MetadataResponse
 
 from ..errors import ApiError, kerr
+from ._api import Api
 
-API_KEY = 3
-MIN_VERSION = 0
-MAX_VERSION = 9
-REQUEST = MetadataRequest
+API = Api(key=3, min_version=0, max_version=9, request=MetadataRequest)
 
 
 async def handle(request, version: int, state) -> MetadataResponse:

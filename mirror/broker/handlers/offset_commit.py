@@ -18,12 +18,10 @@ from __future__ import annotations
 from kafka.protocol.consumer import OffsetCommitRequest, OffsetCommitResponse
 
 from ..errors import ApiError, kerr
+from ._api import Api
 from ._offset_commits import all_partitions, by_topic, known_partitions
 
-API_KEY = 8
-MIN_VERSION = 2
-MAX_VERSION = 9
-REQUEST = OffsetCommitRequest
+API = Api(key=8, min_version=2, max_version=9, request=OffsetCommitRequest)
 
 Topic = OffsetCommitResponse.OffsetCommitResponseTopic
 Partition = Topic.OffsetCommitResponsePartition

@@ -16,11 +16,9 @@ from __future__ import annotations
 from kafka.protocol.consumer import OffsetFetchRequest, OffsetFetchResponse
 
 from ..errors import ApiError
+from ._api import Api
 
-API_KEY = 9
-MIN_VERSION = 1
-MAX_VERSION = 9
-REQUEST = OffsetFetchRequest
+API = Api(key=9, min_version=1, max_version=9, request=OffsetFetchRequest)
 
 Group = OffsetFetchResponse.OffsetFetchResponseGroup
 GroupTopic = Group.OffsetFetchResponseTopics

@@ -44,11 +44,9 @@ from ...protocol import (
 from ..errors import ApiError, kerr
 from ..log import RecordBatchTooLargeError
 from ..topics import Verifier
+from ._api import Api
 
-API_KEY = 0
-MIN_VERSION = 3
-MAX_VERSION = 11
-REQUEST = ProduceRequest
+API = Api(key=0, min_version=3, max_version=11, request=ProduceRequest)
 
 log = logging.getLogger(__name__)
 

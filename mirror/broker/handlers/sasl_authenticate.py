@@ -10,11 +10,9 @@ from __future__ import annotations
 from kafka.protocol.sasl import SaslAuthenticateRequest, SaslAuthenticateResponse
 
 from ..security import current_session
+from ._api import Api
 
-API_KEY = 36
-MIN_VERSION = 0
-MAX_VERSION = 2
-REQUEST = SaslAuthenticateRequest
+API = Api(key=36, min_version=0, max_version=2, request=SaslAuthenticateRequest)
 
 
 async def handle(request, version: int, state) -> SaslAuthenticateResponse:

@@ -10,11 +10,9 @@ from __future__ import annotations
 from kafka.protocol.sasl import SaslHandshakeRequest, SaslHandshakeResponse
 
 from ..security import current_session
+from ._api import Api
 
-API_KEY = 17
-MIN_VERSION = 1
-MAX_VERSION = 1
-REQUEST = SaslHandshakeRequest
+API = Api(key=17, min_version=1, max_version=1, request=SaslHandshakeRequest)
 
 
 async def handle(request, version: int, state) -> SaslHandshakeResponse:

@@ -13,11 +13,9 @@ from __future__ import annotations
 from kafka.protocol.consumer import SyncGroupRequest, SyncGroupResponse
 
 from ..errors import kerr
+from ._api import Api
 
-API_KEY = 14
-MIN_VERSION = 0
-MAX_VERSION = 5
-REQUEST = SyncGroupRequest
+API = Api(key=14, min_version=0, max_version=5, request=SyncGroupRequest)
 
 
 async def handle(request, version: int, state) -> SyncGroupResponse:

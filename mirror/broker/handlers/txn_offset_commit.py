@@ -24,12 +24,10 @@ from kafka.protocol.producer import TxnOffsetCommitRequest, TxnOffsetCommitRespo
 
 from ..errors import ApiError, kerr
 from ..groups import offsets_partition
+from ._api import Api
 from ._offset_commits import all_partitions, by_topic, known_partitions
 
-API_KEY = 28
-MIN_VERSION = 0
-MAX_VERSION = 3
-REQUEST = TxnOffsetCommitRequest
+API = Api(key=28, min_version=0, max_version=3, request=TxnOffsetCommitRequest)
 
 log = logging.getLogger(__name__)
 

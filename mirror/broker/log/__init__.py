@@ -28,7 +28,9 @@ DeleteRecords left the log start in :mod:`.start_offset`.
 """
 
 from .log_config import LogConfig
+from . import errors
 from .errors import (
+    CorruptIndexError,
     InvalidAppendError,
     InvalidArgumentError,
     LogClosedError,
@@ -50,11 +52,5 @@ __all__ = [
     "LogConfig",
     "AbortedTxn",
     "partition_dir",
-    "LogError",
-    "OffsetOutOfRangeError",
-    "InvalidArgumentError",
-    "InvalidAppendError",
-    "RecordBatchTooLargeError",
-    "LogClosedError",
-    "LogStorageError",
+    *errors.__all__,
 ]

@@ -19,6 +19,8 @@ from typing import Iterator
 import kcodecs
 from kcodecs import Batch, CorruptBatchError
 
+from .files import OwnedFile
+
 __all__ = ["FileRecords", "FileRegion", "LOG_OVERHEAD"]
 
 LOG_OVERHEAD = 12
@@ -66,12 +68,11 @@ class FileRegion:
         return f"FileRegion(position={self.position}, size={self.size})"
 
 
-class FileRecords:
+class FileRecords(OwnedFile):
     """An open ``.log`` file and its size. Appends go to the end; nothing is ever rewritten in place."""
 
     def __init__(self, path: Path, fd: int, size: int):
-        self.path = path
-        self._fd = fd
+        super().__init__(path, fd)
         self._size = size
 
     @classmethod
@@ -185,14 +186,6 @@ class FileRecords:
     def modified_ms(self) -> int:
         return os.fstat(self._fd).st_mtime_ns // 1_000_000
 
-    def close(self) -> None:
-        if self._fd >= 0:
-            os.close(self._fd)
-            self._fd = -1
-
-    def delete(self) -> None:
-        self.close()
-        self.path.unlink(missing_ok=True)
 
 
 def _pread_fully(fd: int, size: int, position: int) -> bytes:

@@ -53,6 +53,7 @@ __all__ = [
     "partition_dir",
     "deleted_partition_dir",
     "fsync_dir",
+    "OwnedFile",
 ]
 
 LOG_SUFFIX = ".log"
@@ -124,3 +125,22 @@ def fsync_dir(directory: Path) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+class OwnedFile:
+    """A file of a segment held open by one descriptor (-1 while closed): closed once, and
+    deleted with the segment. The ``.log`` (:class:`~.file_records.FileRecords`) and the
+    ``.txnindex`` (:class:`~.txn_index.TransactionIndex`) are such files."""
+
+    def __init__(self, path: Path, fd: int = -1):
+        self.path = path
+        self._fd = fd
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+    def delete(self) -> None:
+        self.close()
+        self.path.unlink(missing_ok=True)

@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from .errors import CorruptIndexError, LogError
+from .files import OwnedFile
 
 __all__ = ["AbortedTxn", "TransactionIndex", "ABORTED_TXN"]
 
@@ -53,14 +54,13 @@ class AbortedTxn(NamedTuple):
         return ABORTED_TXN.pack(VERSION, *self)
 
 
-class TransactionIndex:
+class TransactionIndex(OwnedFile):
     """One segment's aborted transactions, in memory and in its ``.txnindex`` file."""
 
     def __init__(self, path: Path, base_offset: int, entries: list[AbortedTxn] | None = None):
-        self.path = path
+        super().__init__(path)
         self.base_offset = base_offset
         self._entries: list[AbortedTxn] = entries or []
-        self._fd = -1
 
     @classmethod
     def load(cls, path: Path, base_offset: int) -> "TransactionIndex":
@@ -124,12 +124,3 @@ class TransactionIndex:
     def flush(self) -> None:
         if self._fd >= 0:
             os.fsync(self._fd)
-
-    def close(self) -> None:
-        if self._fd >= 0:
-            os.close(self._fd)
-            self._fd = -1
-
-    def delete(self) -> None:
-        self.close()
-        self.path.unlink(missing_ok=True)

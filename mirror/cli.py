@@ -20,28 +20,13 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
-    run = commands.add_parser(
-        "run", help="mirror topics between clusters with Spark Structured Streaming",
-        description=run_cli.__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    run_cli.add_arguments(run)
-    run.set_defaults(run=run_cli.run)
-
+    _command(commands, "run", run_cli, "mirror topics between clusters with Spark Structured Streaming")
     groups = commands.add_parser("groups", help="consumer groups across the mirror, for a failover")
     group_commands = groups.add_subparsers(dest="groups_command", metavar="SUBCOMMAND", required=True)
-    translate = group_commands.add_parser(
-        "translate", help="where consumer groups resume at the destination; --apply commits it there",
-        description=groups_cli.__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    groups_cli.add_arguments(translate)
-    translate.set_defaults(run=groups_cli.run)
-
-    demo = commands.add_parser(
-        "demo", help="two embedded clusters, mixed data, a Spark mirror and a verification, in one command",
-        description=demo_cli.__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    demo_cli.add_arguments(demo)
-    demo.set_defaults(run=demo_cli.run)
+    _command(group_commands, "translate", groups_cli,
+             "where consumer groups resume at the destination; --apply commits it there")
+    _command(commands, "demo", demo_cli,
+             "two embedded clusters, mixed data, a Spark mirror and a verification, in one command")
 
     broker = commands.add_parser(
         "broker",
@@ -60,11 +45,17 @@ def build_parser() -> argparse.ArgumentParser:
         ("mirror", mirror_bench, "pass-through vs recompress vs naive mirrors, side by side"),
         ("latency", latency_bench, "replication latency under a steady load: kmirror run beside a consumer->producer loop"),
     ):
-        suite = suites.add_parser(name, help=summary, description=module.__doc__,
-                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-        module.add_arguments(suite)
-        suite.set_defaults(run=module.run)
+        _command(suites, name, module, summary)
     return parser
+
+
+def _command(commands, name: str, module, summary: str) -> None:
+    """A subcommand defined by ``module``: its ``add_arguments`` and ``run``, its docstring as
+    the description that ``--help`` prints."""
+    command = commands.add_parser(name, help=summary, description=module.__doc__,
+                                  formatter_class=argparse.RawDescriptionHelpFormatter)
+    module.add_arguments(command)
+    command.set_defaults(run=module.run)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -56,16 +56,10 @@ def sync_topic_acls(source: KafkaClient, destination: KafkaClient, topics: Mappi
     tried again at the next sync; the others go on."""
     if not topics:
         return []
-    found = describe_topic_acls(source)
-    if found is None:
-        _no_authorizer("source", source)
-        return []
-    wanted = target_bindings(found, topics)
-    if not wanted:
-        return []
-    present = describe_topic_acls(destination)
+    found = _topic_acls("source", source)
+    wanted = target_bindings(found, topics) if found is not None else []
+    present = _topic_acls("destination", destination) if wanted else None
     if present is None:
-        _no_authorizer("destination", destination)
         return []
     held = set(present)
     missing = [b for b in wanted if b not in held]
@@ -92,6 +86,14 @@ def _target(binding: AclBinding, topic: str) -> AclBinding:
 def _entry(binding: AclBinding) -> str:
     """The entry for a log line: "User:alice READ ALLOW from *"."""
     return f"{binding.principal} {binding.operation.name} {binding.permission.name} from {binding.host}"
+
+
+def _topic_acls(side: str, client: KafkaClient) -> list[AclBinding] | None:
+    """The cluster's topic ACLs; None, said once per cluster, where it has no authorizer."""
+    found = describe_topic_acls(client)
+    if found is None:
+        _no_authorizer(side, client)
+    return found
 
 
 def _no_authorizer(side: str, client: KafkaClient) -> None:

@@ -98,12 +98,7 @@ class CommittedOffsets:
     def refresh(self) -> dict[TopicPartition, int]:
         """Every source partition's committed offset, read to the end of the topic as it is now
         (waiting while open transactions hide part of it, see :mod:`.topic_tail`)."""
-        for record in self._tail.read_to_end():
-            tp, offset = decode_offsets(record)
-            if offset is None:
-                self._offsets.pop(tp, None)
-            else:
-                self._offsets[tp] = offset
+        self._tail.update_latest(self._offsets, decode_offsets)
         return dict(self._offsets)
 
     def latest(self, wanted: Iterable[TopicPartition]) -> dict[TopicPartition, int]:

@@ -71,12 +71,7 @@ class ProvenanceLog:
         """Read what was added since the last call (the caller knows the topic exists)."""
         if self._tail is None:
             self._tail = CommittedTail(self._client, _TP, max_wait_s=self._max_wait_s)
-        for record in self._tail.read_to_end():
-            topic, provenance = _decode(record)
-            if provenance is None:
-                self.known.pop(topic, None)
-            else:
-                self.known[topic] = provenance
+        self._tail.update_latest(self.known, _decode)
         return self.known
 
     def record(self, entries: Mapping[str, Provenance]) -> None:

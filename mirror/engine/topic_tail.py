@@ -14,13 +14,16 @@ than miss that record.
 from __future__ import annotations
 
 import time
-from typing import Iterator
+from typing import Callable, Iterator, TypeVar
 
 from kcodecs import KMirrorError, Record, iter_batches
 
 from ..kafka import KafkaClient, OffsetOutOfRangeError, TopicPartition
 from ..kafka.client import READ_COMMITTED
 from ..routing.transactions import ReadCommitted
+
+K = TypeVar("K")
+V = TypeVar("V")
 
 __all__ = ["CommittedTail", "TopicTailError"]
 
@@ -39,6 +42,16 @@ class CommittedTail:
         self.tp = tp
         self._max_wait_s = max_wait_s
         self.position = 0
+
+    def update_latest(self, table: dict[K, V], decode: Callable[[Record], tuple[K, V | None]]) -> None:
+        """``table`` brought up to the end of the partition as a compacted topic's view: every
+        key's latest value, a key whose latest value is None (a tombstone) removed."""
+        for record in self.read_to_end():
+            key, value = decode(record)
+            if value is None:
+                table.pop(key, None)
+            else:
+                table[key] = value
 
     def read_to_end(self) -> Iterator[Record]:
         """Every committed data record from the position to the end of the partition as it is now."""

@@ -37,6 +37,31 @@ class ShiftedClock:
         return time.time_ns() // 1_000_000 + self.offset_ms
 
 
+class RecordingMarkers:
+    """A transaction coordinator's marker writer (its MarkerWriter seam) that records every
+    marker it is asked for; while ``fail`` is set, every write raises after writing nothing."""
+
+    def __init__(self) -> None:
+        self.written: list[tuple[tuple[str, int], int, int, bool]] = []
+        self.fail = False
+
+    def write_markers(self, partitions, producer_id, producer_epoch, *, commit, coordinator_epoch):
+        if self.fail:
+            raise OSError("disk gone")
+        self.written += [(tp, producer_id, producer_epoch, commit) for tp in sorted(partitions)]
+
+
+class SequentialIds:
+    """Producer ids 1001, 1002, ...: the coordinator's id allocator seam."""
+
+    def __init__(self) -> None:
+        self.next = 1000
+
+    def __call__(self) -> int:
+        self.next += 1
+        return self.next
+
+
 def create_topic(bootstrap: str, name: str, partitions: int = 1, **configs: str) -> None:
     admin = KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=10_000)
     try:

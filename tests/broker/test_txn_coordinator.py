@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from broker_helpers import T0, ManualClock
+from broker_helpers import T0, ManualClock, RecordingMarkers, SequentialIds
 from mirror.broker.errors import ApiError
 from mirror.broker.transactions import TransactionCoordinator, TransactionStateLog, TxnMetadata, TxnState
 from mirror.broker.transactions import state_log as state_log_module
@@ -20,31 +20,9 @@ INVALID_REQUEST, INVALID_TXN_STATE, INVALID_PRODUCER_ID_MAPPING = 42, 48, 49
 INVALID_TRANSACTION_TIMEOUT, CONCURRENT_TRANSACTIONS, PRODUCER_FENCED = 50, 51, 90
 
 
-class Markers:
-    """Records every marker; ``fail`` makes the next write raise after writing nothing."""
-
-    def __init__(self) -> None:
-        self.written: list[tuple[tuple[str, int], int, int, bool]] = []
-        self.fail = False
-
-    def write_markers(self, partitions, producer_id, producer_epoch, *, commit, coordinator_epoch):
-        if self.fail:
-            raise OSError("disk gone")
-        self.written += [(tp, producer_id, producer_epoch, commit) for tp in sorted(partitions)]
-
-
-class Ids:
-    def __init__(self) -> None:
-        self.next = 1000
-
-    def __call__(self) -> int:
-        self.next += 1
-        return self.next
-
-
 @pytest.fixture
 def env(tmp_path):
-    markers, clock, ids = Markers(), ManualClock(), Ids()
+    markers, clock, ids = RecordingMarkers(), ManualClock(), SequentialIds()
 
     def coordinator() -> TransactionCoordinator:
         made = TransactionCoordinator(TransactionStateLog(tmp_path / ".transactions"), ids, markers, clock)

@@ -15,8 +15,8 @@ import logging
 
 import pytest
 
-from broker_helpers import (T0, TIMEOUT_S, ManualClock, ShiftedClock, create_topic, read_kafka_python,
-                            transactional_producer, wait_for)
+from broker_helpers import (T0, TIMEOUT_S, ManualClock, RecordingMarkers, SequentialIds, ShiftedClock, create_topic,
+                            read_kafka_python, transactional_producer, wait_for)
 from mirror.broker import EmbeddedBroker
 from mirror.broker.errors import ApiError
 from mirror.broker.transactions import TransactionCoordinator, TransactionStateLog, TxnMetadata, TxnState
@@ -26,27 +26,13 @@ EXPIRY_MS = 60_000
 INVALID_PRODUCER_ID_MAPPING = 49
 
 
-class Markers:
-    def write_markers(self, partitions, producer_id, producer_epoch, *, commit, coordinator_epoch):
-        pass
-
-
-class Ids:
-    def __init__(self) -> None:
-        self.next = 1000
-
-    def __call__(self) -> int:
-        self.next += 1
-        return self.next
-
-
 @pytest.fixture
 def env(tmp_path):
     """``coordinator()`` opens the state log in ``tmp_path`` afresh each call: a restart."""
-    clock, ids = ManualClock(), Ids()
+    clock, ids = ManualClock(), SequentialIds()
 
     def coordinator() -> TransactionCoordinator:
-        made = TransactionCoordinator(TransactionStateLog(tmp_path / ".transactions"), ids, Markers(), clock,
+        made = TransactionCoordinator(TransactionStateLog(tmp_path / ".transactions"), ids, RecordingMarkers(), clock,
                                       id_expiration_ms=EXPIRY_MS)
         made.load()
         return made
@@ -112,11 +98,9 @@ def test_an_in_doubt_transaction_keeps_its_id(env, tmp_path):
                            txn_start_ms=T0))
     log.close()
 
-    class Failing(Markers):
-        def write_markers(self, *args, **kwargs):
-            raise OSError("disk gone")
-
-    c = TransactionCoordinator(TransactionStateLog(tmp_path / ".transactions"), Ids(), Failing(), clock,
+    failing = RecordingMarkers()
+    failing.fail = True
+    c = TransactionCoordinator(TransactionStateLog(tmp_path / ".transactions"), SequentialIds(), failing, clock,
                                id_expiration_ms=EXPIRY_MS)
     c.load()  # its markers fail again: still PrepareCommit
     clock.now += 2 * EXPIRY_MS
@@ -165,7 +149,7 @@ def test_a_tombstone_that_cannot_be_written_keeps_every_id_for_the_next_run(tmp_
             super().remove(transactional_ids)
 
     clock, log = ManualClock(), FullDisk(tmp_path / ".transactions")
-    c = TransactionCoordinator(log, Ids(), Markers(), clock, id_expiration_ms=EXPIRY_MS)
+    c = TransactionCoordinator(log, SequentialIds(), RecordingMarkers(), clock, id_expiration_ms=EXPIRY_MS)
     c.load()
     c.init_producer_id("a", 60_000)
     c.init_producer_id("b", 60_000)

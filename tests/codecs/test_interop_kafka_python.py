@@ -159,23 +159,18 @@ def _v2(codec: str = "zstd") -> bytearray:
                                          transactional=True))
 
 
-def test_set_base_offset_patch():
+@pytest.mark.parametrize("patch, value, read, expected", [
+    (kcodecs.set_base_offset, 123_456_789, lambda theirs: (theirs.base_offset, [r.offset for r in theirs]),
+     (123_456_789, list(range(123_456_789, 123_456_789 + 6)))),
+    (kcodecs.set_partition_leader_epoch, 31, lambda theirs: theirs.leader_epoch, 31),
+], ids=["set_base_offset", "set_partition_leader_epoch"])
+def test_header_patch(patch, value, read, expected):
     data = _v2()
     crc_before = bytes(data[17:21])
-    kcodecs.set_base_offset(data, 123_456_789)
+    patch(data, value)
     (theirs,) = their_batches(data)
-    assert theirs.validate_crc() and theirs.base_offset == 123_456_789
-    assert [r.offset for r in theirs] == list(range(123_456_789, 123_456_789 + 6))
+    assert theirs.validate_crc() and read(theirs) == expected
     assert bytes(data[17:21]) == crc_before  # outside the CRC: left alone
-
-
-def test_set_partition_leader_epoch_patch():
-    data = _v2()
-    crc_before = bytes(data[17:21])
-    kcodecs.set_partition_leader_epoch(data, 31)
-    (theirs,) = their_batches(data)
-    assert theirs.validate_crc() and theirs.leader_epoch == 31
-    assert bytes(data[17:21]) == crc_before
 
 
 @pytest.mark.parametrize("codec", ["none", "gzip", "zstd"])
@@ -221,24 +216,26 @@ def test_v1_patches(codec):
     assert kcodecs.read_batch(first).validate() is None
 
 
-def test_compacted_batch_reports_holes():
-    builder = MemoryRecordsBuilder(2, CODEC_ID["gzip"], batch_size=1 << 20, offset=0)
+def _with_hole(magic: int, hole: int) -> bytes:
+    """Two gzip records written by kafka-python with ``hole`` offsets between them, as
+    compaction leaves them."""
+    builder = MemoryRecordsBuilder(magic, CODEC_ID["gzip"], batch_size=1 << 20, offset=0)
     builder.append(1, b"k", b"a")
-    builder.skip(3)
+    builder.skip(hole)
     builder.append(2, b"k", b"b")
     builder.close()
-    (batch,) = kcodecs.iter_batches(builder.buffer())
+    return builder.buffer()
+
+
+def test_compacted_batch_reports_holes():
+    compacted = _with_hole(2, 3)
+    (batch,) = kcodecs.iter_batches(compacted)
     assert [r.offset for r in batch.records()] == [0, 4]
-    assert list(batch.offsets_and_keys()) == [(r.offset, r.key) for r in their_batches(builder.buffer())[0]]
+    assert list(batch.offsets_and_keys()) == [(r.offset, r.key) for r in their_batches(compacted)[0]]
     assert not batch.has_contiguous_offsets()
     dense = next(kcodecs.iter_batches(kcodecs.build_batch([Record(value=b"x", timestamp=0)] * 3)))
     assert dense.has_contiguous_offsets()
-    legacy = MemoryRecordsBuilder(1, CODEC_ID["gzip"], batch_size=1 << 20, offset=0)
-    legacy.append(1, b"k", b"a")
-    legacy.skip(2)
-    legacy.append(2, b"k", b"b")
-    legacy.close()
-    (wrapper,) = kcodecs.iter_batches(legacy.buffer())
+    (wrapper,) = kcodecs.iter_batches(_with_hole(1, 2))
     assert not wrapper.has_contiguous_offsets()
     assert [r.offset for r in wrapper.records()] == [0, 3]
 

@@ -160,25 +160,24 @@ def test_interleaved_transactions_of_two_producers():
     assert next_offset == log.end
 
 
+def _two_transactions_of_a(first_commits: bool, second_commits: bool):
+    """A's two transactions of two records each, ended as told, fetched whole: (records, aborted)."""
+    log = Log()
+    for commit in (first_commits, second_commits):
+        log.send(A, 2)
+        log.end_transaction(A, commit=commit)
+    return log.fetch(0, 1 << 20)
+
+
 def test_the_abort_marker_ends_the_aborted_transaction():
     # Without the marker, A's next (committed) transaction would be skipped too.
-    log = Log()
-    log.send(A, 2)
-    log.end_transaction(A, commit=False)
-    log.send(A, 2)
-    log.end_transaction(A, commit=True)
-    records, aborted = log.fetch(0, 1 << 20)
+    records, aborted = _two_transactions_of_a(False, True)
     assert ours(records, aborted, 0)[0] == [(3, b"%d@3" % A), (4, b"%d@4" % A)] == theirs(records, aborted, 0)[0]
 
 
 def test_a_committed_transaction_before_an_aborted_one_of_the_same_producer_is_kept():
     # The aborted transaction becomes current only at its first offset, not at the fetch's start.
-    log = Log()
-    log.send(A, 2)
-    log.end_transaction(A, commit=True)
-    log.send(A, 2)
-    log.end_transaction(A, commit=False)
-    records, aborted = log.fetch(0, 1 << 20)
+    records, aborted = _two_transactions_of_a(True, False)
     assert aborted == [(A, 3)]
     assert ours(records, aborted, 0)[0] == [(0, b"%d@0" % A), (1, b"%d@1" % A)] == theirs(records, aborted, 0)[0]
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import threading
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -19,7 +18,7 @@ import pytest
 from confluent_kafka import OFFSET_INVALID
 from confluent_kafka import TopicPartition as CTP
 from librdkafka_reader import read_to_end, read_values
-from source_groups import consume_and_commit, fill, group_consumer
+from source_groups import active_member, consume_and_commit, fill, group_consumer
 
 from mirror.broker import EmbeddedBroker
 from mirror.config import load_config
@@ -124,26 +123,10 @@ def test_translate_prints_where_each_group_resumes_and_changes_nothing(mirrored)
 
 
 def test_apply_moves_an_idle_group_exactly_and_leaves_an_active_one_alone(mirrored):
-    busy = group_consumer(mirrored.destination, "busy")
-    busy.subscribe(["orders"])
-    while not busy.assignment():
-        busy.poll(0.2)
-    done = threading.Event()
-
-    def keep_polling() -> None:  # heartbeats: the member stays in the group
-        while not done.is_set():
-            busy.poll(0.2)
-
-    poller = threading.Thread(target=keep_polling)
-    poller.start()
-    try:
+    with active_member(mirrored.destination, "busy", "orders"):
         before = _committed(mirrored.destination, "busy")
         applied = _translate(mirrored, "billing|busy", "--apply").stdout
         after = _committed(mirrored.destination, "busy")
-    finally:
-        done.set()
-        poller.join(30)
-        busy.close()
     resume = _resume_at(mirrored, "billing")
     assert "group busy: left alone: it is active at the destination" in applied
     assert after == before

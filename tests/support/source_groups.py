@@ -6,6 +6,10 @@ Imported as ``source_groups`` (tests/support/ is on ``sys.path``: pyproject's ``
 
 from __future__ import annotations
 
+import threading
+from contextlib import contextmanager
+from typing import Iterator
+
 from confluent_kafka import Consumer, Producer
 from kafka.admin import KafkaAdminClient, NewTopic
 
@@ -51,3 +55,28 @@ def consume_and_commit(bootstrap: str, group: str, topic: str, partitions: int, 
     finally:
         consumer.close()
     return seen
+
+
+@contextmanager
+def active_member(bootstrap: str, group: str, topic: str) -> Iterator[None]:
+    """A member of ``group`` subscribed to ``topic`` and assigned, kept in the group by a thread
+    that polls (and so heartbeats) until the block ends: an active group that a failover
+    must leave alone."""
+    member = group_consumer(bootstrap, group)
+    member.subscribe([topic])
+    while not member.assignment():
+        member.poll(0.2)
+    done = threading.Event()
+
+    def keep_polling() -> None:
+        while not done.is_set():
+            member.poll(0.2)
+
+    poller = threading.Thread(target=keep_polling)
+    poller.start()
+    try:
+        yield
+    finally:
+        done.set()
+        poller.join(30)
+        member.close()

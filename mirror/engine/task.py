@@ -18,7 +18,7 @@ from ..kafka import TopicPartition
 from .clients import client_for, committed_offsets_for, producer_for, transactional_producer_for
 from .copy import DEFAULT_MAX_BUFFER_BYTES, CopyRequest, TaskStats, copy_ranges
 from .exactly_once import copy_exactly_once, transactional_id
-from .failures import TaskFailure, verdict
+from .failures import TaskFailure
 from .lease import lease, release
 from .offset_syncs import offset_syncs_topic, write_syncs
 from .offsets_topic import offsets_topic
@@ -69,16 +69,14 @@ class CopyJob:
 
     def copy_task(self, task: int, requests: Sequence[CopyRequest]) -> TaskStats:
         """One task's ranges copied, by the task itself or, with a lease, by the resident copier
-        of its index. An outage or a permanent error comes back as the stats'
-        :attr:`~TaskStats.failure` (:mod:`.failures`); an error a new attempt may fix (verdict
-        "other") raises, for the caller to run the task again."""
-        if self.lease_s > 0:
-            return lease(self, task, list(requests), self.lease_s)  # failures come as data already
+        of its index. Every kmirror error, whatever its verdict, comes back as the stats'
+        :attr:`~TaskStats.failure` (:mod:`.failures`): the driver alone decides what runs
+        again. Only an error that is not kmirror's (a bug) raises."""
         try:
+            if self.lease_s > 0:
+                return lease(self, task, list(requests), self.lease_s)
             return self.copy(task, list(requests))
         except KMirrorError as exc:
-            if verdict(exc) == "other":
-                raise
             log.debug("copy task %d failed", task, exc_info=True)
             return TaskStats([], failure=TaskFailure.of(task, exc))
 

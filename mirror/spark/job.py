@@ -398,7 +398,7 @@ class _MicroBatchRunner:
     tasks again where that may help (:meth:`_copy_through_failures`). A micro-batch that fails
     raises, so that Spark does not commit it; :meth:`outcome` tells how the micro-batches ended."""
 
-    def __init__(self, config: MirrorConfig, routes, on_report, stop: Stopper | threading.Event,
+    def __init__(self, config: MirrorConfig, routes, on_report, stop: Stopper,
                  metrics: MirrorMetrics | None = None):
         self.config = config
         self.metrics = metrics

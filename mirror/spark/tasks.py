@@ -6,10 +6,10 @@ A task's input is its planned group as the engine's requests, ``(task, [CopyRequ
 (:func:`task_of`), or, when the plan held no groups (:mod:`.planned`), the source's rows, which
 :func:`copy_rows` decodes (:func:`~.source.groups_of_rows`). A body sets up the Python
 worker's logging, runs the engine, and returns one :class:`~mirror.engine.TaskStats` per task,
-with a kmirror error as its :attr:`~mirror.engine.TaskStats.failure`
-(:class:`~mirror.engine.failures.TaskFailure`): the driver alone decides what runs again
-(:mod:`.job`), as Kafka Connect decides for a ``MirrorSourceTask``. Only an error that is not
-kmirror's (a bug) fails the Spark task.
+a kmirror error as its :attr:`~mirror.engine.TaskStats.failure`
+(:class:`~mirror.engine.failures.TaskFailure`, made by :meth:`~mirror.engine.CopyJob.copy_task`):
+the driver alone decides what runs again (:mod:`.job`), as Kafka Connect decides for a
+``MirrorSourceTask``. Only an error that is not kmirror's (a bug) fails the Spark task.
 
 Spark pickles the function into every task, so the driver passes
 ``functools.partial(copy_tasks, job)``: a reference to this module's function, imported on the
@@ -21,23 +21,18 @@ from __future__ import annotations
 import logging
 from typing import Iterable, Iterator, Sequence
 
-from kcodecs import KMirrorError
-
 from ..engine import CopyJob, CopyRequest, TaskStats
-from ..engine.failures import TaskFailure
 from ..logs import configure_spark_process
 from .source import CopyGroup, CopyRange, groups_of_rows
 
 __all__ = ["copy_tasks", "copy_rows", "release_tasks", "task_of", "request_of"]
-
-log = logging.getLogger(__name__)
 
 
 def copy_tasks(job: CopyJob, tasks: Iterable[tuple[int, Sequence[CopyRequest]]]) -> Iterator[TaskStats]:
     """``mapPartitions`` body: each ``(task, requests)`` copied, one :class:`TaskStats` each."""
     configure_spark_process(logging.WARNING)  # an executor's Python worker
     for task, requests in tasks:
-        yield _copied(job, task, requests)
+        yield job.copy_task(task, requests)
 
 
 def copy_rows(job: CopyJob, rows: Iterable[tuple]) -> Iterator[TaskStats]:
@@ -52,14 +47,6 @@ def release_tasks(job: CopyJob, tasks: Iterable[int]) -> Iterator[TaskStats]:
     configure_spark_process(logging.WARNING)
     for task in tasks:
         yield job.release_task(task)
-
-
-def _copied(job: CopyJob, task: int, requests: Sequence[CopyRequest]) -> TaskStats:
-    try:
-        return job.copy_task(task, requests)
-    except KMirrorError as exc:  # one a new attempt may fix: the driver runs the task again
-        log.debug("copy task %d failed", task, exc_info=True)
-        return TaskStats([], failure=TaskFailure.of(task, exc))
 
 
 def task_of(group: CopyGroup) -> tuple[int, list[CopyRequest]]:

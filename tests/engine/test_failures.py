@@ -1,5 +1,5 @@
-"""Which copy failures are waited out, which fail the job at once, which Spark retries; and
-how a task reports the first two to the driver instead of raising them."""
+"""Which copy failures are waited out, which fail the job at once, which the driver runs again
+at once; and how a task reports each of them to the driver as data instead of raising it."""
 
 from __future__ import annotations
 
@@ -63,7 +63,15 @@ def test_a_task_reports_a_permanent_error_naming_partition_and_offset(monkeypatc
     assert "t/3 at offset 40" in stats.failure.message
 
 
-def test_a_task_raises_what_a_new_attempt_may_fix_so_that_spark_retries_it(monkeypatch):
-    with pytest.raises(ProducerFencedError):
-        _job(monkeypatch, ProducerFencedError("Produce", "PRODUCER_FENCED", 90, False, TP)).copy_task(
-            0, [CopyRequest(TP, 0, 100, -1)])
+def test_a_task_reports_what_a_new_attempt_may_fix_for_the_driver_to_run_it_again(monkeypatch):
+    # One way to the driver for every kmirror error (issue 39): data with its verdict, not a raise
+    # that Spark would retry on its own.
+    stats = _job(monkeypatch, ProducerFencedError("Produce", "PRODUCER_FENCED", 90, False, TP)).copy_task(
+        0, [CopyRequest(TP, 0, 100, -1)])
+    assert (stats.failure.kind, stats.failure.verdict) == ("ProducerFencedError", "other")
+    assert not stats.failure.outage and not stats.failure.permanent
+
+
+def test_a_task_raises_an_error_that_is_not_kmirrors(monkeypatch):
+    with pytest.raises(RuntimeError, match="a bug"):
+        _job(monkeypatch, RuntimeError("a bug")).copy_task(0, [CopyRequest(TP, 0, 100, -1)])

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import math
+from pathlib import Path
 
 import pytest
 
@@ -137,11 +138,12 @@ def _runner(monkeypatch, results, *, stop=None):
 
     from mirror.config import load_config
     from mirror.spark import job, outage
+    from mirror.spark.stopping import Stopper
 
     monkeypatch.setattr(outage, "INITIAL_BACKOFF_S", 0.001)
     config = load_config(None, {"source.bootstrap": "src:1", "destination.bootstrap": "dst:1", "topics": "t"})
     reports = []
-    runner = job._MicroBatchRunner(config, {}, reports.append, stop or threading.Event())
+    runner = job._MicroBatchRunner(config, {}, reports.append, Stopper(stop or threading.Event(), Path("unused")))
     runner.reports = reports
     asked = []
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from mirror.config import load_config
@@ -115,8 +117,9 @@ def _runner(config, routes):
     import threading
 
     from mirror.spark.job import _MicroBatchRunner
+    from mirror.spark.stopping import Stopper
 
-    return _MicroBatchRunner(config, routes, None, threading.Event())
+    return _MicroBatchRunner(config, routes, None, Stopper(threading.Event(), Path("unused")))
 
 
 def test_the_worker_daemon_hands_pyspark_a_socket_in_quick_ack_mode(monkeypatch):

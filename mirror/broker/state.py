@@ -109,6 +109,7 @@ class BrokerState:
         self.producer_ids = ProducerIdAllocator(self.config.data_dir / "producer-ids.json")
         self.groups = GroupCoordinator(GroupStateLog(self.config.data_dir / ".groups", flush=self.config.flush),
                                        self.clock, self.config.groups)
+        self.topics.on_delete.append(self.groups.on_topic_deleted)
         self.transactions = TransactionCoordinator(
             TransactionStateLog(self.config.data_dir / ".transactions", flush=self.config.flush),
             self.producer_ids.allocate,

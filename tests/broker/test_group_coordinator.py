@@ -385,6 +385,26 @@ def test_a_plain_commit_after_the_transactional_one_wins(harness):
     assert h.coordinator.committed_offsets("g")[("t", 0)].offset == 15
 
 
+def test_a_deleted_topics_offsets_go_committed_and_pending_and_stay_gone_after_a_restart(tmp_path, clock):
+    """Kafka's ``onPartitionsDeleted``: every group's offsets of the topic get tombstones,
+    those pending in an open transaction too; other topics' offsets stay."""
+    h = Harness(tmp_path, clock, GroupConfig())
+    h.coordinator.commit_offsets("g", -1, "", {("gone", 0): (5, -1, None), ("kept", 0): (3, -1, None)})
+    h.coordinator.commit_offsets("other", -1, "", {("gone", 1): (7, -1, None)})
+    h.coordinator.commit_transactional_offsets("g", 1000, -1, "", {("gone", 1): (9, -1, None)})
+    h.coordinator.on_topic_deleted("gone")
+    h.coordinator.complete_transaction(1000, commit=True)  # its pending offset of the topic went before
+    assert h.coordinator.fetch_offsets("g", None, True) == {("kept", 0): (3, -1, "", 0)}
+    assert h.coordinator.fetch_offsets("other", None, True) == {}
+    h.close()
+    again = Harness(tmp_path, clock, GroupConfig())  # replays the state log
+    try:
+        assert again.coordinator.fetch_offsets("g", None, True) == {("kept", 0): (3, -1, "", 0)}
+        assert again.coordinator.fetch_offsets("other", None, True) == {}
+    finally:
+        again.close()
+
+
 def test_transactional_commits_check_the_member_when_named(harness):
     h = harness()
     (a,), generation = stable_group(h, 1)

@@ -39,6 +39,7 @@ from .state_log import (
     MemberRecord,
     OffsetRecord,
     Record,
+    TopicDeletedRecord,
     TxnEndRecord,
 )
 from .timer import Timer
@@ -160,6 +161,22 @@ class GroupCoordinator:
             except ApiError as exc:
                 results[group_id] = exc.code
         return results
+
+    def on_topic_deleted(self, topic: str) -> None:
+        """DeleteTopics removed ``topic``: every group's offsets of it go too (committed, and
+        pending in open transactions), as Kafka's ``GroupCoordinator.onPartitionsDeleted``
+        writes their tombstones, so that a topic created again under the name is not read from
+        a stale position. The groups stay, as Kafka keeps them until its periodic clean-up."""
+        groups = self._offsets.groups_of_topic(topic)
+        if not groups:
+            return
+        try:
+            self._persist([TopicDeletedRecord(topic)])
+        except ApiError as exc:
+            log.error("offsets of deleted topic %s not removed from group(s) %s: %s", topic, ", ".join(sorted(groups)),
+                      exc)
+            return
+        log.info("offsets of deleted topic %s removed from group(s) %s", topic, ", ".join(sorted(groups)))
 
     # -- offsets -------------------------------------------------------------------------------
 
@@ -296,6 +313,8 @@ class GroupCoordinator:
             self._offsets.end_transaction(record.producer_id, record.commit)
         elif isinstance(record, GroupRecord):
             self._groups[record.group_id] = _loaded_group(record)
+        elif isinstance(record, TopicDeletedRecord):
+            self._offsets.delete_topic(record.topic)
         else:
             self._groups.pop(record.group_id, None)
             self._offsets.delete_group(record.group_id)

@@ -74,6 +74,21 @@ class OffsetStore:
             if not self._pending[producer_id]:
                 del self._pending[producer_id]
 
+    def groups_of_topic(self, topic: str) -> set[str]:
+        """The groups with a committed or pending offset of ``topic``."""
+        return {group for _, group, (name, _), _ in self.snapshot() if name == topic}
+
+    def delete_topic(self, topic: str) -> None:
+        """Every group's committed and pending offsets of ``topic``'s partitions dropped."""
+        for by_group in [self._committed, *self._pending.values()]:
+            for group_id, offsets in list(by_group.items()):
+                for partition in [p for p in offsets if p[0] == topic]:
+                    del offsets[partition]
+                if not offsets:
+                    del by_group[group_id]
+        for producer_id in [pid for pid, by_group in self._pending.items() if not by_group]:
+            del self._pending[producer_id]
+
     def snapshot(self) -> Iterator[tuple[int, str, TopicPartition, OffsetAndMetadata]]:
         """Every stored offset as ``(producer_id or -1, group, partition, offset)``, in commit order."""
         entries = [(-1, group, partition, offset)

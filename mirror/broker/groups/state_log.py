@@ -14,6 +14,8 @@ Each record's payload is one JSON object, what Kafka's ``__consumer_offsets`` ke
      "rebalance_ms", "subscription" (base64), "assignment" (base64)}]}
                                                             GroupMetadataKey/Value, at each generation
     {"t": "group-deleted", "g": group}                      DeleteGroups: the group and all its offsets
+    {"t": "topic-deleted", "topic": t}                      DeleteTopics: every group's offsets of the
+                                                            topic (Kafka's onPartitionsDeleted tombstones)
 
 Replay applies them in order; the last word on a key wins. A commit is persisted before it
 is applied or answered. Compaction rewrites the file as the live state (one record per
@@ -32,7 +34,7 @@ from typing import Callable, Literal, Union
 from ..coordinator_log import CoordinatorLog
 
 __all__ = ["GroupStateLog", "OffsetRecord", "TxnEndRecord", "GroupRecord", "MemberRecord", "GroupDeletedRecord",
-           "Record", "COMPACT_SLACK"]
+           "TopicDeletedRecord", "Record", "COMPACT_SLACK"]
 
 COMPACT_SLACK = 1000
 """Records beyond the live state tolerated before a rewrite: bounds the file to O(live state)
@@ -87,7 +89,12 @@ class GroupDeletedRecord:
     group_id: str
 
 
-Record = Union[OffsetRecord, TxnEndRecord, GroupRecord, GroupDeletedRecord]
+@dataclass(frozen=True)
+class TopicDeletedRecord:
+    topic: str
+
+
+Record = Union[OffsetRecord, TxnEndRecord, GroupRecord, GroupDeletedRecord, TopicDeletedRecord]
 
 
 class GroupStateLog:
@@ -131,6 +138,8 @@ def _encode(record: Record) -> bytes:
         fields = {"t": "group", "g": record.group_id, "gen": record.generation, "type": record.protocol_type,
                   "protocol": record.protocol_name, "leader": record.leader_id,
                   "members": [_encode_member(member) for member in record.members]}
+    elif isinstance(record, TopicDeletedRecord):
+        fields = {"t": "topic-deleted", "topic": record.topic}
     else:
         fields = {"t": "group-deleted", "g": record.group_id}
     return json.dumps(fields, separators=(",", ":")).encode()
@@ -149,6 +158,8 @@ def _decode(payload: bytes) -> Record:
                            tuple(_decode_member(member) for member in fields["members"]))
     if kind == "group-deleted":
         return GroupDeletedRecord(fields["g"])
+    if kind == "topic-deleted":
+        return TopicDeletedRecord(fields["topic"])
     raise ValueError(f"unknown group state record type {kind!r}")
 
 

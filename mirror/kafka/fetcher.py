@@ -30,7 +30,7 @@ import logging
 import time
 from collections import deque
 from dataclasses import dataclass
-from typing import Callable, Mapping
+from typing import Callable, Iterable, Mapping
 
 import kafka.errors as kerr
 from kafka.protocol.consumer import FetchRequest, FetchResponse
@@ -152,7 +152,7 @@ class Fetcher:
                 try:
                     conn.send_encoded(FetchRequest, self._request(asked, conn), asked)
                 except (ConnectionFailedError, ProtocolError) as exc:
-                    self._lost(conn, exc, list(asked.offsets))
+                    self._lost(conn, exc, also=asked.offsets)
                     break
                 self._asking.update(asked.offsets)
                 sent += asked.units
@@ -170,11 +170,12 @@ class Fetcher:
 
     def on_readable(self, conn: PipelinedConnection) -> dict[TopicPartition, FetchOutcome]:
         """Read the oldest answer on ``conn``; the partitions it settled (retried ones left out)."""
+        pending = None
         try:
             pending, body = conn.receive(FetchResponse, self._frames)
             response = decode_fetch_response(body, pending.version)
         except (ConnectionFailedError, ProtocolError) as exc:
-            self._lost(conn, exc, [tp for p in conn.in_flight for tp in p.context.offsets])
+            self._lost(conn, exc, also=pending.context.offsets if pending is not None else ())
             return {}
         if any(p.records for p in response.partitions):
             # Answers without records may have waited out max_wait_ms at the log's end: they
@@ -266,8 +267,13 @@ class Fetcher:
             return None
         return conn
 
-    def _lost(self, conn: PipelinedConnection, error: KMirrorError, tps: list[TopicPartition]) -> None:
-        conn.abandon()
+    def _lost(self, conn: PipelinedConnection, error: KMirrorError, also: Iterable[TopicPartition] = ()) -> None:
+        """``conn`` failed: every fetch in flight on it is lost with it, and so are the partitions
+        of ``also`` (a request that did not go out, or an answer taken off it that could not be
+        read). All of them are fetched again after a backoff: a partition left marked as being
+        fetched would never be asked for again, and its copy would stand still."""
+        tps = [tp for pending in conn.abandon() for tp in pending.context.offsets]
+        tps += [tp for tp in also if tp not in tps]
         self._connections.pop(conn.address, None)
         self._asking.difference_update(tps)
         self._failed(tps, error)

@@ -7,10 +7,14 @@ partition: KIP-74, as Kafka's ``ReplicaManager`` does).
   does not take the whole response.
 - A partition whose next batch is larger than its share, passed over in one response, is
   first in the next one and gets that batch.
+- A connection that fails takes every fetch in flight on it along, not only the one that
+  failed: their partitions are fetched again, none is left waiting for an answer that cannot
+  come (the soak test's lost records: such a partition stalled its copier until the lease ended).
 """
 
 from __future__ import annotations
 
+import itertools
 import random
 
 import pytest
@@ -18,7 +22,7 @@ import pytest
 import kcodecs
 from kcodecs import Record
 from mirror.broker import EmbeddedBroker
-from mirror.kafka import Fetcher, KafkaClient, NewTopic, TopicPartition, wait_readable
+from mirror.kafka import ConnectionFailedError, Fetcher, KafkaClient, NewTopic, TopicPartition, wait_readable
 
 MAX_BYTES = 64 * 1024
 SMALL, LARGE = TopicPartition("t", 0), TopicPartition("t", 1)
@@ -73,3 +77,37 @@ def test_a_partition_passed_over_goes_first_next_time(source):
     finally:
         fetcher.close()
     assert [batch.base_offset for batch in second[LARGE]] == [0]  # first now: its whole batch (KIP-74)
+
+
+def test_a_failed_send_gives_back_the_fetches_in_flight_on_its_connection(source):
+    """Two fetches in flight to one leader (its window has room for both), the second's send
+    fails (the broker went away): the first fetch is lost with the connection, and its
+    partition is fetched again like the other one."""
+    _fill(source, SMALL, batches=2, batch_bytes=1024)
+    _fill(source, LARGE, batches=2, batch_bytes=1024)
+    ticks = itertools.count(step=1.0)  # every answer seems to take a second: the widest window
+    fetcher = Fetcher(source, max_bytes=MAX_BYTES, clock=lambda: next(ticks))
+    try:
+        _fetch(fetcher, {SMALL: 0, LARGE: 0})  # the leader's round trip, measured
+        assert fetcher.widest_window() > 1
+        assert fetcher.send({SMALL: 0}, limit=1) == 1
+        (conn,) = fetcher.connections()
+
+        def broken(buffers):
+            raise ConnectionFailedError(conn.address, "send failed: [Errno 32] Broken pipe")
+
+        conn.broker.conn.send_buffers = broken
+        assert fetcher.send({LARGE: 0}, limit=1) == 0
+        assert not fetcher.connections()
+        assert not fetcher.fetching(SMALL)  # its answer cannot come on the closed connection
+        got: dict[TopicPartition, int] = {}
+        for _ in range(20):  # both again, on a new connection, once their backoff has passed
+            fetcher.send({tp: 0 for tp in (SMALL, LARGE) if tp not in got and not fetcher.fetching(tp)})
+            for ready in wait_readable(fetcher.connections(), 5.0):
+                for tp, fetched in fetcher.on_readable(ready).items():
+                    got[tp] = len(list(kcodecs.iter_batches(fetched.records)))
+            if len(got) == 2:
+                break
+    finally:
+        fetcher.close()
+    assert got == {SMALL: 2, LARGE: 2}

@@ -181,6 +181,7 @@ def serve(path: Path) -> int:
     clients: list[socket.socket] = []
     waiters: list[_Waiter] = []
     lease_until = time.monotonic() + 60.0  # the first lease is on its way
+    lease_s = 0.0
     code = 0
     try:
         with _collecting_new_objects_only():
@@ -215,7 +216,8 @@ def serve(path: Path) -> int:
                         copier = Copier(lease.job, lease.task)
                         waiters.pop()
                     copier.take(lease)
-                    lease_until = time.monotonic() + lease.seconds
+                    lease_s = lease.seconds
+                    lease_until = time.monotonic() + lease_s
                     ends = {r.tp: r.end for r in lease.ranges}
                     if lease.wait:
                         waiters.append(_Waiter(sock, ends))
@@ -224,14 +226,20 @@ def serve(path: Path) -> int:
                 if copier is None:
                     continue
                 if copier.due([w.ends for w in waiters], time.monotonic()):
+                    before = copier.positions
                     copier.commit()
+                    if waiters and copier.positions != before:
+                        # A task waits on this socket, so its driver is alive, and its copy moves:
+                        # a micro-batch longer than the lease runs on (one that stalls does not).
+                        lease_until = max(lease_until, time.monotonic() + lease_s)
                 for waiter in [w for w in waiters if copier.reached(w.ends)]:
                     waiters.remove(waiter)
                     _answer(waiter.conn, Report(stats=copier.report()))
             if copier is not None:
                 copier.commit(last=True)
+                path.unlink(missing_ok=True)  # gone before the answers: a task run again starts a new copier
                 for waiter in waiters:
-                    _answer(waiter.conn, Report(stats=copier.report()))
+                    _answer(waiter.conn, _final_report(copier, waiter, stopping[0] if stopping else "lease over"))
                 waiters = []
     except KMirrorError as exc:
         log.warning("copier %d stopped: %s", task, exc)
@@ -247,6 +255,19 @@ def serve(path: Path) -> int:
         if copier is not None:
             copier.close()
     return code
+
+
+def _final_report(copier: Copier, waiter: _Waiter, why: str) -> Report:
+    """The answer to a task still waiting when the copier ends (its lease ran out, or a signal):
+    its report if its ranges are committed through their ends; if not, a crash, so that the
+    driver runs the task again (a new copier goes on from what was committed). A report would
+    tell the driver that the ranges were copied, and the next micro-batch's would start past
+    records this copier never committed."""
+    if copier.reached(waiter.ends):
+        return Report(stats=copier.report())
+    behind = ", ".join(f"{tp} at {copier.positions.get(tp, '?')} of {end}" for tp, end in waiter.ends.items()
+                       if copier.positions.get(tp, -1) < end)
+    return Report(crash=f"stopped ({why}) before its ranges were committed: {behind}")
 
 
 def _answer(sock: socket.socket, report: Report) -> None:

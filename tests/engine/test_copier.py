@@ -6,6 +6,9 @@ read_committed consumer.
   reach the destination without another one.
 - A lease taken elsewhere (another executor: another socket directory) fences the first
   copier: the zombie cannot commit, it exits, and every record is at the destination once.
+- A task that waits longer than the lease while its copy moves keeps the copier going; one
+  whose copy stands still when the lease runs out is not answered as if its ranges were
+  committed: it fails, to be run again.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ from live_source import Writer, wait_until
 from mirror.broker import EmbeddedBroker
 from mirror.config import load_config
 from mirror.engine import CopyJob, CopyRequest, offsets_topic_spec, sync_destination_topics
-from mirror.engine.lease import lease, release, socket_path
+from mirror.engine.lease import CopierLostError, lease, release, socket_path
 from mirror.engine.offset_syncs import OffsetSyncStore, offset_syncs_topic, offset_syncs_topic_spec
 from mirror.kafka import KafkaClient, NewTopic, TopicPartition
 
@@ -107,3 +110,32 @@ def test_a_lease_taken_elsewhere_fences_the_first_copier(setup, tmp_path, monkey
     stats = lease(job, 0, _ends(src.bootstrap), 30)
     assert stats.failure is None
     assert _copied(dst.bootstrap) == writer.written  # every record once, in order
+
+
+def test_a_task_is_not_told_its_ranges_are_copied_when_they_are_not(setup):
+    """The lease runs out while the task waits for ends that never come (here past the
+    source's end; in the soak test, a partition the copier had stopped fetching): the task
+    fails with CopierLostError, and the driver runs it again. Answered with a report, it would
+    count the ranges as copied, and the next micro-batch would start past them."""
+    _src, _dst, job = setup
+    beyond = [CopyRequest(TopicPartition("live", p), 0, 1_000) for p in range(PARTITIONS)]
+    with pytest.raises(CopierLostError, match="before its ranges were committed"):
+        lease(job, 0, beyond, 2)
+    assert not socket_path(JOB, job.run_id, 0).exists()
+
+
+def test_a_task_waiting_longer_than_the_lease_while_its_copy_moves_is_copied_whole(setup):
+    """A micro-batch that takes longer than the lease (a catch-up, a slow destination): the
+    waiting task and the copy's progress keep the copier going, and the task is answered once
+    its ends are committed."""
+    src, dst, job = setup
+    with Writer(src.bootstrap, "live", PARTITIONS) as writer:
+        time.sleep(0.2)
+        # Ends about three seconds of writing ahead, with a lease of one second.
+        ahead = [CopyRequest(r.tp, r.start, r.end + 1500) for r in _ends(src.bootstrap)]
+        stats = lease(job, 0, ahead, 1)
+    assert stats.failure is None
+    copied = _copied(dst.bootstrap)
+    for p in range(PARTITIONS):
+        assert copied[p][:ahead[p].end] == writer.written[p][:ahead[p].end]
+        assert len(copied[p]) >= ahead[p].end

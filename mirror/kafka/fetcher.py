@@ -132,6 +132,7 @@ class Fetcher:
         (at most one request per unit); at most ``limit`` units in all (the caller's memory
         bound). Partitions already being fetched or backing off wait. Returns the units sent."""
         now = self._clock()
+        self._expire(now)
         ready = [tp for tp in wanted if tp not in self._asking and self._ready(tp, now)]
         if not ready:
             return 0
@@ -266,6 +267,17 @@ class Fetcher:
             self._failed(tps, exc)
             return None
         return conn
+
+    def _expire(self, now: float) -> None:
+        """A fetch unanswered for the request timeout past its ``max_wait_ms`` counts as lost,
+        with its connection (Kafka's ``request.timeout.ms``): a leader that stopped answering
+        without closing the connection (paused, or cut off without a reset) must not hold its
+        partitions for ever."""
+        limit = self._client.request_timeout_s + self._max_wait_ms / 1000
+        for conn in list(self._connections.values()):
+            sent = conn.oldest_sent_at()
+            if sent is not None and now - sent > limit:
+                self._lost(conn, ConnectionFailedError(conn.address, f"no answer to a fetch in {limit:g} s"))
 
     def _lost(self, conn: PipelinedConnection, error: KMirrorError, also: Iterable[TopicPartition] = ()) -> None:
         """``conn`` failed: every fetch in flight on it is lost with it, and so are the partitions

@@ -7,6 +7,7 @@ partition: KIP-74, as Kafka's ``ReplicaManager`` does).
   does not take the whole response.
 - A partition whose next batch is larger than its share, passed over in one response, is
   first in the next one and gets that batch.
+- A fetch unanswered past the request timeout is lost with its connection, and fetched again.
 - A connection that fails takes every fetch in flight on it along, not only the one that
   failed: their partitions are fetched again, none is left waiting for an answer that cannot
   come (the soak test's lost records: such a partition stalled its copier until the lease ended).
@@ -111,3 +112,26 @@ def test_a_failed_send_gives_back_the_fetches_in_flight_on_its_connection(source
     finally:
         fetcher.close()
     assert got == {SMALL: 2, LARGE: 2}
+
+
+def test_a_fetch_unanswered_past_the_request_timeout_is_lost_and_fetched_again(source):
+    """The leader's answer is never read here, as if the leader had stopped answering: once the
+    request timeout (plus the fetch's own wait) has passed, the connection is given up and the
+    partition is fetched again on a new one."""
+    _fill(source, SMALL, batches=2, batch_bytes=1024)
+    now = [0.0]
+    fetcher = Fetcher(source, max_bytes=MAX_BYTES, max_wait_ms=100, clock=lambda: now[0])
+    try:
+        assert fetcher.send({SMALL: 0}) == 1
+        (first,) = fetcher.connections()
+        now[0] += source.request_timeout_s  # not yet: the fetch may wait max_wait_ms at the broker too
+        fetcher.send({})
+        assert fetcher.fetching(SMALL) and fetcher.connections() == [first]
+        now[0] += 0.2
+        fetcher.send({})
+        assert not fetcher.fetching(SMALL) and not fetcher.connections() and first.closed
+        now[0] += 60  # past the partition's backoff
+        got = _fetch(fetcher, {SMALL: 0})
+    finally:
+        fetcher.close()
+    assert len(got[SMALL]) == 2

@@ -128,6 +128,8 @@ class KafkaRangeReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         configure_spark_process(logging.INFO)  # the planner's own process: its outage lines
         self.config = config
         self.stop_file = stop_file
+        self._parent = os.getppid()
+        """The process that started this planner's (Spark's): if it dies, so does the job."""
         self._client = None
         self._target: Offsets | None = None
         self.floors: Offsets = {}
@@ -205,7 +207,10 @@ class KafkaRangeReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return not self._stopping()
 
     def _stopping(self) -> bool:
-        return bool(self.stop_file) and os.path.exists(self.stop_file)
+        """A stop was requested (the stop file), or the job is gone: the process that started
+        this one died (a SIGKILLed ``kmirror run``), which would otherwise leave the planner
+        waiting out a source outage on its own, for ever."""
+        return (bool(self.stop_file) and os.path.exists(self.stop_file)) or os.getppid() != self._parent
 
     def _limit(self, start: Offsets, latest: Offsets, limit: ReadLimit) -> Offsets:
         if isinstance(limit, ReadAllAvailable):

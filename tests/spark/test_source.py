@@ -219,6 +219,31 @@ def test_a_stop_ends_the_wait_for_a_source_outage_with_no_new_micro_batch(cluste
     assert reader.latestOffset(start, ReadAllAvailable()) == start
 
 
+def test_a_planner_whose_job_died_stops_waiting_out_a_source_outage(cluster, monkeypatch):
+    """``kmirror run`` SIGKILLed while the source is down: the planner, a process of Spark's, is
+    re-parented; it must stop waiting rather than outlive the job, retrying for ever."""
+    from mirror.kafka import ClusterUnreachableError
+    from mirror.spark import outage
+    from mirror.spark import source as source_module
+
+    monkeypatch.setattr(outage, "INITIAL_BACKOFF_S", 0.01)
+    broker, client = cluster
+    client.create_topics([NewTopic("t1", 1)])
+    reader = _reader(broker, max_outage_s=10)  # without the check, the wait would fail the job in 10 s
+    start = reader.initialOffset()
+    asked = []
+
+    def down(*args, **kwargs):  # the source never comes back
+        asked.append(None)
+        if len(asked) == 3:  # the job dies while the planner waits
+            monkeypatch.setattr(source_module.os, "getppid", lambda: reader._parent + 1)
+        raise ClusterUnreachableError(broker.bootstrap, "down")
+
+    monkeypatch.setattr(reader.client, "list_offsets", down)
+    assert reader.latestOffset(start, ReadAllAvailable()) == start
+    assert len(asked) == 3
+
+
 def test_ranges_without_a_known_leader_are_grouped_without_one(cluster, monkeypatch):
     from mirror.kafka import BrokerApiError
 

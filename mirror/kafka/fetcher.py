@@ -275,8 +275,7 @@ class Fetcher:
         partitions for ever."""
         limit = self._client.request_timeout_s + self._max_wait_ms / 1000
         for conn in list(self._connections.values()):
-            sent = conn.oldest_sent_at()
-            if sent is not None and now - sent > limit:
+            if conn.overdue(now, limit):
                 self._lost(conn, ConnectionFailedError(conn.address, f"no answer to a fetch in {limit:g} s"))
 
     def _lost(self, conn: PipelinedConnection, error: KMirrorError, also: Iterable[TopicPartition] = ()) -> None:

@@ -85,6 +85,12 @@ class PipelinedConnection:
     def oldest_sent_at(self) -> float | None:
         return self.in_flight[0].sent_at if self.in_flight else None
 
+    def overdue(self, now: float, limit_s: float) -> bool:
+        """Its oldest request in flight has waited more than ``limit_s`` for its answer (a
+        request timeout: the connection counts as lost)."""
+        sent = self.oldest_sent_at()
+        return sent is not None and now - sent > limit_s
+
     def abandon(self) -> list[InFlight]:
         """Close the connection; return the requests that will never be answered on it."""
         self.closed = True

@@ -403,8 +403,7 @@ class IdempotentProducer:
         """A request unanswered for ``timeout_ms`` counts as lost, with its connection."""
         limit = self._timeout_ms / 1000
         for conn in list(self._connections.values()):
-            sent = conn.oldest_sent_at()
-            if sent is not None and now - sent > limit:
+            if conn.overdue(now, limit):
                 self._connection_lost(conn, ConnectionFailedError(conn.address, f"no answer to a produce request in {limit:g} s"))
 
     # ---- failure --------------------------------------------------------------------------------

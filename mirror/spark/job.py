@@ -441,14 +441,6 @@ class _MicroBatchRunner:
     def outcome(self) -> RunOutcome:
         return self._outcome
 
-    @property
-    def failure(self) -> KMirrorError | None:
-        return self._outcome.failure
-
-    @property
-    def interrupted(self) -> bool:
-        return self._outcome.interrupted
-
     def __call__(self, rows, batch_id: int) -> None:
         began = time.perf_counter()
         planned = planned_groups(rows)

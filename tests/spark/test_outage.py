@@ -12,7 +12,7 @@ import pytest
 from mirror.engine import CorruptSourceError
 from mirror.kafka import BrokerApiError, ClusterUnreachableError, TopicPartition
 from mirror.kafka.transactions import ProducerFencedError
-from mirror.spark.job import with_task_retries
+from mirror.spark.job import RunOutcome, with_task_retries
 from mirror.spark.outage import MAX_BACKOFF_S, Outage, OutageInterrupted, ride_out
 
 
@@ -172,7 +172,7 @@ def test_the_driver_runs_only_the_tasks_that_hit_an_outage_again(monkeypatch):
     runner(None, 7)
     assert asked == [None, frozenset({1}), frozenset({1})]
     (report,) = runner.reports  # one micro-batch, with the ranges of the first run and of the last
-    assert runner.failure is None and sorted(r.tp.partition for r in report.ranges) == [0, 1]
+    assert runner.outcome().failure is None and sorted(r.tp.partition for r in report.ranges) == [0, 1]
 
 
 def test_a_permanent_task_failure_fails_the_micro_batch_at_once(monkeypatch):
@@ -185,7 +185,7 @@ def test_a_permanent_task_failure_fails_the_micro_batch_at_once(monkeypatch):
     with pytest.raises(MirrorJobError) as caught:
         runner(None, 3)
     assert caught.value.kind == "CorruptSourceError" and "t/0 at offset 40" in caught.value.message
-    assert runner.failure is caught.value and asked == [None]
+    assert runner.outcome().failure is caught.value and asked == [None]
 
 
 def test_a_stop_during_an_outage_ends_the_micro_batch_unfinished(monkeypatch):
@@ -198,7 +198,7 @@ def test_a_stop_during_an_outage_ends_the_micro_batch_unfinished(monkeypatch):
     runner, _ = _runner(monkeypatch, [[_stats(0, TaskFailure.of(0, DOWN))]], stop=stop)
     with pytest.raises(OutageInterrupted):
         runner(None, 1)
-    assert runner.interrupted and runner.failure is None
+    assert runner.outcome() == RunOutcome(interrupted=True)
 
 
 FENCED = ProducerFencedError("Produce", "PRODUCER_FENCED", 90, False, TopicPartition("t", 1))

@@ -246,10 +246,16 @@ class MirrorConfig(_Strict):
     sync_topic_acls: bool = Field(
         True, description="copy topic ACLs to the destination, WRITE left out and ALL made READ (MirrorMaker 2's "
         "sync.topic.acls.enabled); skipped quietly where a cluster has no authorizer")
+    sync_existing_topics: bool = Field(
+        False, description="also sync the configs and ACLs of destination topics that were there before kmirror "
+        "(by default a topic kmirror did not create is left as its owner shaped it; its partitions are never "
+        "changed either way)")
     partitioning: Literal["auto", "by-key", "preserve"] = Field(
-        "auto", description="auto: preserve where the destination topic has as many partitions as the source "
-        "(as MirrorMaker 2 does), by-key where the counts differ; by-key: murmur2(key) mod destination "
-        "partitions, like Kafka's default partitioner; preserve: destination partition = source partition")
+        "auto", description="auto: decided once per topic pair, when the job first sees it, and remembered at the "
+        "destination: preserve where the destination topic has as many partitions as the source (as MirrorMaker 2 "
+        "does), by-key where the counts differ; by-key: murmur2(key) mod destination partitions, like Kafka's "
+        "default partitioner; preserve: destination partition = source partition (a destination topic kmirror "
+        "created gets the partitions its source adds)")
     compression: Literal["source", "none", "gzip", "snappy", "lz4", "zstd"] = Field(
         "source", description="codec of the destination batches; anything but 'source' rebuilds batches in another codec")
     coalesce_below_bytes: int = Field(

@@ -3,8 +3,9 @@
 Every setting can come from a TOML file (``--config``, keys as in docs/configuration.md);
 flags given on the command line override it. Exit codes: 0 done (``--once`` caught up, or
 stopped by SIGTERM/SIGINT after the current micro-batch), 1 the copy failed (corrupt source
-batch, data loss, a broker error), 2 invalid configuration, a cluster unreachable at start,
-credentials or certificates refused, or an outage longer than --max-outage.
+batch, data loss, a broker error), 2 invalid configuration, a destination topic that cannot take
+its source's partitions, a cluster unreachable at start, credentials or certificates refused,
+or an outage longer than --max-outage.
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ _FLAGS = {
     "sync_topic_configs_interval": "sync_topic_configs_interval_s",
     "config_properties_exclude": "config_properties_exclude",
     "sync_topic_acls": "sync_topic_acls",
+    "sync_existing_topics": "sync_existing_topics",
     "partitioning": "partitioning",
     "compression": "compression",
     "coalesce_below_bytes": "coalesce_below_bytes",
@@ -118,10 +120,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                             "2's list, with message.timestamp.type synced; see docs/configuration.md)")
     shape.add_argument("--no-sync-topic-acls", dest="sync_topic_acls", action="store_false", default=None,
                        help="do not copy topic ACLs (copied by default, read-only: WRITE left out, ALL made READ)")
+    shape.add_argument("--sync-existing-topics", action="store_true", default=None,
+                       help="also sync configs and ACLs of destination topics that were there before kmirror "
+                            "(by default kmirror reshapes only the topics it created; it never adds partitions to "
+                            "one it did not)")
     how = parser.add_argument_group("routing")
     how.add_argument("--partitioning", choices=("auto", "by-key", "preserve"),
                      help="auto (default): preserve where source and destination topics have the same partition "
-                          "count (as MirrorMaker 2), else by-key. by-key: murmur2(key) mod destination partitions, as "
+                          "count (as MirrorMaker 2), else by-key, decided when the job first sees a topic and kept "
+                          "at the destination. by-key: murmur2(key) mod destination partitions, as "
                           "Kafka's default partitioner; keyless batches are forwarded unopened. preserve: same "
                           "partition number, never decompresses")
     how.add_argument("--compression", choices=("source", "none", "gzip", "snappy", "lz4", "zstd"),
@@ -212,6 +219,7 @@ def overrides_from_args(args: argparse.Namespace) -> dict[str, object]:
 
 def run(args: argparse.Namespace) -> int:
     from .config import ConfigError, load_config
+    from .engine import TopicMismatchError
     from .kafka import AuthenticationError, ClusterUnreachableError
 
     try:
@@ -236,8 +244,11 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_UNUSABLE
     except MirrorJobError as exc:
         log.error("mirror failed: %s", exc)
-        unusable = (ClusterUnreachableError.__name__, AuthenticationError.__name__)
+        unusable = (ClusterUnreachableError.__name__, AuthenticationError.__name__, TopicMismatchError.__name__)
         return EXIT_UNUSABLE if exc.kind in unusable else EXIT_FAILED
+    except TopicMismatchError as exc:
+        log.error("%s", exc)
+        return EXIT_UNUSABLE
     except KMirrorError as exc:
         log.error("mirror failed: %s", exc)
         return EXIT_FAILED

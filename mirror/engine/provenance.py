@@ -16,6 +16,21 @@ reach one cluster by different addresses, but never see two ids for it.
 Written before the topic is created, so a job on the other side never sees the topic
 without its provenance; read to its end whenever the job meets source topics it has not
 classified yet (a handful of records: one per mirrored topic).
+
+The record also keeps what kmirror decided about the destination topic, so that a restart, a
+lost checkpoint or a source that grew while the job was down never decides it again
+(issue 47):
+
+- ``created``: kmirror created the topic. A topic it found is the user's: it is written into
+  but never reshaped (no partitions added; configs and ACLs only with ``sync_existing_topics``).
+  A found topic gets its record the first time a job copies into it, so its provenance is
+  known to the job mirroring the other way as well.
+- ``partitioning``: how the records are laid out there, ``preserve`` or ``by-key``, chosen when
+  the pair was first seen (``auto``: by the partition counts then).
+
+Records written before these two keys existed were written only for topics kmirror created,
+so a record without ``created`` reads as created, and one without ``partitioning`` as
+undecided (:mod:`.topics` decides it once and writes it back).
 """
 
 from __future__ import annotations
@@ -51,6 +66,11 @@ class Provenance:
 
     path: tuple[str, ...]
     source_topic: str
+    created: bool = True
+    """kmirror created the destination topic (False: it was there before, and stays the user's)."""
+    partitioning: str | None = None
+    """``preserve`` or ``by-key``: the layout chosen for the topic when the pair was first seen
+    (None: a record from before kmirror remembered it)."""
 
     def came_from(self, cluster_id: str) -> bool:
         return cluster_id in self.path
@@ -80,9 +100,7 @@ class ProvenanceLog:
             return
         self._client.create_topics([NewTopic(PROVENANCE_TOPIC, 1, configs=dict(_COMPACTED))])
         now_ms = int(time.time() * 1000)
-        records = [Record(key=topic.encode(), timestamp=now_ms,
-                          value=json.dumps({"path": list(p.path), "source_topic": p.source_topic}).encode())
-                   for topic, p in sorted(entries.items())]
+        records = [Record(key=topic.encode(), timestamp=now_ms, value=_encode(p)) for topic, p in sorted(entries.items())]
         self._client.produce([(_TP, kcodecs.build_batch(records))])
         self.known.update(entries)
 
@@ -98,13 +116,24 @@ def cycles(topics: Iterable[str], provenance: Mapping[str, Provenance], destinat
     return {t for t in topics if (p := provenance.get(t)) is not None and p.came_from(destination_cluster)}
 
 
+def _encode(provenance: Provenance) -> bytes:
+    value = {"path": list(provenance.path), "source_topic": provenance.source_topic, "created": provenance.created}
+    if provenance.partitioning is not None:
+        value["partitioning"] = provenance.partitioning
+    return json.dumps(value).encode()
+
+
 def _decode(record: Record) -> tuple[str, Provenance | None]:
     try:
         topic = bytes(record.key or b"").decode()
         if record.value is None:
             return topic, None
         value = json.loads(bytes(record.value))
-        return topic, Provenance(tuple(str(c) for c in value["path"]), str(value["source_topic"]))
-    except (UnicodeDecodeError, ValueError, KeyError, TypeError) as exc:
+        partitioning = value.get("partitioning")
+        if partitioning not in (None, "preserve", "by-key") or not isinstance(value.get("created", True), bool):
+            raise ValueError(f"created {value.get('created')!r}, partitioning {partitioning!r}")
+        return topic, Provenance(tuple(str(c) for c in value["path"]), str(value["source_topic"]),
+                                 value.get("created", True), partitioning)
+    except (UnicodeDecodeError, ValueError, KeyError, TypeError, AttributeError) as exc:
         raise ProvenanceError(f"{PROVENANCE_TOPIC} at offset {record.offset}: not a kmirror provenance record "
                               f"({exc})") from exc

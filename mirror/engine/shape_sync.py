@@ -3,6 +3,10 @@ at the start and every ``sync_topic_configs_interval_s`` (MirrorMaker 2's schedu
 ``syncTopicConfigs`` and ``syncTopicAcls``). Partitions are not here: they are added before
 the copy needs them (:mod:`.topics`).
 
+Only topics kmirror created are synced, unless ``sync_existing_topics`` asks for the others
+too: MirrorMaker 2 overwrites the configs of a topic it finds, and its users complain about
+exactly that. :mod:`.topics` logs, once per topic, what it leaves alone.
+
 A thread of the driver's, on a timer of its own: micro-batches come only when the source
 has new records, and a config changed on an idle topic must still reach the destination
 within an interval. It has clients of its own (a :class:`KafkaClient` serves one thread). A
@@ -50,7 +54,8 @@ class ShapeSync(threading.Thread):
     def sync(self, source: KafkaClient, destination: KafkaClient) -> None:
         """Sync every mirrored topic's configs and ACLs once (each as enabled)."""
         config = self._config
-        topics = {source_topic: route.topic for source_topic, route in self._routes().items()}
+        topics = {source_topic: route.topic for source_topic, route in self._routes().items()
+                  if route.created or config.sync_existing_topics}
         if config.sync_topic_configs:
             self._attempt("topic configs", lambda: sync_topic_configs(
                 source, destination, topics, ConfigFilter(config.config_properties_exclude)))

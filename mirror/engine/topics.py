@@ -7,6 +7,15 @@ same in ``MirrorSourceConnector.computeAndCreateTopicPartitions``: a new topic i
 with every config its source sets (:func:`.config_sync.creation_configs`), a topic whose
 source has more partitions gets them (CreatePartitions), one with more stays as it is.
 
+Unlike MirrorMaker 2, kmirror reshapes only what it created (issue 47). A destination topic
+that was there before the job is the user's: it is never given partitions, and its configs
+and ACLs are synced only with ``sync_existing_topics``. Each pair's partitioning is decided
+once, when the job first sees it, and kept in the destination's provenance
+(:mod:`.provenance`): ``auto`` picks ``preserve`` for equal counts and ``by-key`` otherwise, so
+a destination the user made smaller than its source is routed by key rather than grown, and
+a ``preserve`` pair whose source grows (while the job runs or while it is down) is followed,
+where kmirror created the destination, or refused with a line that says what to do.
+
 Which source topics are mirrored (:func:`selected_topics`): those the configuration selects
 by name (:meth:`MirrorConfig.selects`, which also leaves out prefixed names that came from
 the destination), less those whose provenance (:mod:`.provenance`) shows they came from the
@@ -19,7 +28,7 @@ from __future__ import annotations
 import functools
 import logging
 import weakref
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Mapping
 
 from ..config import MirrorConfig
@@ -40,6 +49,9 @@ _provenance_logs: "weakref.WeakKeyDictionary[KafkaClient, ProvenanceLog]" = weak
 what was added (one ListOffsets when nothing was)."""
 _left_out: set[tuple[str, str]] = set()
 """(source bootstrap, topic) already logged as left out: once per process, not per micro-batch."""
+_told_found: set[tuple[str, str]] = set()
+"""(destination bootstrap, topic) already logged as found (left as the user shaped it): once
+per process, not per micro-batch."""
 
 
 @dataclass(frozen=True)
@@ -50,6 +62,8 @@ class TopicRoute:
     topic: str
     source_partitions: int
     policy: RoutingPolicy
+    created: bool = False
+    """kmirror created the destination topic; one it found is never reshaped (:func:`_pair`)."""
 
     @functools.cached_property
     def destinations(self) -> tuple[TopicPartition, ...]:
@@ -64,7 +78,7 @@ def selected_topics(config: MirrorConfig, source: KafkaClient) -> dict[str, int]
     named = {topic: count for topic, count in listed.items() if config.selects(topic)}
     if PROVENANCE_TOPIC not in listed or not named:
         return named
-    came_back = cycles(named, _source_provenance(source), _destination_cluster(config))
+    came_back = cycles(named, _provenance(source), _destination_cluster(config))
     for topic in sorted(came_back):
         if (source.bootstrap, topic) not in _left_out:
             _left_out.add((source.bootstrap, topic))
@@ -76,7 +90,7 @@ def selected_topics(config: MirrorConfig, source: KafkaClient) -> dict[str, int]
 def sync_destination_topics(config: MirrorConfig, source: KafkaClient, destination: KafkaClient,
                             known: Mapping[str, TopicRoute] | None = None) -> dict[str, TopicRoute]:
     """Routes for every selected source topic, creating destination topics that are missing
-    and adding partitions a destination lacks.
+    and adding partitions that a destination topic kmirror created lacks.
 
     ``known`` routes are reused while the source partition count is unchanged, so a steady job
     costs one metadata request per micro-batch.
@@ -88,19 +102,21 @@ def sync_destination_topics(config: MirrorConfig, source: KafkaClient, destinati
     if not todo:
         return routes
     existing = destination.topics()
-    missing = sorted(t for t in todo if config.destination_topic(t) not in existing)
+    missing = {t: n for t, n in todo.items() if config.destination_topic(t) not in existing}
     if missing:
-        _create(config, source, destination, {t: todo[t] for t in missing})
-    short = {config.destination_topic(t): n for t, n in todo.items()
-             if t not in missing and existing[config.destination_topic(t)] < n}
-    if short and config.destination_partitions is None and config.partitioning != "by-key":
-        # By key, a record's partition is its key's hash modulo the count: growing the
-        # destination would move keys while their earlier records stay where they were.
-        _grow(destination, short, existing)
-    if missing or short:
+        _create(config, source, destination, missing)
         existing = destination.topics()
-    for topic, count in sorted(todo.items()):
-        routes[topic] = _route(config, topic, count, existing[config.destination_topic(topic)])
+    records = _provenance(destination) if PROVENANCE_TOPIC in existing else {}
+    pairs = {t: _pair(config, t, n, existing[config.destination_topic(t)], records.get(config.destination_topic(t)))
+             for t, n in sorted(todo.items())}
+    _remember(config, source, destination, [pair for pair in pairs.values() if pair.remember])
+    short = {pair.topic: pair.source_partitions for pair in pairs.values() if pair.grows}
+    if short:
+        _grow(destination, short, existing)
+        existing = destination.topics()
+        pairs = {t: replace(pair, destination_partitions=existing[pair.topic]) for t, pair in pairs.items()}
+    for topic, pair in pairs.items():
+        routes[topic] = _route(config, pair)
     return routes
 
 
@@ -112,45 +128,133 @@ def resolve_partitioning(choice: str, source_partitions: int, destination_partit
     return "preserve" if source_partitions == destination_partitions else "by-key"
 
 
-def _route(config: MirrorConfig, topic: str, source_partitions: int, destination_partitions: int) -> TopicRoute:
+@dataclass(frozen=True)
+class _Pair:
+    """One source topic and its destination topic, as this sync found and decided them."""
+
+    source_topic: str
+    topic: str
+    source_partitions: int
+    destination_partitions: int
+    partitioning: str
+    created: bool
+    remember: bool
+    """The destination's provenance does not say this yet (a found topic seen for the first
+    time, a record from before the decision was kept, a new explicit choice)."""
+
+    @property
+    def grows(self) -> bool:
+        return self.partitioning == "preserve" and self.destination_partitions < self.source_partitions
+
+
+def _pair(config: MirrorConfig, topic: str, source_partitions: int, destination_partitions: int,
+          record: Provenance | None) -> _Pair:
+    """The pair's partitioning: an explicit choice as given; under ``auto`` the one remembered,
+    or decided now from the counts (issue 47: decided once, so a destination the user made
+    smaller than its source is routed by key rather than grown, and a ``preserve`` pair whose
+    source grew while the job was down stays ``preserve``). Raises
+    :class:`TopicMismatchError` where ``preserve`` needs partitions kmirror may not add."""
     name = config.destination_topic(topic)
-    partitioning = resolve_partitioning(config.partitioning, source_partitions, destination_partitions)
-    if partitioning == "preserve" and destination_partitions < source_partitions:
-        raise TopicMismatchError(
-            f"partitioning 'preserve' needs destination topic {name} to have at least the {source_partitions} "
-            f"partitions of {topic}, it has {destination_partitions}; add partitions or use --partitioning by-key")
-    if partitioning != config.partitioning:
-        log.info("%s -> %s: %d and %d partitions, partitioning auto is %s", topic, name, source_partitions,
-                 destination_partitions, partitioning)
-    policy = RoutingPolicy(partitioning=partitioning, destination_partitions=destination_partitions,
+    created = record is not None and record.created
+    remembered = record.partitioning if record is not None else None
+    if record is not None and remembered is None:
+        remembered = _undecided(config, source_partitions, destination_partitions)
+    partitioning = (config.partitioning if config.partitioning != "auto"
+                    else remembered or resolve_partitioning("auto", source_partitions, destination_partitions))
+    if remembered is not None and partitioning != remembered:
+        log.warning("%s -> %s: partitioning %s, where earlier records were copied %s: keys copied before keep "
+                    "their partitions", topic, name, partitioning, remembered)
+    pair = _Pair(topic, name, source_partitions, destination_partitions, partitioning, created,
+                 remember=record is None or record.partitioning != partitioning)
+    if pair.grows and not (created and config.destination_partitions is None):
+        raise TopicMismatchError(_cannot_grow(config, pair))
+    return pair
+
+
+def _undecided(config: MirrorConfig, source_partitions: int, destination_partitions: int) -> str:
+    """The partitioning of a topic kmirror created before it kept its decision: created with the
+    source's count (unless ``destination_partitions`` set one), so fewer partitions than the
+    source means the source grew since, and the copy preserved."""
+    if config.destination_partitions is None and destination_partitions < source_partitions:
+        return "preserve"
+    return resolve_partitioning("auto", source_partitions, destination_partitions)
+
+
+def _cannot_grow(config: MirrorConfig, pair: _Pair) -> str:
+    needs = (f"partitioning 'preserve' needs destination topic {pair.topic} to have at least the "
+             f"{pair.source_partitions} partitions of {pair.source_topic}, it has {pair.destination_partitions}")
+    if config.partitioning == "preserve":
+        return f"{needs}; add partitions or use --partitioning by-key"
+    owner = ("its partition count was set by --destination-partitions" if pair.created
+             else "kmirror did not create it, so it does not add partitions to it")
+    return (f"{needs} (preserve was chosen when the job first saw the pair, with equal counts; {owner}): add "
+            f"{pair.source_partitions - pair.destination_partitions} partitions to {pair.topic} at the destination "
+            f"(kafka-topics.sh --alter --topic {pair.topic} --partitions {pair.source_partitions}) and start the job "
+            f"again")
+
+
+def _route(config: MirrorConfig, pair: _Pair) -> TopicRoute:
+    found = (",".join(config.destination.bootstrap), pair.topic)
+    if not pair.created and found not in _told_found:
+        _told_found.add(found)
+        synced = ("configs and ACLs synced (--sync-existing-topics)" if config.sync_existing_topics
+                  else "configs and ACLs left as they are (--sync-existing-topics syncs them)")
+        log.info("destination topic %s was there before kmirror: its %d partitions kept, %s; partitioning %s "
+                 "(source %s has %d)", pair.topic, pair.destination_partitions, synced, pair.partitioning,
+                 pair.source_topic, pair.source_partitions)
+    elif pair.partitioning != config.partitioning:
+        log.info("%s -> %s: %d and %d partitions, partitioning auto is %s", pair.source_topic, pair.topic,
+                 pair.source_partitions, pair.destination_partitions, pair.partitioning)
+    policy = RoutingPolicy(partitioning=pair.partitioning, destination_partitions=pair.destination_partitions,
                            compression=None if config.compression == "source" else config.compression,
                            coalesce_below_bytes=config.coalesce_below_bytes,
                            coalesce_target_bytes=config.coalesce_target_bytes)
-    return TopicRoute(topic, name, source_partitions, policy)
+    return TopicRoute(pair.source_topic, pair.topic, pair.source_partitions, policy, created=pair.created)
 
 
 def _create(config: MirrorConfig, source: KafkaClient, destination: KafkaClient, counts: Mapping[str, int]) -> None:
     """Create the destination topics of ``counts`` (source topic -> partitions) with their
-    source's configs, their provenance recorded first."""
+    source's configs, their provenance recorded first (created, and how ``auto`` lays them out)."""
     chosen = ConfigFilter(config.config_properties_exclude)
     entries = describe_topic_config_entries(source, sorted(counts))
-    upstream = _source_provenance(source) if PROVENANCE_TOPIC in source.topics() else {}
-    here = source.cluster_id()
-    ProvenanceLog(destination).record({config.destination_topic(t): hop(here, t, upstream.get(t)) for t in counts})
-    created = [NewTopic(config.destination_topic(t), config.destination_partitions or n,
+    partitions = {t: config.destination_partitions or n for t, n in counts.items()}
+    hops = _hops(source, counts)
+    _provenance_log(destination).record({
+        config.destination_topic(t): replace(hops[t], created=True,
+                                             partitioning=resolve_partitioning(config.partitioning, n, partitions[t]))
+        for t, n in counts.items()})
+    created = [NewTopic(config.destination_topic(t), partitions[t],
                         configs=creation_configs(entries.get(t, []), chosen), replication_factor=config.replication_factor)
-               for t, n in sorted(counts.items())]
+               for t in sorted(counts)]
     destination.create_topics(created)
     for new in created:
         log.info("created destination topic %s: %d partitions, %s", new.name, new.partitions,
                  ", ".join(f"{k}={v}" for k, v in sorted(new.configs.items())) or "broker defaults")
 
 
+def _remember(config: MirrorConfig, source: KafkaClient, destination: KafkaClient, pairs: list[_Pair]) -> None:
+    """Write what the destination's provenance does not say yet about ``pairs``: a found
+    topic's first record (created false), or a partitioning decided now."""
+    if not pairs:
+        return
+    hops = _hops(source, {pair.source_topic: pair.source_partitions for pair in pairs})
+    _provenance_log(destination).record({pair.topic: replace(hops[pair.source_topic], created=pair.created,
+                                                             partitioning=pair.partitioning) for pair in pairs})
+
+
+def _hops(source: KafkaClient, topics: Mapping[str, int]) -> dict[str, Provenance]:
+    """Each source topic's provenance at the destination: its own path at the source, plus the source."""
+    upstream = _provenance(source) if PROVENANCE_TOPIC in source.topics() else {}
+    here = source.cluster_id()
+    return {t: hop(here, t, upstream.get(t)) for t in topics}
+
+
 def _grow(destination: KafkaClient, counts: Mapping[str, int], existing: Mapping[str, int]) -> None:
     """Give each destination topic of ``counts`` as many partitions as its source has, so that
-    every record keeps its partition (``auto`` stays ``preserve``). A refusal because the
-    topic already has them (another job, an operator) is fine; another one raises: copying
-    the new partitions' records elsewhere would break their order and placement."""
+    every record keeps its partition. Only topics kmirror created, under ``preserve``
+    (:func:`_pair`). A refusal because the topic already has them (another job, an operator)
+    is fine; another one raises: copying the new partitions' records elsewhere would break
+    their order and placement."""
     for topic, refusal in grow_partitions(destination, counts).items():
         if refusal is not None and refusal.error_name != "INVALID_PARTITIONS":
             raise TopicMismatchError(f"could not add partitions to destination topic {topic} "
@@ -160,11 +264,16 @@ def _grow(destination: KafkaClient, counts: Mapping[str, int], existing: Mapping
                      existing[topic], counts[topic])
 
 
-def _source_provenance(source: KafkaClient) -> Mapping[str, Provenance]:
-    provenance = _provenance_logs.get(source)
+def _provenance_log(client: KafkaClient) -> ProvenanceLog:
+    provenance = _provenance_logs.get(client)
     if provenance is None:
-        provenance = _provenance_logs[source] = ProvenanceLog(source)
-    return provenance.refresh()
+        provenance = _provenance_logs[client] = ProvenanceLog(client)
+    return provenance
+
+
+def _provenance(client: KafkaClient) -> Mapping[str, Provenance]:
+    """The cluster's provenance, read to its end (the caller knows the topic exists)."""
+    return _provenance_log(client).refresh()
 
 
 def _destination_cluster(config: MirrorConfig) -> str:

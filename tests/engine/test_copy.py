@@ -7,7 +7,7 @@ import gc
 from pathlib import Path
 
 import pytest
-from kafka import KafkaAdminClient, KafkaConsumer
+from kafka import KafkaConsumer
 from kafka import TopicPartition as KTP
 
 import kcodecs
@@ -19,14 +19,12 @@ from mirror.engine import (
     CorruptSourceError,
     DataLossError,
     SourceTruncatedError,
-    TopicMismatchError,
     copy_ranges,
     sync_destination_topics,
 )
 from mirror.engine.fetched_set import route_one
 from mirror.kafka import IdempotentProducer, KafkaClient, NewTopic, TopicPartition
-from mirror.kafka.admin import describe_topic_configs
-from mirror.routing import Partitioning, RouteClass
+from mirror.routing import RouteClass
 
 FETCH = 1024 * 1024
 
@@ -166,61 +164,6 @@ def test_a_range_past_the_source_log_end_is_reported(clusters):
     with pytest.raises((SourceTruncatedError, DataLossError)):
         copy_range(CopyRequest(TopicPartition("short", 0), 0, 10), routes["short"], source, destination,
                    fetch_max_bytes=FETCH)
-
-
-def test_destination_topics_are_created_with_the_source_configs(clusters):
-    src, dst, source, destination = clusters
-    source.create_topics([NewTopic("lat", 3, configs={"message.timestamp.type": "LogAppendTime",
-                                                       "segment.bytes": "100000"})])
-    routes = sync_destination_topics(_config(src, dst, rename="copy.{topic}"), source, destination)
-    assert routes["lat"].topic == "copy.lat" and routes["lat"].policy.destination_partitions == 3
-    configs = describe_topic_configs(destination, ["copy.lat"])["copy.lat"]
-    # Every config the source sets, as MirrorMaker 2 creates remote topics (issue 37).
-    assert configs["message.timestamp.type"] == "LogAppendTime"
-    assert configs["segment.bytes"] == "100000"
-
-
-def test_an_existing_destination_topic_keeps_its_partition_count(clusters):
-    src, dst, source, destination = clusters
-    source.create_topics([NewTopic("keyed", 4)])
-    destination.create_topics([NewTopic("keyed", 6)])
-    routes = sync_destination_topics(_config(src, dst), source, destination)
-    assert routes["keyed"].policy.destination_partitions == 6
-
-
-@pytest.mark.parametrize("partitioning", ["preserve", "auto"])
-def test_a_destination_with_fewer_partitions_gets_the_sources_count(clusters, partitioning):
-    """As MirrorMaker 2 does (issue 37): every record keeps its partition, and auto stays preserve."""
-    src, dst, source, destination = clusters
-    source.create_topics([NewTopic("wide", 4)])
-    destination.create_topics([NewTopic("wide", 2)])
-    routes = sync_destination_topics(_config(src, dst, partitioning=partitioning), source, destination)
-    assert routes["wide"].policy.partitioning is Partitioning.PRESERVE
-    assert len(KafkaAdminClient(bootstrap_servers=dst.bootstrap).describe_topics(["wide"])[0]["partitions"]) == 4
-
-
-def test_by_key_never_grows_a_destination_and_preserve_is_refused_where_it_may_not(clusters):
-    """By key, growing would move keys away from their earlier records; with
-    destination_partitions set the operator chose the count, so preserve cannot hold."""
-    src, dst, source, destination = clusters
-    source.create_topics([NewTopic("wide", 4)])
-    destination.create_topics([NewTopic("wide", 2)])
-    routes = sync_destination_topics(_config(src, dst, partitioning="by-key"), source, destination)
-    assert routes["wide"].policy.destination_partitions == 2
-    with pytest.raises(TopicMismatchError, match="preserve"):
-        sync_destination_topics(_config(src, dst, partitioning="preserve", destination_partitions=2), source,
-                                destination)
-
-
-def test_auto_partitioning_preserves_equal_counts_and_routes_by_key_otherwise(clusters):
-    src, dst, source, destination = clusters
-    source.create_topics([NewTopic("same", 3), NewTopic("wider", 3)])
-    destination.create_topics([NewTopic("wider", 5)])
-    routes = sync_destination_topics(_config(src, dst), source, destination)
-    assert routes["same"].policy.partitioning is Partitioning.PRESERVE  # created with the source's 3
-    assert routes["wider"].policy.partitioning is Partitioning.BY_KEY
-    explicit = sync_destination_topics(_config(src, dst, partitioning="by-key"), source, destination)
-    assert explicit["same"].policy.partitioning is Partitioning.BY_KEY
 
 
 def test_objects_alive_before_a_copy_are_frozen_for_it_and_thawed_after(clusters):

@@ -13,6 +13,7 @@ import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from java_partitioner import java_partitions
 from librdkafka_reader import read_values
 from mirror.config import load_config
 
@@ -28,19 +29,6 @@ def _create(bootstrap: str, topics: dict[str, int]) -> None:
     futures = admin.create_topics([NewTopic(name, partitions) for name, partitions in topics.items()])
     for future in futures.values():
         future.result(30)
-
-
-def _java_partitions(bootstrap: str, keys: list[bytes], partitions: int) -> dict[bytes, int]:
-    """Where Java's producer puts each key among ``partitions``, as librdkafka's Java-compatible
-    partitioner does, read from where it really wrote them."""
-    topic = f"bykey.oracle-{partitions}"
-    _create(bootstrap, {topic: partitions})
-    producer = Producer({"bootstrap.servers": bootstrap, "partitioner": "murmur2_random"})
-    for key in keys:
-        producer.produce(topic, key=key, value=b"")
-    assert producer.flush(30) == 0
-    placed = read_values(bootstrap, topic, partitions, take=lambda m: m.key())
-    return {key: partition for partition, keys_ in placed.items() for key in keys_}
 
 
 def test_keyed_topics_of_every_codec_are_repartitioned_where_java_would_put_them(kafka_source, kafka_destination,
@@ -68,7 +56,7 @@ def test_keyed_topics_of_every_codec_are_repartitioned_where_java_would_put_them
     totals = run_mirror(config)
     assert totals.counters.by_class["rebuilt"].records > 0
 
-    java = _java_partitions(kafka_destination.bootstrap, keys, 4)
+    java = java_partitions(kafka_destination.bootstrap, keys, 4)
     for codec in CODECS:
         copied = read_values(kafka_destination.bootstrap, f"bykey.{codec}", 4, take=lambda m: (m.key(), m.value()))
         for partition, records in copied.items():

@@ -20,6 +20,7 @@ from collections import defaultdict
 import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
+from java_partitioner import java_partitions
 from librdkafka_reader import read_values
 from real_kafka import pairs
 
@@ -117,14 +118,8 @@ def test_small_batches_are_coalesced_and_every_record_arrives_as_it_was(tmp_path
 
     # by-key: each key where librdkafka's Java-compatible partitioner puts it, per-key order kept.
     spread = read_values(dst.bootstrap, "small.by-key", PARTITIONS + 1, take=_take)
-    oracle = Producer({"bootstrap.servers": dst.bootstrap, "partitioner": "murmur2_random"})
-    _create(dst.bootstrap, {"oracle": PARTITIONS + 1})
     keys = sorted({record[1] for record in sent if record[1] is not None})
-    for key in keys:
-        oracle.produce("oracle", key=key, value=b"")
-    assert oracle.flush(30) == 0
-    placed = {key: p for p, found in read_values(dst.bootstrap, "oracle", PARTITIONS + 1,
-                                                 take=lambda m: m.key()).items() for key in found}
+    placed = java_partitions(dst.bootstrap, keys, PARTITIONS + 1)
     per_key: dict[bytes | None, list[tuple]] = defaultdict(list)
     for partition, records in spread.items():
         for record in records:

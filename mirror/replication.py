@@ -9,7 +9,7 @@ MirrorMaker 2's ``ReplicationPolicy`` with its two shipped policies, and ``--ren
   never mirrored there again (``MirrorSourceConnector.isCycle``).
 - ``--rename`` (a format string over ``{topic}``): any other name, origin unknown, as under identity.
 
-The policies are table-tested against MM2's own examples (tests/mirror_top/test_replication.py).
+The policies are table-tested against MM2's own examples (tests/config/test_replication.py).
 """
 
 from __future__ import annotations

@@ -1,6 +1,7 @@
-"""The protocol layer belongs to neither side (STYLE.md, as franz-go's kgo and kfake share
-kmsg): nothing under ``mirror/broker/`` imports ``mirror/kafka/``, and ``mirror/protocol/``
-imports no other part of ``mirror``. Read from the sources with ``ast``, so a new import
+"""The protocol layer belongs to neither side, as franz-go's client (kgo) and fake broker
+(kfake) share its codecs (kmsg) and neither imports the other: nothing under
+``mirror/broker/`` imports ``mirror/kafka/``, and ``mirror/protocol/`` imports no other part
+of ``mirror``. Read from the sources with ``ast``, so a new import
 anywhere (not only on the paths a test happens to run) is caught."""
 
 from __future__ import annotations

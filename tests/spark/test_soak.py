@@ -29,12 +29,12 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
+import psutil
 import pytest
 from librdkafka_reader import read_values
 
 import kcodecs
 from kcodecs import KMirrorError, Record
-from mirror.bench.proctree import tree_rss
 from mirror.broker import BrokerProcess
 from mirror.kafka import KafkaClient, NewTopic, RetryPolicy, TopicPartition
 
@@ -78,6 +78,22 @@ class SteadyProducer:
                 self.stop.wait(0.1)
 
 
+def _tree_rss(root: int) -> int:
+    """Resident bytes of ``root`` and every process under it (Spark's JVM, its Python workers, copiers)."""
+    total = 0
+    try:
+        tree = [psutil.Process(root)]
+        tree += tree[0].children(recursive=True)
+    except psutil.NoSuchProcess:
+        return 0
+    for process in tree:
+        try:
+            total += process.memory_info().rss
+        except psutil.NoSuchProcess:
+            pass  # ended between the listing and the reading
+    return total
+
+
 @dataclass
 class RssSampler:
     """The job's process tree RSS, once a second."""
@@ -88,7 +104,7 @@ class RssSampler:
 
     def run(self) -> None:
         while not self.stop.wait(1.0):
-            self.samples.append(tree_rss(self.root))
+            self.samples.append(_tree_rss(self.root))
 
 
 class Cluster:

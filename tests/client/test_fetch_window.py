@@ -4,16 +4,20 @@ One fetch in flight per leader caps a copy at ``max_bytes`` a round trip: 4 MiB 
 40 MiB/s, whatever the link. The fetcher measures how long a leader's answers take and
 keeps ``max_bytes`` in flight per 25 ms of that: fetches of partitions no other one is
 fetching, each asking for a multiple of ``max_bytes`` when the partitions are fewer than that.
-Checked on an embedded broker behind the bench's latency proxy (it advertises the proxy, so
+Checked on an embedded broker behind a proxy that adds 100 ms (it advertises the proxy, so
 the fetcher's connection crosses it), against the same broker near: every record is read,
 once, in order, either way."""
 
 from __future__ import annotations
 
+import contextlib
+from typing import Iterator
+
+from fault_proxy import FaultProxy
+
 import kcodecs
 from kcodecs import Record
 
-from mirror.bench.latency_proxy import LatencyProxy, free_port
 from mirror.broker import EmbeddedBroker
 from mirror.kafka import Fetcher, KafkaClient, NewTopic, TopicPartition
 
@@ -58,15 +62,26 @@ def _read(bootstrap: str, ends: dict[TopicPartition, int]) -> tuple[dict[TopicPa
     return read, most, largest
 
 
+@contextlib.contextmanager
+def _wan() -> Iterator[FaultProxy]:
+    """A proxy with a 100 ms round trip, for a broker to advertise (set its ``target`` once started)."""
+    proxy = FaultProxy()
+    proxy.rtt_s = 0.100
+    try:
+        yield proxy
+    finally:
+        proxy.close()
+
+
 def test_a_leader_across_a_wan_gets_a_fetch_in_flight_per_25_ms_of_its_round_trip(tmp_path):
-    proxy_port = free_port()
-    with EmbeddedBroker(tmp_path / "far", advertised_port=proxy_port) as far_broker, \
+    with _wan() as proxy, EmbeddedBroker(tmp_path / "far", advertised_port=proxy.port) as far_broker, \
             EmbeddedBroker(tmp_path / "near") as near_broker:
-        with LatencyProxy("127.0.0.1", far_broker.port, 100, listen_port=proxy_port) as proxy:
-            with KafkaClient(proxy.address) as client:
-                written = _fill(client)
-                ends = client.list_offsets(list(written), "latest")
-            far, far_most, _ = _read(proxy.address, ends)
+        proxy.target = ("127.0.0.1", far_broker.port)
+        far_address = f"127.0.0.1:{proxy.port}"
+        with KafkaClient(far_address) as client:
+            written = _fill(client)
+            ends = client.list_offsets(list(written), "latest")
+        far, far_most, _ = _read(far_address, ends)
         with KafkaClient(near_broker.bootstrap) as client:
             assert _fill(client) == written
         near, near_most, _ = _read(near_broker.bootstrap, ends)
@@ -78,14 +93,14 @@ def test_a_leader_across_a_wan_gets_a_fetch_in_flight_per_25_ms_of_its_round_tri
 def test_one_partition_far_away_asks_for_more_than_max_bytes_a_fetch(tmp_path):
     """With one partition, one fetch is all there can be in flight: the window is filled by
     asking for more bytes in it. Near, the same partition never gets more than ``max_bytes``."""
-    proxy_port = free_port()
-    with EmbeddedBroker(tmp_path / "far", advertised_port=proxy_port) as far_broker, \
+    with _wan() as proxy, EmbeddedBroker(tmp_path / "far", advertised_port=proxy.port) as far_broker, \
             EmbeddedBroker(tmp_path / "near") as near_broker:
-        with LatencyProxy("127.0.0.1", far_broker.port, 100, listen_port=proxy_port) as proxy:
-            with KafkaClient(proxy.address) as client:
-                written = {tp: values for tp, values in _fill(client).items() if tp.partition == 0}
-                ends = client.list_offsets(list(written), "latest")
-            far, far_most, far_largest = _read(proxy.address, ends)
+        proxy.target = ("127.0.0.1", far_broker.port)
+        far_address = f"127.0.0.1:{proxy.port}"
+        with KafkaClient(far_address) as client:
+            written = {tp: values for tp, values in _fill(client).items() if tp.partition == 0}
+            ends = client.list_offsets(list(written), "latest")
+        far, far_most, far_largest = _read(far_address, ends)
         with KafkaClient(near_broker.bootstrap) as client:
             _fill(client)
         near, near_most, near_largest = _read(near_broker.bootstrap, ends)

@@ -1,14 +1,20 @@
-"""A TCP proxy on loopback that cuts connections in the middle of traffic, or slows it down.
+"""A TCP proxy on loopback that cuts connections in the middle of traffic, slows it down, or
+puts a long link between client and broker.
 
 Put in front of an embedded broker (advertised at the proxy's port, so clients come back
 through it after Metadata), it breaks pipelines the ways networks do: a cut while a request
 is on its way (the broker sees half a frame, or none of the later requests), or while answers
 come back (the broker wrote batches whose acknowledgements are lost). Cut points are drawn
 from a seeded generator, so a failing run can be replayed.
+
+With ``rtt_s`` each direction's bytes are held for half of it from when they are read, order
+kept, any number of chunks in flight at once: a WAN round trip, unlike ``delay_s``, which
+holds each chunk in turn (a slow broker).
 """
 
 from __future__ import annotations
 
+import queue
 import random
 import socket
 import threading
@@ -31,6 +37,8 @@ class FaultProxy:
         self.max_cuts = 0
         self.delay_s = 0.0
         """Pause before forwarding each chunk towards the target (a slow broker)."""
+        self.rtt_s = 0.0
+        """Round trip added to every connection opened after it is set (a WAN link)."""
         self.cuts = 0
         self._random = random.Random(seed)
         self._lock = threading.Lock()
@@ -54,8 +62,12 @@ class FaultProxy:
             with self._lock:
                 self._sockets |= {client, upstream}
                 budget: list[float | None] = [None]
-            threading.Thread(target=self._pump, args=(client, upstream, budget, True), daemon=True).start()
-            threading.Thread(target=self._pump, args=(upstream, client, budget, False), daemon=True).start()
+            for src, dst, towards_target in ((client, upstream, True), (upstream, client, False)):
+                if self.rtt_s:
+                    held: queue.Queue = queue.Queue()
+                    threading.Thread(target=self._deliver, args=(held, dst), daemon=True).start()
+                    dst = _Held(held, self.rtt_s / 2)
+                threading.Thread(target=self._pump, args=(src, dst, budget, towards_target), daemon=True).start()
 
     def _budget(self) -> float | None:
         """Bytes this connection may still carry; drawn on its first traffic after ``cut_after``
@@ -92,8 +104,23 @@ class FaultProxy:
         finally:
             self._close(src, dst)
 
-    def _close(self, *socks: socket.socket) -> None:
+    def _deliver(self, held: "queue.Queue", dst: socket.socket) -> None:
+        """Write each held chunk once its time has come; None (its source closed) ends it."""
+        try:
+            while (item := held.get()) is not None:
+                due, data = item
+                time.sleep(max(0.0, due - time.monotonic()))
+                dst.sendall(data)
+        except OSError:
+            pass
+        finally:
+            self._close(dst)
+
+    def _close(self, *socks) -> None:
         for sock in socks:
+            if isinstance(sock, _Held):
+                sock.close()
+                continue
             try:
                 sock.shutdown(socket.SHUT_RDWR)
             except OSError:
@@ -108,3 +135,16 @@ class FaultProxy:
         with self._lock:
             socks = list(self._sockets)
         self._close(*socks)
+
+
+class _Held:
+    """The writing end of a direction with a one-way delay: chunks queued with when they are due."""
+
+    def __init__(self, held: "queue.Queue", one_way_s: float):
+        self.held, self.one_way_s = held, one_way_s
+
+    def sendall(self, data: bytes) -> None:
+        self.held.put((time.monotonic() + self.one_way_s, data))
+
+    def close(self) -> None:
+        self.held.put(None)

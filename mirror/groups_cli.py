@@ -219,12 +219,12 @@ def run(args: argparse.Namespace) -> int:
 def _translate(config: MirrorConfig, pattern: str, *, apply: bool) -> None:
     """Print the rows of every group matching ``pattern``, then what happened to each group;
     commit under ``apply``."""
-    from .engine import OffsetSyncStore, client_for, offset_syncs_topic
+    from .engine import OffsetSyncStore, client_for, offset_syncs_topic, open_transaction_wait_s
     from .engine.group_sync import GroupOffsetSync
 
     source = client_for(config.source, config.retry)
     destination = client_for(config.destination, config.retry)
-    syncs = OffsetSyncStore(destination, offset_syncs_topic(config.job_name), max_wait_s=_max_wait_s(config))
+    syncs = OffsetSyncStore(destination, offset_syncs_topic(config.job_name), max_wait_s=open_transaction_wait_s(config.transaction_timeout_s))
     sync = GroupOffsetSync(pattern, source, destination, syncs,
                            interval_s=config.sync_group_offsets_interval_s, mirrored=config.selects)
     groups = sync.groups()
@@ -242,23 +242,19 @@ def _translate(config: MirrorConfig, pattern: str, *, apply: bool) -> None:
             print(note, flush=True)
 
 
-def _max_wait_s(config: MirrorConfig) -> float:
-    """How long a read waits for the job's open transactions: the driver's wait (spark/job.py, _group_sync)."""
-    return 2 * config.transaction_timeout_s
-
-
 def _job_state(config: MirrorConfig, destination: KafkaClient,
                syncs: OffsetSyncStore) -> tuple[list[SyncEntry], dict[TopicPartition, int]]:
     """The job's offset syncs, read into ``syncs`` as its driver reads them, and its copy frontier."""
-    from .engine import CommittedOffsets, offset_syncs_topic, offsets_topic
+    from .engine import CommittedOffsets, offset_syncs_topic, offsets_topic, open_transaction_wait_s
 
     job = config.job_name
+    wait_s = open_transaction_wait_s(config.transaction_timeout_s)
     present = destination.topics()
     if offset_syncs_topic(job) not in present:
         raise NoOffsetSyncsError(offset_syncs_topic(job), job, "does not exist")
     entries = syncs.refresh()  # kept: the table shows which partitions feed which
     if not entries:
         raise NoOffsetSyncsError(offset_syncs_topic(job), job, "is empty")
-    committed = (CommittedOffsets(destination, offsets_topic(job), max_wait_s=_max_wait_s(config)).refresh()
+    committed = (CommittedOffsets(destination, offsets_topic(job), max_wait_s=wait_s).refresh()
                  if offsets_topic(job) in present else {})
     return entries, copy_frontier(entries, committed)

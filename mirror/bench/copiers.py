@@ -24,9 +24,9 @@ from typing import Callable, Iterator
 
 from kcodecs import Compression
 
-from ..engine import (CommittedOffsets, CopyRequest, TopicRoute, copy_exactly_once, copy_ranges, offset_syncs_topic,
-                      offset_syncs_topic_spec, offsets_topic, offsets_topic_spec, transactional_id)
-from ..engine.fetched_set import forward_unchecked, route_one
+from ..engine import (CommittedOffsets, Committer, CopyRequest, TopicRoute, copy_exactly_once, copy_ranges,
+                      offset_syncs_topic, offset_syncs_topic_spec, offsets_topic, offsets_topic_spec, transactional_id)
+from ..engine.fetched_set import RouteMode
 from ..kafka import IdempotentProducer, KafkaClient, TopicPartition
 from ..kafka.transactional_producer import TransactionalProducer
 from ..routing import DEFAULT_COALESCE_BELOW_BYTES, RouteCounters, RoutingPolicy
@@ -79,11 +79,11 @@ def copy_pipeline(spec: ModeRun, source: KafkaClient, producer: IdempotentProduc
     routes = {spec.source_topic: route}
     requests = [CopyRequest(TopicPartition(spec.source_topic, p), 0, end) for p, end in enumerate(spec.end_offsets)]
     if offsets is not None:
-        stats = copy_exactly_once(requests, routes, source, producer, offsets, syncs_to=syncs_to,
+        stats = copy_exactly_once(requests, routes, source, Committer(producer, syncs_to, offsets),
                                   fetch_max_bytes=spec.fetch_max_bytes)
     else:
         stats = copy_ranges(requests, routes, source, producer, fetch_max_bytes=spec.fetch_max_bytes,
-                            router=forward_unchecked if spec.mode == "raw" else route_one)
+                            mode=RouteMode.RAW_CEILING if spec.mode == "raw" else RouteMode.ROUTED)
     if spec.mode == "raw":
         return {}
     counters = RouteCounters()

@@ -3,6 +3,7 @@ ranges that runs on Spark executors (or directly, for benchmarks and tests), at-
 in destination transactions (exactly-once)."""
 
 from .clients import client_for, producer_for
+from .commit import Committer, open_transaction_wait_s
 from .copy import DEFAULT_MAX_BUFFER_BYTES, CopyRequest, RangeStats, TaskStats, copy_ranges
 from .exactly_once import copy_exactly_once, fence_tasks, transactional_id
 from .offset_syncs import OffsetSyncStore, offset_syncs_topic, offset_syncs_topic_spec
@@ -15,6 +16,8 @@ __all__ = [
     "client_for",
     "producer_for",
     "CopyJob",
+    "Committer",
+    "open_transaction_wait_s",
     "Delivery",
     "copy_exactly_once",
     "fence_tasks",

@@ -38,15 +38,13 @@ from pathlib import Path
 
 from kcodecs import KMirrorError
 
-from ..kafka import IdempotentProducer, TopicPartition
-from ..kafka.transactional_producer import TransactionalProducer
+from ..kafka import TopicPartition
 from ..logs import configure_spark_process
 from .clients import client_for
-from .copy import TAIL, CopyLoop, CopyRequest, TaskStats, _collecting_new_objects_only
-from .exactly_once import transactional_id
+from .copy import TAIL, CopyLoop, CopyRequest, TaskStats, collecting_new_objects_only
 from .lease import Lease, Release, Report, failed, receive, send
-from .offset_syncs import offset_syncs_topic, write_syncs
-from .offsets_topic import CommittedOffsets, encode_offsets, offsets_topic
+from .offset_syncs import SyncLog
+from .task import CopyJob
 
 __all__ = ["Copier", "serve", "TAIL_WAIT_MS", "CATCH_UP_COMMIT_S"]
 
@@ -67,25 +65,13 @@ long of syncs (group offsets in that stretch are not translated until later ones
 class Copier:
     """One task index's copy: its loop, its producer, what it has committed."""
 
-    def __init__(self, job, task: int):
+    def __init__(self, job: CopyJob, task: int):
         self.job = job
         self.task = task
-        destination = client_for(job.destination, job.retry)
-        timeout_ms = int(job.destination.request_timeout_s * 1000)
-        self.exactly_once = job.delivery == "exactly-once"
-        if self.exactly_once:
-            self.producer: IdempotentProducer = TransactionalProducer(
-                destination, transactional_id(job.job, task), transaction_timeout_ms=job.transaction_timeout_ms,
-                max_in_flight=job.max_in_flight, timeout_ms=timeout_ms)
-            self.offsets: CommittedOffsets | None = CommittedOffsets(
-                destination, offsets_topic(job.job), max_wait_s=2 * job.transaction_timeout_ms / 1000)
-        else:
-            self.producer = IdempotentProducer(destination, max_in_flight=job.max_in_flight, timeout_ms=timeout_ms)
-            self.offsets = None
-        self.loop = CopyLoop(dict(job.routes), client_for(job.source, job.retry), self.producer,
+        self.committer = job.committer(task)
+        self.loop = CopyLoop(dict(job.routes), client_for(job.source, job.retry), self.committer.producer,
                              fetch_max_bytes=job.fetch_max_bytes, max_buffer_bytes=job.max_buffer_bytes,
                              on_data_loss=job.on_data_loss, max_wait_ms=TAIL_WAIT_MS)
-        self.syncs_to = TopicPartition(offset_syncs_topic(job.job), 0)
         self.positions: dict[TopicPartition, int] = {}
         """What the last commit made durable, per partition (what a waiting task may be told)."""
         self.last_commit = time.monotonic()
@@ -99,7 +85,8 @@ class Copier:
         new = [request for request in lease.ranges if request.tp not in self.loop.copies]
         # What the destination holds, read from the end of the offsets topic (start-up stays
         # short however long the job has run): the next transaction goes on from there.
-        committed = self.offsets.latest(r.tp for r in new) if self.offsets is not None and new else {}
+        offsets = self.committer.offsets
+        committed = offsets.latest(r.tp for r in new) if offsets is not None and new else {}
         for request in new:
             start = max(committed.get(request.tp, request.start), request.start)
             self.loop.assign(CopyRequest(request.tp, start, TAIL, request.floor))
@@ -125,26 +112,20 @@ class Copier:
         return since >= CATCH_UP_COMMIT_S
 
     def _pending(self) -> bool:
-        return any(self.loop.position(tp) != self.positions.get(tp) for tp in self.loop.copies) or not self.producer.idle
+        return (any(self.loop.position(tp) != self.positions.get(tp) for tp in self.loop.copies)
+                or not self.committer.producer.idle)
 
     def commit(self, *, last: bool = False) -> None:
-        """Make everything routed so far durable: acknowledged (and, exactly-once, with every
-        partition's position, in one transaction), with the offset syncs once a second and at
-        the ``last`` commit."""
+        """Make everything routed so far durable (:class:`~.commit.Committer`), with the offset
+        syncs once a second and at the ``last`` commit."""
         positions = {tp: self.loop.position(tp) for tp in self.loop.copies}
-        self.loop.flush()
+        self.loop.flush()  # acknowledged: only then do the syncs know where the records landed
         now = time.monotonic()
+        syncs = SyncLog()
         if last or now - self.last_syncs >= SYNCS_INTERVAL_S:
-            write_syncs(self.producer, self.syncs_to, self.loop.take_syncs())
+            syncs = self.loop.take_syncs()
             self.last_syncs = now
-        if self.exactly_once:
-            self.producer.enqueue(self.offsets.partition, encode_offsets(positions, time.time_ns() // 1_000_000),
-                                  len(positions))
-            self.producer.commit()
-            self.producer.take_acks()
-            self.offsets.record(positions)
-        else:
-            self.loop.flush()
+        self.committer.commit(positions, syncs)
         self.positions = positions
         self.last_commit = time.monotonic()
 
@@ -154,7 +135,7 @@ class Copier:
 
     def close(self) -> None:
         self.loop.close()
-        self.producer.close()
+        self.committer.producer.close()
 
 
 class _Waiter:
@@ -184,7 +165,7 @@ def serve(path: Path) -> int:
     lease_s = 0.0
     code = 0
     try:
-        with _collecting_new_objects_only():
+        with collecting_new_objects_only():
             while not stopping and time.monotonic() < lease_until:
                 watched = [listener, *clients]
                 if copier is None:

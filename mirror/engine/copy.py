@@ -59,7 +59,7 @@ from ..kafka import (
 from ..kafka.fetcher import MAX_FETCHES_IN_FLIGHT
 from ..routing import RouteCounters
 from .errors import CorruptSourceError, DataLossError, SourceTruncatedError
-from .fetched_set import BatchRouter, FetchedSet, OutgoingBatch, route_one
+from .fetched_set import FetchedSet, OutgoingBatch, RouteMode
 from .failures import TaskFailure
 from .latency import LatencyHistogram
 from .offset_syncs import SyncLog
@@ -146,7 +146,7 @@ class _RangeCopy:
 
 
 @contextlib.contextmanager
-def _collecting_new_objects_only():
+def collecting_new_objects_only():
     """Keep the garbage collector off the objects that were alive before the copy.
 
     A worker holds tens of thousands of objects from its imports and clients, and the
@@ -167,22 +167,22 @@ def _collecting_new_objects_only():
         gc.unfreeze()
 
 
-@_collecting_new_objects_only()
+@collecting_new_objects_only()
 def copy_ranges(requests: Sequence[CopyRequest], routes: Mapping[str, TopicRoute], source: KafkaClient,
                 producer: IdempotentProducer, *, fetch_max_bytes: int,
                 max_buffer_bytes: int = DEFAULT_MAX_BUFFER_BYTES,
                 on_data_loss: Literal["fail", "skip-to-earliest"] = "fail",
-                router: BatchRouter = route_one) -> TaskStats:
+                mode: RouteMode = RouteMode.ROUTED) -> TaskStats:
     """Copy every range, returning when the destination acknowledged all of it; raise a typed
     error naming the partition and offset on anything wrong.
 
-    ``router`` replaces :func:`~.fetched_set.route_one` (``kmirror bench``'s raw ceiling
-    forwards without routing or checks, through this same loop)."""
+    ``mode`` :attr:`~.fetched_set.RouteMode.RAW_CEILING` is ``kmirror bench``'s raw ceiling:
+    forwarded without routing or checks, through this same loop."""
     began = time.perf_counter()
     if len({request.tp for request in requests}) != len(requests):
         raise ValueError("copy_ranges takes at most one range per partition")
     loop = CopyLoop(routes, source, producer, fetch_max_bytes=fetch_max_bytes, max_buffer_bytes=max_buffer_bytes,
-                    on_data_loss=on_data_loss, router=router)
+                    on_data_loss=on_data_loss, mode=mode)
     try:
         for request in requests:
             loop.assign(request)
@@ -216,7 +216,7 @@ class CopyLoop:
 
     def __init__(self, routes: Mapping[str, TopicRoute], source: KafkaClient, producer: IdempotentProducer, *,
                  fetch_max_bytes: int, max_buffer_bytes: int = DEFAULT_MAX_BUFFER_BYTES,
-                 on_data_loss: Literal["fail", "skip-to-earliest"] = "fail", router: BatchRouter = route_one,
+                 on_data_loss: Literal["fail", "skip-to-earliest"] = "fail", mode: RouteMode = RouteMode.ROUTED,
                  max_wait_ms: int = 100):
         self.routes = routes
         self.source = source
@@ -224,7 +224,7 @@ class CopyLoop:
         self.fetch_max_bytes = fetch_max_bytes
         self.max_buffer_bytes = max_buffer_bytes
         self.on_data_loss = on_data_loss
-        self.router = router
+        self.mode = mode
         self.copies: dict[TopicPartition, _RangeCopy] = {}
         # Idle buffers beyond what the bound leaves room for would only sit there.
         self.frames = FrameBuffers(fetch_max_bytes + FRAME_SLACK,
@@ -285,7 +285,7 @@ class CopyLoop:
             if conn in also:
                 ours.append(conn)
             elif fetcher.owns(conn):
-                _read_fetch(fetcher, conn, copies, self.source, self.on_data_loss, self.router)
+                _read_fetch(fetcher, conn, copies, self.source, self.on_data_loss, self.mode)
                 self._peak = max(self._peak, frames.usage().pinned + self.rebuilt)
             else:
                 producer.on_readable(conn)
@@ -360,12 +360,12 @@ def _fetches_that_fit(frames: FrameBuffers, rebuilt: int, in_flight: int, max_bu
 
 
 def _read_fetch(fetcher: Fetcher, conn, copies: Mapping[TopicPartition, _RangeCopy], source: KafkaClient,
-                on_data_loss: str, router: BatchRouter) -> None:
+                on_data_loss: str, mode: RouteMode) -> None:
     """Take the fetch answered on ``conn``: each partition's record set waits in its range to be
     routed. A function of its own so that no view of the response outlives it here but those
     sets: a lingering view would keep the response's buffer from being reused."""
     for tp, outcome in fetcher.on_readable(conn).items():
-        _take(copies[tp], outcome, source, on_data_loss, router)
+        _take(copies[tp], outcome, source, on_data_loss, mode)
 
 
 def _take_acks(producer: IdempotentProducer, syncs: SyncLog, latency: LatencyHistogram) -> int:
@@ -390,7 +390,7 @@ def _take_acks(producer: IdempotentProducer, syncs: SyncLog, latency: LatencyHis
     return released
 
 
-def _take(copy: _RangeCopy, outcome, source: KafkaClient, on_data_loss: str, router: BatchRouter) -> None:
+def _take(copy: _RangeCopy, outcome, source: KafkaClient, on_data_loss: str, mode: RouteMode) -> None:
     """One partition's fetched bytes: the set to route, or after data loss the offset to go on from."""
     request, stats = copy.request, copy.stats
     if isinstance(outcome, OffsetOutOfRangeError):
@@ -400,7 +400,7 @@ def _take(copy: _RangeCopy, outcome, source: KafkaClient, on_data_loss: str, rou
         return
     fetched: FetchedData = outcome
     stats.high_watermark = fetched.high_watermark
-    copy.fetched = FetchedSet(fetched, request.tp, copy.offset, request.end, copy.route, stats.counters, router,
+    copy.fetched = FetchedSet(fetched, request.tp, copy.offset, request.end, copy.route, stats.counters, mode,
                               floor=request.floor)
 
 

@@ -26,12 +26,10 @@ import time
 from typing import Sequence
 
 from ..kafka import KafkaClient, TopicPartition
-from ..kafka.transactional_producer import TransactionalProducer
 from ..kafka.transactions import TransactionManager
 from ..routing import Partitioning
+from .commit import Committer
 from .copy import CopyRequest, RangeStats, TaskStats, copy_ranges
-from .offset_syncs import write_syncs
-from .offsets_topic import CommittedOffsets, encode_offsets
 
 __all__ = ["copy_exactly_once", "transactional_id", "resume_requests", "fence_tasks"]
 
@@ -58,16 +56,12 @@ def resume_requests(requests: Sequence[CopyRequest], committed: dict) -> tuple[l
     return todo, done
 
 
-def copy_exactly_once(requests: Sequence[CopyRequest], routes, source: KafkaClient, producer: TransactionalProducer,
-                      offsets: CommittedOffsets, *, syncs_to: TopicPartition | None = None,
+def copy_exactly_once(requests: Sequence[CopyRequest], routes, source: KafkaClient, committer: Committer,
                       **copy_options) -> TaskStats:
-    """Copy ``requests`` in one destination transaction together with their end offsets, and
-    with where their records landed (to ``syncs_to``, the offset-syncs topic, if given)."""
+    """Copy ``requests`` in one destination transaction together with their end offsets and
+    with where their records landed (:class:`~.commit.Committer`)."""
     began = time.perf_counter()
-    # This attempt's epoch first, then the offsets: a commit anyone made before is read, and
-    # no earlier producer of the task can commit after (Kafka's read-process-write order).
-    producer.renew()
-    committed = offsets.refresh()
+    committed = committer.begin()
     todo, done = resume_requests(requests, committed)
     starts = {request.tp: request.start for request in requests}
     resumed = sum(1 for request in todo if request.start != starts[request.tp])
@@ -78,18 +72,14 @@ def copy_exactly_once(requests: Sequence[CopyRequest], routes, source: KafkaClie
     # :mod:`.copier`), its offsets stand: writing the micro-batch's lower end would take the
     # copy back, and the next attempt would copy those records again.
     ends = {request.tp: max(request.end, committed.get(request.tp, request.end)) for request in requests}
+    producer = committer.producer
     try:
-        producer.add_partitions([offsets.partition, *_preserved_partitions(todo, routes)])
+        producer.add_partitions([committer.offsets.partition, *_preserved_partitions(todo, routes)])
         stats = copy_ranges(todo, routes, source, producer, **copy_options) if todo else TaskStats([])
-        producer.enqueue(offsets.partition, encode_offsets(ends, _now_ms()), len(ends))
-        if syncs_to is not None:
-            write_syncs(producer, syncs_to, stats.syncs)
-        producer.commit()
-        producer.take_acks()  # the offsets and syncs records': the next task's copy must not see them
+        committer.commit(ends, stats.syncs)
     except BaseException as exc:
-        producer.abort(exc)
+        committer.abort(exc)
         raise
-    offsets.record(ends)
     stats.ranges.extend(RangeStats(r.tp, r.start, r.end, already_committed=True) for r in done)
     stats.seconds = time.perf_counter() - began
     return stats
@@ -108,7 +98,3 @@ def _preserved_partitions(requests: Sequence[CopyRequest], routes) -> list[Topic
     partition's own number, so they can be registered in the transaction in one request."""
     return [TopicPartition(routes[r.tp.topic].topic, r.tp.partition) for r in requests
             if routes[r.tp.topic].policy.partitioning is Partitioning.PRESERVE]
-
-
-def _now_ms() -> int:
-    return time.time_ns() // 1_000_000

@@ -20,7 +20,8 @@ the next.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Iterator
+from enum import Enum
+from typing import Iterator
 
 import kcodecs
 from kcodecs import (Batch, CorruptBatchError, KcodecsError, TimestampType, V2Batch, V2Header, check_v2, iter_batches,
@@ -32,7 +33,7 @@ from ..routing import (ReadCommitted, RouteClass, RouteCounters, coalesce, home_
 from .errors import CorruptSourceError
 from .topics import TopicRoute
 
-__all__ = ["SLICE", "BatchRouter", "FetchedSet", "Outgoing", "OutgoingBatch", "route_one", "forward_unchecked"]
+__all__ = ["SLICE", "RouteMode", "FetchedSet", "Outgoing", "OutgoingBatch", "route_one", "forward_unchecked"]
 
 SLICE = 8
 """Batches of one set routed per turn of the copy loop: few enough that with four sets in a
@@ -74,9 +75,17 @@ class OutgoingBatch:
 
 
 Outgoing = list[OutgoingBatch]
-BatchRouter = Callable[[Batch, int, TopicPartition, TopicRoute, RouteCounters, bool], Outgoing]
-"""``(batch, last offset, source partition, route, counters, aborted) -> outgoing``: see
-:func:`route_one` (``kmirror bench``'s raw ceiling forwards unchecked instead)."""
+
+
+class RouteMode(Enum):
+    """How a fetched set's batches are routed."""
+
+    ROUTED = "routed"
+    """The mirror's: every batch checked (CRC), counted and routed by its route's policy, runs
+    of small batches coalesced (:func:`route_one`)."""
+    RAW_CEILING = "raw-ceiling"
+    """``kmirror bench``'s raw ceiling: every batch forwarded as it is to its own partition,
+    nothing checked or counted (:func:`forward_unchecked`)."""
 
 
 def route_one(batch: Batch, last: int, tp: TopicPartition, route: TopicRoute, counters: RouteCounters,
@@ -113,14 +122,18 @@ class FetchedSet:
     A run of v2 batches that pass through, nearly every batch of a mirror, is forwarded
     straight from the record set's bytes (:meth:`_forward_run`: each header read and checked
     once, no object per batch but the outgoing one); so is a run for the raw ceiling
-    (:func:`forward_unchecked`), unchecked. Anything else, and every batch of a set with
-    aborted transactions in it or of another router, goes through ``router`` one batch at a
-    time, with the same outcome (``tests/engine/test_fetched_set.py``)."""
+    (:attr:`RouteMode.RAW_CEILING`), unchecked. Anything else, and every batch of a set with
+    aborted transactions in it (or of one made ``batch_by_batch``), goes through
+    :func:`route_one` (or :func:`forward_unchecked`) one batch at a time, with the same
+    outcome: ``tests/engine/test_fetched_set.py`` holds the runs to that walk."""
 
     def __init__(self, fetched: FetchedData, tp: TopicPartition, offset: int, end: int, route: TopicRoute,
-                 counters: RouteCounters, router: BatchRouter = route_one, floor: int = -1):
+                 counters: RouteCounters, mode: RouteMode = RouteMode.ROUTED, floor: int = -1, *,
+                 batch_by_batch: bool = False):
         self.fetched = fetched
-        self.tp, self.end, self.route, self.counters, self.router = tp, end, route, counters, router
+        self.tp, self.end, self.route, self.counters = tp, end, route, counters
+        checked = mode is RouteMode.ROUTED
+        self._route_batch = route_one if checked else forward_unchecked
         self.start = offset
         self.offset = offset
         """The next offset to route, and once :attr:`done` the next to fetch."""
@@ -139,10 +152,10 @@ class FetchedSet:
         """The one-batch-at-a-time walk from :attr:`_position`, while it is the one in use."""
         self._held: object = _NOTHING
         """A step of the walk taken but not yet routed (see :meth:`_advance`)."""
-        self._below = route.policy.coalesce_below_bytes if router is route_one else 0
+        self._below = route.policy.coalesce_below_bytes if checked else 0
         """Batches smaller than this are coalesced (0: none is)."""
-        self._runs = (router is route_one or router is forward_unchecked) and not fetched.aborted_transactions
-        self._checked = router is route_one
+        self._runs = not batch_by_batch and not fetched.aborted_transactions
+        self._checked = checked
         self._committed = ReadCommitted(fetched.aborted_transactions)
         self._destination = route.destinations[home_partition(tp.partition, route.policy)]
 
@@ -186,7 +199,7 @@ class FetchedSet:
                     outgoing += self._coalesce_from(batch)
                     routed += 1
                     continue
-                outgoing += self.router(batch, last, self.tp, self.route, self.counters, aborted)
+                outgoing += self._route_batch(batch, last, self.tp, self.route, self.counters, aborted)
                 self.offset = last + 1
                 routed += 1
             else:
@@ -252,7 +265,7 @@ class FetchedSet:
             last = batch.last_offset
         self.offset = max(self.offset, last + 1)
         if len(run) == 1:
-            return self.router(first, last, self.tp, self.route, self.counters, False)
+            return self._route_batch(first, last, self.tp, self.route, self.counters, False)
         routed = coalesce(run, self.tp.partition, policy)
         self.counters.count(RouteClass.COALESCED, routed.records, routed.source_bytes, batches=len(run))
         begin = first.base_offset

@@ -16,11 +16,12 @@ from kcodecs import KMirrorError
 from ..config import ClusterConfig, MirrorConfig, RetryConfig
 from ..kafka import TopicPartition
 from .clients import client_for, committed_offsets_for, producer_for, transactional_producer_for
+from .commit import Committer, open_transaction_wait_s
 from .copy import DEFAULT_MAX_BUFFER_BYTES, CopyRequest, TaskStats, copy_ranges
 from .exactly_once import copy_exactly_once, transactional_id
 from .failures import TaskFailure
 from .lease import lease, release
-from .offset_syncs import offset_syncs_topic, write_syncs
+from .offset_syncs import offset_syncs_topic
 from .offsets_topic import offsets_topic
 from .topics import TopicRoute
 
@@ -89,20 +90,24 @@ class CopyJob:
         source = client_for(self.source, self.retry)
         options = dict(fetch_max_bytes=self.fetch_max_bytes, max_buffer_bytes=self.max_buffer_bytes,
                        on_data_loss=self.on_data_loss)
+        committer = self.committer(task)
+        if committer.exactly_once:
+            return copy_exactly_once(requests, self.routes, source, committer, **options)
+        stats = copy_ranges(requests, self.routes, source, committer.producer, **options)
+        # After the data: a crash in between leaves the micro-batch uncommitted in Spark's
+        # checkpoint, so its replay copies it again and records where that copy went.
+        committer.commit({}, stats.syncs)
+        return stats
+
+    def committer(self, task: int) -> Committer:
+        """Task ``task``'s commits, with this process's producer for it (kept across the
+        micro-batches a reused Python worker runs, :mod:`.clients`)."""
         syncs_to = TopicPartition(offset_syncs_topic(self.job), 0)
         if self.delivery == "at-least-once":
-            producer = producer_for(self.destination, self.retry, self.max_in_flight)
-            stats = copy_ranges(requests, self.routes, source, producer, **options)
-            # After the data: a crash in between leaves the micro-batch uncommitted in Spark's
-            # checkpoint, so its replay copies it again and records where that copy went.
-            write_syncs(producer, syncs_to, stats.syncs)
-            producer.flush()
-            producer.take_acks()
-            return stats
+            return Committer(producer_for(self.destination, self.retry, self.max_in_flight), syncs_to)
         producer = transactional_producer_for(self.destination, self.retry, self.max_in_flight,
                                               transactional_id(self.job, task), self.transaction_timeout_ms,
                                               self.run_id)
-        # Long enough for a transaction left open by a dead attempt to time out.
         offsets = committed_offsets_for(self.destination, self.retry, offsets_topic(self.job),
-                                        max_wait_s=2 * self.transaction_timeout_ms / 1000)
-        return copy_exactly_once(requests, self.routes, source, producer, offsets, syncs_to=syncs_to, **options)
+                                        max_wait_s=open_transaction_wait_s(self.transaction_timeout_ms / 1000))
+        return Committer(producer, syncs_to, offsets)

@@ -36,8 +36,8 @@ from kcodecs import KMirrorError
 
 from ..config import REVEAL_SECRETS, ConfigError, MirrorConfig
 from ..engine import (CopyJob, CopyRequest, OffsetSyncStore, client_for, fence_tasks, offset_syncs_topic,
-                      offset_syncs_topic_spec, offsets_topic, offsets_topic_spec, sync_destination_topics,
-                      transactional_id)
+                      offset_syncs_topic_spec, offsets_topic, offsets_topic_spec, open_transaction_wait_s,
+                      sync_destination_topics, transactional_id)
 from ..engine.group_sync import GroupOffsetSync, GroupSyncReport
 from ..engine.shape_sync import ShapeSync
 from ..kafka import TopicPartition
@@ -378,7 +378,7 @@ def task_attempts(config: MirrorConfig) -> int:
 def _group_sync(config: MirrorConfig, routes) -> GroupOffsetSync:
     destination = client_for(config.destination, config.retry)
     syncs = OffsetSyncStore(destination, offset_syncs_topic(config.job_name),
-                            max_wait_s=2 * config.transaction_timeout_s)
+                            max_wait_s=open_transaction_wait_s(config.transaction_timeout_s))
     return GroupOffsetSync(config.groups, client_for(config.source, config.retry), destination, syncs,
                            interval_s=config.sync_group_offsets_interval_s, mirrored=config.selects)
 

@@ -22,7 +22,6 @@ from mirror.engine import (
     copy_ranges,
     sync_destination_topics,
 )
-from mirror.engine.fetched_set import route_one
 from mirror.kafka import IdempotentProducer, KafkaClient, NewTopic, TopicPartition
 from mirror.routing import RouteClass
 
@@ -178,21 +177,34 @@ def test_objects_alive_before_a_copy_are_frozen_for_it_and_thawed_after(clusters
     before = [object()]  # a container: the collector tracks it
     seen: list[tuple[int, bool]] = []
 
-    def watching(*args):
-        seen.append((gc.get_freeze_count(), any(obj is before for obj in gc.get_objects())))
-        return route_one(*args)
+    def copy_watched(enqueue):
+        """The copy, its producer's every enqueue (mid-copy) seeing the collector's state, or failing."""
+        producer = IdempotentProducer(destination)
+        producer.enqueue = enqueue(producer.enqueue)
+        try:
+            copy_ranges([request], {"gc": routes["gc"]}, source, producer, fetch_max_bytes=FETCH)
+        finally:
+            producer.close()
 
-    def failing(*args):
-        raise RuntimeError("router failed")
+    def watching(enqueue):
+        def watched(*args):
+            seen.append((gc.get_freeze_count(), any(obj is before for obj in gc.get_objects())))
+            return enqueue(*args)
+        return watched
+
+    def failing(_enqueue):
+        def fails(*args):
+            raise RuntimeError("enqueue failed")
+        return fails
 
     assert gc.get_freeze_count() == 0
-    copy_range(request, routes["gc"], source, destination, fetch_max_bytes=FETCH, router=watching)
+    copy_watched(watching)
     assert seen and all(frozen > 0 and not visible for frozen, visible in seen), seen
     assert gc.get_freeze_count() == 0
     assert any(obj is before for obj in gc.get_objects())
 
-    with pytest.raises(RuntimeError, match="router failed"):
-        copy_range(request, routes["gc"], source, destination, fetch_max_bytes=FETCH, router=failing)
+    with pytest.raises(RuntimeError, match="enqueue failed"):
+        copy_watched(failing)
     assert gc.get_freeze_count() == 0
 
     gc.freeze()

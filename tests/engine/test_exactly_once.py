@@ -15,6 +15,7 @@ from kcodecs import Record
 from mirror.broker import EmbeddedBroker
 from mirror.config import load_config
 from mirror.engine import (
+    Committer,
     CommittedOffsets,
     CopyRequest,
     copy_exactly_once,
@@ -109,7 +110,8 @@ def _read_committed(bootstrap: str, topic: str, partitions: int) -> dict[int, li
 
 
 def _copy(requests, routes, source, producer, destination):
-    return copy_exactly_once(requests, routes, source, producer, _offsets(destination), fetch_max_bytes=FETCH)
+    return copy_exactly_once(requests, routes, source, Committer(producer, offsets=_offsets(destination)),
+                             fetch_max_bytes=FETCH)
 
 
 def _expected(partition: int, start_batch: int = 0, end_batch: int = 6) -> list[bytes]:
@@ -156,8 +158,8 @@ def test_a_micro_batch_behind_what_the_destination_holds_neither_copies_nor_take
     producer = _producer(destination)
     view = _offsets(destination)  # one worker's view, kept from one task to the next
     for start, end in ((20, 40), (40, 60)):
-        stats = copy_exactly_once([CopyRequest(TopicPartition("t", 0), start, end)], routes, source, producer, view,
-                                  fetch_max_bytes=FETCH)
+        stats = copy_exactly_once([CopyRequest(TopicPartition("t", 0), start, end)], routes, source,
+                                  Committer(producer, offsets=view), fetch_max_bytes=FETCH)
         assert [r.already_committed for r in stats.ranges] == [True]
     assert _offsets(destination).refresh() == {TopicPartition("t", 0): 60}
     assert _read_committed(dst.bootstrap, "t", 2)[0] == _expected(0)
@@ -227,7 +229,7 @@ def test_one_producer_copies_micro_batch_after_micro_batch(mirror_setup):
     producer, offsets = _producer(destination), _offsets(destination)  # as a Python worker keeps them
     for start in (0, 20, 40):
         requests = [CopyRequest(TopicPartition("t", p), start, start + 20) for p in (0, 1)]
-        copy_exactly_once(requests, routes, source, producer, offsets, fetch_max_bytes=FETCH)
+        copy_exactly_once(requests, routes, source, Committer(producer, offsets=offsets), fetch_max_bytes=FETCH)
     assert _read_committed(dst.bootstrap, "t", 2) == {0: _expected(0), 1: _expected(1)}
     assert offsets.refresh() == {TopicPartition("t", 0): 60, TopicPartition("t", 1): 60}
 
@@ -239,7 +241,7 @@ def test_the_offset_syncs_commit_in_the_same_transaction(mirror_setup):
     destination.create_topics([offset_syncs_topic_spec(JOB)])
     syncs_to = TopicPartition(offset_syncs_topic(JOB), 0)
     requests = [CopyRequest(TopicPartition("t", p), 0, 60) for p in (0, 1)]
-    copy_exactly_once(requests, routes, source, _producer(destination), _offsets(destination), syncs_to=syncs_to,
+    copy_exactly_once(requests, routes, source, Committer(_producer(destination), syncs_to, _offsets(destination)),
                       fetch_max_bytes=FETCH)
     store = OffsetSyncStore(destination, offset_syncs_topic(JOB))
     read = store.refresh()

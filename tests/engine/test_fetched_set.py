@@ -26,7 +26,7 @@ from kafka.record.legacy_records import LegacyRecordBatchBuilder
 import kcodecs
 from kcodecs import NO_KEYS_MASK, CorruptBatchError
 from mirror.engine.errors import CorruptSourceError
-from mirror.engine.fetched_set import FetchedSet, OutgoingBatch, forward_unchecked, route_one
+from mirror.engine.fetched_set import FetchedSet, OutgoingBatch, RouteMode, route_one
 from mirror.engine.topics import TopicRoute
 from mirror.kafka import FetchedData, TopicPartition
 from mirror.routing import Partitioning, RouteClass, RouteCounters, RoutingPolicy, route_batch
@@ -148,12 +148,14 @@ def _record_set(kinds: list[tuple[str, int]]) -> tuple[bytearray, list[tuple[int
     return data, spans
 
 
-def _walk(data: bytes, router, start: int, end: int, limit: int | None, policy: Partitioning):
+def _walk(data: bytes, mode: RouteMode, start: int, end: int, limit: int | None, policy: Partitioning, *,
+          batch_by_batch: bool = False):
     """Every slice's outgoing batches (as plain tuples), then the counts, the offset reached,
     and the error, if any, that ended the walk."""
     counters = RouteCounters()
     fetched = FetchedData(memoryview(bytearray(data)), 10**6, 0, 10**6, ())
-    fetched_set = FetchedSet(fetched, SOURCE, start, end, _route(policy), counters, router)
+    fetched_set = FetchedSet(fetched, SOURCE, start, end, _route(policy), counters, mode,
+                             batch_by_batch=batch_by_batch)
     slices, error = [], None
     try:
         while not fetched_set.done:
@@ -164,20 +166,14 @@ def _walk(data: bytes, router, start: int, end: int, limit: int | None, policy: 
     return slices, counters.by_class, fetched_set.offset, error
 
 
-def _one_at_a_time(router):
-    """``router`` under another name: a fetched set walks one batch at a time for any router but
-    route_one and forward_unchecked."""
-    return lambda *args: router(*args)
-
-
 @settings(max_examples=150, deadline=None)
 @given(kinds=st.lists(st.tuples(st.sampled_from(KINDS), st.integers(1, 5)), min_size=1, max_size=12),
        policy=st.sampled_from([Partitioning.PRESERVE, Partitioning.BY_KEY]),
-       router=st.sampled_from([route_one, forward_unchecked]),
+       mode=st.sampled_from([RouteMode.ROUTED, RouteMode.RAW_CEILING]),
        limit=st.sampled_from([1, 2, 3, 8, None]),
        cut=st.integers(0, 40), start_in=st.integers(0, 11), end_in=st.integers(0, 12), corrupt=st.integers(-1, 11),
        data=st.data())
-def test_runs_route_as_the_one_batch_walk_does(kinds, policy, router, limit, cut, start_in, end_in, corrupt, data):
+def test_runs_route_as_the_one_batch_walk_does(kinds, policy, mode, limit, cut, start_in, end_in, corrupt, data):
     """route_one's runs, and the raw ceiling's (forward_unchecked, which checks nothing)."""
     record_set, spans = _record_set(kinds)
     if 0 <= corrupt < len(spans):  # a byte inside one batch's CRC-covered part (v2) or its value (v1)
@@ -190,8 +186,8 @@ def test_runs_route_as_the_one_batch_walk_does(kinds, policy, router, limit, cut
     first, _ = spans[min(start_in, len(spans) - 1)]
     start = first + data.draw(st.integers(0, 2), label="start inside")  # maybe inside that batch
     end = spans[min(end_in, len(spans) - 1)][1] + 1 if end_in < len(spans) else 10**6
-    assert _walk(record_set, router, start, end, limit, policy) == \
-        _walk(record_set, _one_at_a_time(router), start, end, limit, policy)
+    assert _walk(record_set, mode, start, end, limit, policy) == \
+        _walk(record_set, mode, start, end, limit, policy, batch_by_batch=True)
 
 
 def test_a_run_forwards_views_and_counts_every_batch():

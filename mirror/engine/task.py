@@ -20,7 +20,7 @@ from .commit import Committer, open_transaction_wait_s
 from .copy import DEFAULT_MAX_BUFFER_BYTES, CopyRequest, TaskStats, copy_ranges
 from .exactly_once import copy_exactly_once, transactional_id
 from .failures import TaskFailure
-from .lease import lease, release
+from .copier import lease, release
 from .offset_syncs import offset_syncs_topic
 from .offsets_topic import offsets_topic
 from .topics import TopicRoute
@@ -53,7 +53,7 @@ class CopyJob:
     started, so producers a reused Python worker kept from an earlier run are stale."""
     lease_s: float = 0.0
     """0: each task copies its ranges itself. Otherwise a task leases them to the resident
-    copier of its index (:mod:`.lease`) for this long, and that copier goes on copying
+    copier of its index (:mod:`.copier`) for this long, and that copier goes on copying
     between micro-batches."""
     commit_interval_ms: int = 20
     """A resident copier that has caught up commits this often (:mod:`.copier`)."""
@@ -83,7 +83,7 @@ class CopyJob:
 
     def release_task(self, task: int) -> TaskStats:
         """At the job's end: the copier of ``task`` on this machine, if any, commits what it
-        copied, reports it and exits (:func:`~.lease.release`)."""
+        copied, reports it and exits (:func:`~.copier.release`)."""
         return release(self, task) or TaskStats([])
 
     def copy(self, task: int, requests: list[CopyRequest]) -> TaskStats:

@@ -26,7 +26,6 @@ import tempfile
 import threading
 import time
 import uuid
-import zlib
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,6 +38,7 @@ from ..engine import (CopyJob, CopyRequest, OffsetSyncStore, client_for, fence_t
                       offset_syncs_topic_spec, offsets_topic, offsets_topic_spec, open_transaction_wait_s,
                       sync_destination_topics, transactional_id)
 from ..engine.group_sync import GroupOffsetSync, GroupSyncReport
+from ..engine.copier import assignments
 from ..engine.shape_sync import ShapeSync
 from ..kafka import TopicPartition
 from ..engine.copy import TaskStats
@@ -417,7 +417,7 @@ class _MicroBatchRunner:
         self.reading_rows = False
         """The groups were not in a micro-batch's plan, so its rows were read (logged once)."""
         self.leasing = config.copy_between_micro_batches and not config.once
-        """Tasks lease their ranges to resident copiers (:mod:`mirror.engine.lease`)."""
+        """Tasks lease their ranges to resident copiers (:mod:`mirror.engine.copier`)."""
         self.spark_jobs = threading.Lock()
         """Micro-batches and lease renewals take turns at the copiers."""
         self.last_lease = time.monotonic()
@@ -548,14 +548,9 @@ class _MicroBatchRunner:
     def _leases(self, ranges: list[CopyRange]) -> list[tuple[int, list[CopyRequest]]]:
         """The micro-batch's ranges by copier, and every copier that follows a known partition
         (with no range, its task renews the lease and collects what it copied)."""
-        copiers = self.config.copy_tasks or 1
-        chosen: dict[int, list[CopyRequest]] = {}
-        for topic, route in self.routes.items():
-            for partition in range(route.source_partitions):
-                chosen.setdefault(copier_index(TopicPartition(topic, partition), copiers), [])
-        for r in ranges:
-            chosen.setdefault(copier_index(r.tp, copiers), []).append(spark_tasks.request_of(r))
-        return sorted(chosen.items())
+        partitions = {topic: route.source_partitions for topic, route in self.routes.items()}
+        return [(a.index, a.requests) for a in assignments(partitions, map(spark_tasks.request_of, ranges),
+                                                           self.config.copy_tasks or 1)]
 
     def _run_leases(self, spark_context, job: CopyJob, chosen) -> list[TaskStats]:
         if not chosen:
@@ -673,12 +668,6 @@ class _Renewer(threading.Thread):
     def stop(self) -> None:
         self._stopped.set()
         self.join(60)
-
-
-def copier_index(tp: TopicPartition, copiers: int) -> int:
-    """The resident copier that follows ``tp``: fixed for the run, so a partition never moves
-    between copiers (two would copy it at once); a topic's partitions spread over all of them."""
-    return (tp.partition + zlib.crc32(tp.topic.encode())) % copiers
 
 
 def _routed(planned: list[CopyGroup], routes) -> bool:

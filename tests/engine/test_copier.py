@@ -1,5 +1,5 @@
 """Resident copiers without Spark: leases handed to them as a Spark task hands them
-(:func:`mirror.engine.lease.lease`), between two embedded brokers, read back by librdkafka's
+(:func:`mirror.engine.copier.lease`), between two embedded brokers, read back by librdkafka's
 read_committed consumer.
 
 - A copier follows its partitions past the lease's ranges: records produced after the lease
@@ -24,7 +24,7 @@ from live_source import Writer, wait_until
 from mirror.broker import EmbeddedBroker
 from mirror.config import load_config
 from mirror.engine import CopyJob, CopyRequest, offsets_topic_spec, sync_destination_topics
-from mirror.engine.lease import CopierLostError, lease, release, socket_path
+from mirror.engine.copier import CopierLostError, lease, release, socket_path
 from mirror.engine.offset_syncs import OffsetSyncStore, offset_syncs_topic, offset_syncs_topic_spec
 from mirror.kafka import KafkaClient, NewTopic, TopicPartition
 

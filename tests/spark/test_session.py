@@ -87,7 +87,7 @@ def test_the_warm_up_starts_the_copiers_before_the_first_micro_batch(tmp_path):
     from mirror.broker import EmbeddedBroker
     from mirror.engine import sync_destination_topics
     from mirror.engine.clients import client_for
-    from mirror.engine.lease import socket_path
+    from mirror.engine.copier import socket_path
     from mirror.kafka import KafkaClient, NewTopic
     from mirror.spark.job import _prepare_destination, _warm_up_executors, spark_session
 

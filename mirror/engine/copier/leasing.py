@@ -1,5 +1,5 @@
-"""How a Spark task hands its work to the resident copier of its task index (:mod:`.copier`),
-and the few messages they exchange.
+"""How a Spark task hands its work to the resident copier of its task index (:mod:`.server`):
+the task's side of the copier's socket.
 
 A long-running job's copy does not stop between micro-batches: each task index has a copier,
 a process of its own on the executor, that keeps following its partitions and commits every
@@ -17,7 +17,7 @@ when its executor ends: the copier ends with its executor. Where a task lands on
 executor, that one starts a copier of its own, whose ``InitProducerId`` fences the first
 (exactly-once): a zombie cannot commit.
 
-Messages are pickled (both ends are this kmirror, on one machine), each framed by its length.
+What they say to each other is :mod:`.messages`.
 """
 
 from __future__ import annotations
@@ -26,56 +26,27 @@ import fcntl
 import hashlib
 import logging
 import os
-import pickle
 import socket
-import struct
 import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Sequence
 
 from kcodecs import KMirrorError
 
-from .copy import CopyRequest, TaskStats
-from .failures import TaskFailure
+from ..copy import CopyRequest, TaskStats
+from .messages import Lease, MessageError, Release, Report, receive, send
 
-__all__ = ["Lease", "Release", "Report", "CopierLostError", "lease", "release", "socket_path", "send", "receive"]
+if TYPE_CHECKING:
+    from ..task import CopyJob
+
+__all__ = ["CopierLostError", "lease", "release", "socket_path"]
 
 log = logging.getLogger(__name__)
 
-_FRAME = struct.Struct(">I")
 _START_TIMEOUT_S = 60.0
-
-
-@dataclass(frozen=True)
-class Lease:
-    """Copy ``ranges`` (and keep following their partitions) until ``seconds`` from now; answer
-    once every range's end is committed, or at once when ``wait`` is False (a renewal)."""
-
-    job: Any
-    """The :class:`~.task.CopyJob` (its routes may have grown since the last lease)."""
-    task: int
-    ranges: tuple[CopyRequest, ...]
-    seconds: float
-    wait: bool = True
-
-
-@dataclass(frozen=True)
-class Release:
-    """Commit what is copied, answer, and exit."""
-
-
-@dataclass(frozen=True)
-class Report:
-    """A copier's answer: what it copied since its last report, or why it stopped."""
-
-    stats: TaskStats | None = None
-    crash: str | None = None
-    """An error a new attempt may fix (a fenced producer): the task fails with
-    :class:`CopierLostError`, and the driver runs it again (a new copier starts)."""
 
 
 class CopierLostError(KMirrorError):
@@ -95,29 +66,7 @@ def socket_path(job: str, run_id: str, task: int) -> Path:
     return directory / f"{name}.sock"
 
 
-def send(sock: socket.socket, message: object) -> None:
-    data = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
-    sock.sendall(_FRAME.pack(len(data)) + data)
-
-
-def receive(sock: socket.socket) -> object:
-    """The next message, or EOFError when the other end closed."""
-    size = _FRAME.unpack(_exactly(sock, _FRAME.size))[0]
-    return pickle.loads(_exactly(sock, size))
-
-
-def _exactly(sock: socket.socket, size: int) -> bytes:
-    chunks, left = [], size
-    while left:
-        chunk = sock.recv(min(left, 1 << 20))
-        if not chunk:
-            raise EOFError("the other end closed the connection")
-        chunks.append(chunk)
-        left -= len(chunk)
-    return b"".join(chunks)
-
-
-def lease(job, task: int, ranges: Sequence[CopyRequest], seconds: float, *, wait: bool = True) -> TaskStats:
+def lease(job: "CopyJob", task: int, ranges: Sequence[CopyRequest], seconds: float, *, wait: bool = True) -> TaskStats:
     """Hand ``ranges`` to the copier of ``task`` (started if need be) and return its report."""
     path = socket_path(job.job, job.run_id, task)
     reply = _ask(path, Lease(job, task, tuple(ranges), seconds, wait), start=True)
@@ -126,7 +75,7 @@ def lease(job, task: int, ranges: Sequence[CopyRequest], seconds: float, *, wait
     return reply.stats
 
 
-def release(job, task: int) -> TaskStats | None:
+def release(job: "CopyJob", task: int) -> TaskStats | None:
     """Tell the copier of ``task`` on this machine, if there is one, to commit and exit."""
     path = socket_path(job.job, job.run_id, task)
     try:
@@ -136,18 +85,17 @@ def release(job, task: int) -> TaskStats | None:
     return reply.stats
 
 
-def _ask(path: Path, message: object, *, start: bool) -> Report:
+def _ask(path: Path, message: Lease | Release, *, start: bool) -> Report:
     sock = _connect(path, start)
     try:
         send(sock, message)
-        reply = receive(sock)
+        return receive(sock, Report)
     except (OSError, EOFError) as exc:
         raise CopierLostError(f"the copier at {path} went away before it answered: {exc}") from exc
+    except MessageError as exc:
+        raise CopierLostError(f"the copier at {path} answered: {exc}") from exc
     finally:
         sock.close()
-    if not isinstance(reply, Report):
-        raise CopierLostError(f"the copier at {path} answered {type(reply).__name__}")
-    return reply
 
 
 def _connect(path: Path, start: bool) -> socket.socket:
@@ -191,12 +139,3 @@ def _start(path: Path) -> subprocess.Popen:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
     return subprocess.Popen([sys.executable, "-m", "mirror.engine.copier", str(path)], env=env,
                             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, close_fds=True)
-
-
-def failed(task: int, error: KMirrorError) -> Report:
-    """The report of a copier that stopped on ``error``."""
-    from .failures import verdict
-
-    if verdict(error) == "other":
-        return Report(crash=f"{type(error).__name__}: {error}")
-    return Report(stats=TaskStats([], failure=TaskFailure.of(task, error)))

@@ -102,7 +102,8 @@ def copy_spark(spec: ModeRun) -> Sample:
     pass-through.
     """
     from ..config import load_config
-    from ..spark.job import run_mirror, spark_session
+    from ..spark.job import run_mirror
+    from ..spark.session import spark_session
 
     suffix = spec.destination_topic.removeprefix(spec.source_topic)
     settings = {

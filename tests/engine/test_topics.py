@@ -26,7 +26,7 @@ from mirror.broker import EmbeddedBroker
 from mirror.config import load_config
 from mirror.engine import TopicMismatchError, sync_destination_topics
 from mirror.engine.shape_sync import ShapeSync
-from mirror.kafka import KafkaClient, NewTopic
+from mirror.kafka import KafkaClient
 from mirror.routing import Partitioning
 
 

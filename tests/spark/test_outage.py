@@ -12,7 +12,8 @@ import pytest
 from mirror.engine import CorruptSourceError
 from mirror.kafka import BrokerApiError, ClusterUnreachableError, TopicPartition
 from mirror.kafka.transactions import ProducerFencedError
-from mirror.spark.job import RunOutcome, with_task_retries
+from mirror.spark.runner import RunOutcome
+from mirror.spark.session import with_task_retries
 from mirror.spark.outage import MAX_BACKOFF_S, Outage, OutageInterrupted, ride_out
 
 
@@ -137,13 +138,13 @@ def _runner(monkeypatch, results, *, stop=None):
     import threading
 
     from mirror.config import load_config
-    from mirror.spark import job, outage
+    from mirror.spark import outage, runner as runners
     from mirror.spark.stopping import Stopper
 
     monkeypatch.setattr(outage, "INITIAL_BACKOFF_S", 0.001)
     config = load_config(None, {"source.bootstrap": "src:1", "destination.bootstrap": "dst:1", "topics": "t"})
     reports = []
-    runner = job._MicroBatchRunner(config, {}, reports.append, Stopper(stop or threading.Event(), Path("unused")))
+    runner = runners.MicroBatchRunner(config, {}, reports.append, Stopper(stop or threading.Event(), Path("unused")))
     runner.reports = reports
     asked = []
 
@@ -151,7 +152,7 @@ def _runner(monkeypatch, results, *, stop=None):
         asked.append(tasks)
         return results.pop(0)
 
-    monkeypatch.setattr(job, "planned_groups", lambda rows: [])
+    monkeypatch.setattr(runners, "planned_groups", lambda rows: [])
     monkeypatch.setattr(runner, "_copy", copy)
     return runner, asked
 
@@ -246,7 +247,7 @@ def test_an_outage_gives_a_task_its_attempts_again(monkeypatch):
 ])
 def test_the_driver_tries_a_task_as_often_as_spark_would(master, spark_conf, attempts):
     from mirror.config import load_config
-    from mirror.spark.job import task_attempts
+    from mirror.spark.session import task_attempts
 
     config = load_config(None, {"source.bootstrap": "a:1", "destination.bootstrap": "b:1", "topics": "x",
                                 "master": master, "spark_conf": spark_conf})

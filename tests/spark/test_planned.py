@@ -1,4 +1,4 @@
-"""The micro-batch's copy groups read from Spark's plan (:mod:`mirror.spark.planned`) instead of
+"""The micro-batch's copy groups read from Spark's plan (:func:`mirror.spark.pyspark_internals.planned_groups`) instead of
 its rows: on this Spark they must be exactly what reading the rows gives, and where they are
 not in the plan the job reads the rows and copies the same."""
 
@@ -14,7 +14,7 @@ from kcodecs import Record
 from mirror.broker import EmbeddedBroker
 from mirror.config import load_config
 from mirror.kafka import KafkaClient, NewTopic, TopicPartition
-from mirror.spark.job import _routed
+from mirror.spark.runner import _routed
 from mirror.spark.source import CopyGroup, CopyRange
 from mirror.engine.topics import TopicRoute
 
@@ -37,8 +37,8 @@ def _fill(bootstrap: str, topic: str, batches: int) -> dict[int, list[bytes]]:
 def test_the_groups_in_the_plan_are_the_rows_the_source_reads(tmp_path):
     """Each micro-batch's rows, as Spark computes them by running the source's ``read`` on
     executors, against the groups unpickled from the plan without running it."""
-    from mirror.spark.job import spark_session
-    from mirror.spark.planned import planned_groups
+    from mirror.spark.pyspark_internals import planned_groups
+    from mirror.spark.session import spark_session
     from mirror.spark.source import CONFIG_FILE_OPTION, KafkaRangeSource
 
     with EmbeddedBroker(tmp_path / "src") as src:
@@ -72,16 +72,17 @@ def test_the_groups_in_the_plan_are_the_rows_the_source_reads(tmp_path):
 
 @pytest.mark.slow
 def test_without_groups_in_the_plan_the_rows_are_read_and_the_copy_is_the_same(tmp_path, monkeypatch, caplog):
-    import mirror.spark.job as job
+    import mirror.spark.runner as runner
+    from mirror.spark.job import run_mirror
 
-    monkeypatch.setattr(job, "planned_groups", lambda rows: None)
+    monkeypatch.setattr(runner, "planned_groups", lambda rows: None)
     with EmbeddedBroker(tmp_path / "src") as src, EmbeddedBroker(tmp_path / "dst") as dst:
         written = _fill(src.bootstrap, "events", batches=4)
         config = load_config(None, {"source.bootstrap": src.bootstrap, "destination.bootstrap": dst.bootstrap,
                                     "topics": "events", "once": True, "checkpoint": str(tmp_path / "ck"),
                                     "max_records_per_trigger": 40})
-        with caplog.at_level(logging.WARNING, logger="mirror.spark.job"):
-            totals = job.run_mirror(config)
+        with caplog.at_level(logging.WARNING, logger="mirror.spark.runner"):
+            totals = run_mirror(config)
         copied = read_values(dst.bootstrap, "events", PARTITIONS)
     assert copied == written
     assert totals.micro_batches >= 2

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from mirror.config import load_config
-from mirror.spark.job import JVM_OPTIONS, spark_settings
+from mirror.spark.session import JVM_OPTIONS, spark_settings
 
 _BASE = {"source.bootstrap": "127.0.0.1:9", "destination.bootstrap": "127.0.0.1:10", "topics": "t"}
 
@@ -30,7 +30,7 @@ def test_the_driver_jvm_is_started_with_the_options(tmp_path):
     """The options must reach the JVM, so they must be set before the session starts it: read
     back from the running JVM's own arguments. (Every session of the test run is started by
     :func:`spark_session`, so a session an earlier test started has them too.)"""
-    from mirror.spark.job import spark_session
+    from mirror.spark.session import spark_session
 
     spark = spark_session(load_config(None, {**_BASE, "checkpoint": str(tmp_path / "ck")}))
     jvm = spark.sparkContext._jvm
@@ -48,7 +48,8 @@ def test_the_warm_up_leaves_workers_the_copy_tasks_reuse(tmp_path):
     executors). (PySpark lets a worker go after a task that left part of its input unread: a
     warm-up over a list of slots instead of a ``range``, which PySpark generates in the
     worker, would.)"""
-    from mirror.spark.job import _warm_up_executors, spark_session
+    from mirror.spark.job import _warm_up_executors
+    from mirror.spark.session import spark_session
 
     def worker_state(partition):
         """A probe task (defined here, so that cloudpickle sends it by value): whether its
@@ -89,7 +90,8 @@ def test_the_warm_up_starts_the_copiers_before_the_first_micro_batch(tmp_path):
     from mirror.engine.clients import client_for
     from mirror.engine.copier import socket_path
     from mirror.kafka import KafkaClient, NewTopic
-    from mirror.spark.job import _prepare_destination, _warm_up_executors, spark_session
+    from mirror.spark.job import _prepare_destination, _warm_up_executors
+    from mirror.spark.session import spark_session
 
     with EmbeddedBroker(tmp_path / "src") as src, EmbeddedBroker(tmp_path / "dst") as dst:
         with KafkaClient(src.bootstrap) as client:
@@ -116,19 +118,19 @@ def _runner(config, routes):
     """The job's micro-batch runner, as :func:`run_mirror` makes it."""
     import threading
 
-    from mirror.spark.job import _MicroBatchRunner
+    from mirror.spark.runner import MicroBatchRunner
     from mirror.spark.stopping import Stopper
 
-    return _MicroBatchRunner(config, routes, None, Stopper(threading.Event(), Path("unused")))
+    return MicroBatchRunner(config, routes, None, Stopper(threading.Event(), Path("unused")))
 
 
-def test_the_worker_daemon_hands_pyspark_a_socket_in_quick_ack_mode(monkeypatch):
+def test_the_worker_daemon_hands_pyspark_a_socket_in_quick_ack_mode():
     """Each task's socket reaches PySpark's worker in quick-ACK mode (read back from the kernel
     at the moment PySpark gets it), over a real loopback TCP connection; a Unix socket, where
     the option does not apply, is handed over as it is."""
     import socket
 
-    from mirror.spark import worker_daemon
+    from mirror.spark.pyspark_internals import quick_ack
 
     seen = []
 
@@ -137,15 +139,15 @@ def test_the_worker_daemon_hands_pyspark_a_socket_in_quick_ack_mode(monkeypatch)
         seen.append((sock, authenticated, quick))
         return 0
 
-    monkeypatch.setattr(worker_daemon, "_pyspark_worker", pyspark_worker)
+    worker = quick_ack(pyspark_worker)
     with socket.create_server(("127.0.0.1", 0)) as server:
         client = socket.create_connection(server.getsockname())
         accepted, _ = server.accept()
         with client, accepted:
             accepted.setsockopt(socket.IPPROTO_TCP, socket.TCP_QUICKACK, 0)
-            assert worker_daemon.worker(accepted, True) == 0
+            assert worker(accepted, True) == 0
     assert seen == [(accepted, True, 1)]
     left, right = socket.socketpair()
     with left, right:
-        assert worker_daemon.worker(left, False) == 0
+        assert worker(left, False) == 0
     assert seen[1] == (left, False, None)

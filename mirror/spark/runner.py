@@ -1,0 +1,306 @@
+"""The ``foreachBatch`` function: per micro-batch, the destination topics checked, one Spark
+job copying the planned groups on executors (or leasing them to resident copiers,
+:mod:`.copiers`), failed tasks run again where that may help, and one progress report.
+
+A micro-batch that fails raises, so that Spark does not commit it to the checkpoint;
+:meth:`MicroBatchRunner.outcome` tells :func:`~.job.run_mirror` how the micro-batches ended.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import time
+import uuid
+from collections import Counter
+from dataclasses import dataclass
+
+from kcodecs import KMirrorError
+
+from ..config import MirrorConfig
+from ..engine import (CopyJob, OffsetSyncStore, client_for, offset_syncs_topic, open_transaction_wait_s,
+                      sync_destination_topics)
+from ..engine.copy import TaskStats
+from ..engine.failures import TaskFailure
+from ..engine.group_sync import GroupOffsetSync, GroupSyncReport
+from ..engine.latency import LatencyHistogram
+from ..kafka import TopicPartition
+from ..metrics import MirrorMetrics
+from ..progress import MicroBatchReport, RunTotals
+from . import tasks as spark_tasks
+from .copiers import CopierLeases, Renewer
+from .outage import Outage, OutageInterrupted, is_outage
+from .pyspark_internals import planned_groups
+from .session import task_attempts
+from .source import CopyGroup, groups_of_rows
+from .stopping import Stopper
+
+__all__ = ["MicroBatchRunner", "RunOutcome", "MirrorJobError", "first_line"]
+
+log = logging.getLogger(__name__)
+
+
+class MirrorJobError(KMirrorError):
+    """A copy task failed on an executor, or the planner in its process; ``kind`` is the class
+    name of the error it raised there (e.g. ``CorruptSourceError``), ``message`` its text."""
+
+    def __init__(self, kind: str, message: str):
+        super().__init__(f"{kind}: {message}")
+        self.kind = kind
+        self.message = message
+
+
+
+def _group_sync(config: MirrorConfig, routes) -> GroupOffsetSync:
+    destination = client_for(config.destination, config.retry)
+    syncs = OffsetSyncStore(destination, offset_syncs_topic(config.job_name),
+                            max_wait_s=open_transaction_wait_s(config.transaction_timeout_s))
+    return GroupOffsetSync(config.groups, client_for(config.source, config.retry), destination, syncs,
+                           interval_s=config.sync_group_offsets_interval_s, mirrored=config.selects)
+
+
+@dataclass(frozen=True)
+class RunOutcome:
+    """How the query's micro-batches ended, for :func:`run_mirror` once the query is over."""
+
+    failure: KMirrorError | None = None
+    """The error a micro-batch failed with (and the query with it)."""
+    interrupted: bool = False
+    """A stop came while an outage was being waited out: the micro-batch did not finish."""
+
+
+class MicroBatchRunner:
+    """The ``foreachBatch`` function: plan on the driver, copy on executors, report; run failed
+    tasks again where that may help (:meth:`_copy_through_failures`). A micro-batch that fails
+    raises, so that Spark does not commit it; :meth:`outcome` tells how the micro-batches ended."""
+
+    def __init__(self, config: MirrorConfig, routes, on_report, stop: Stopper,
+                 metrics: MirrorMetrics | None = None):
+        self.config = config
+        self.metrics = metrics
+        self.routes = routes
+        self.on_report = on_report
+        self.stop = stop
+        """Ends the waits through an outage: ``stop.wait(seconds)`` is True once a stop is requested."""
+        self.totals = RunTotals()
+        self._outcome = RunOutcome()
+        self.attempts = task_attempts(config)
+        """Tries of a copy task that fails on an error a new attempt may fix."""
+        self.run_id = uuid.uuid4().hex
+        self.copied_to: dict[TopicPartition, int] = {}
+        """Per source partition, where this run's copy got to: group offsets past it are clamped."""
+        self.group_sync = _group_sync(config, routes) if config.groups else None
+        self.reading_rows = False
+        """The groups were not in a micro-batch's plan, so its rows were read (logged once)."""
+        self.copiers = (CopierLeases(config, lambda: self.routes, self.job)
+                        if config.copy_between_micro_batches and not config.once else None)
+        """Tasks lease their ranges to resident copiers (:mod:`.copiers`), or copy themselves (None)."""
+
+    def sync_groups(self, *, final: bool = False) -> GroupSyncReport | None:
+        """A round of group offset translation if one is due (or ``final``). A failure is logged
+        and the copy goes on, as MirrorMaker 2's checkpoints do not stop its data flow."""
+        if self.group_sync is None or not (final or self.group_sync.due()):
+            return None
+        try:
+            report = self.group_sync.run(self.copied_to)
+        except KMirrorError as exc:
+            self._count_error(type(exc).__name__)
+            log.warning("group offset translation failed; the copy goes on and it is tried again in %.0f s: %s",
+                        self.config.sync_group_offsets_interval_s, exc)
+            return None
+        if final:
+            log.info("%s", report.line())
+        return report
+
+    def outcome(self) -> RunOutcome:
+        return self._outcome
+
+    def __call__(self, rows, batch_id: int) -> None:
+        began = time.perf_counter()
+        planned = planned_groups(rows)
+        if planned is None and not self.reading_rows:
+            self.reading_rows = True
+            log.warning("the copy groups are not in this Spark's plan of the micro-batch; reading the source's "
+                        "rows instead, which costs a Python worker per task (see mirror/spark/planned.py)")
+        try:
+            tasks = self._copy_through_failures(rows, planned)
+        except OutageInterrupted:
+            self._outcome = RunOutcome(interrupted=True)
+            raise
+        except KMirrorError as exc:
+            self._outcome = RunOutcome(failure=exc)
+            raise
+        ranges = [stats for task in tasks for stats in task.ranges]
+        for stats in ranges:
+            self.copied_to[stats.tp] = max(stats.end, self.copied_to.get(stats.tp, 0))
+        groups = self.sync_groups()
+        report = MicroBatchReport(batch_id, time.perf_counter() - began, ranges, sum(task.seconds for task in tasks),
+                                  groups, _merged_latency(tasks))
+        if ranges:
+            log.info("%s", report.line())
+        self.totals.add(report)
+        if self.metrics is not None:
+            self.metrics.observe(report)
+        if self.on_report is not None:
+            self.on_report(report)
+
+    def _copy_through_failures(self, rows, planned: list[CopyGroup] | None) -> list[TaskStats]:
+        """Every task's stats. A task that failed on an outage runs again after a wait, until it
+        succeeds or the outage outlasts ``max_outage_s``; one that failed on an error a new
+        attempt may fix runs again at once, up to :func:`task_attempts` tries, as Spark would have
+        run it; a permanent failure fails the micro-batch at once (:mod:`mirror.engine.failures`).
+        ``planned``: the micro-batch's groups, or None to read them from ``rows``."""
+        outage = Outage(self.config.outage_limit_s)
+        tries = _FailedTries(self.attempts)
+        done: list[TaskStats] = []
+        todo: frozenset[int] | None = None  # None: every task of the micro-batch
+        while True:
+            began = outage.clock()
+            try:
+                results = self._copy(rows, planned, todo)
+            except KMirrorError as exc:  # the driver's own Kafka calls, or a task's bug
+                self._count_error(exc.kind if isinstance(exc, MirrorJobError) else type(exc).__name__)
+                what = self._outage_line(str(exc), getattr(exc, "bootstrap", None))
+                if not is_outage(exc) or not outage.pause(what, began, self._sleep):
+                    raise
+                continue
+            done.extend(task for task in results if task.failure is None)
+            failures = [task.failure for task in results if task.failure is not None]
+            if not failures:
+                outage.ended()
+                return done
+            for failure in failures:
+                self._count_error(failure.kind)
+            fatal = [f for f in failures if f.permanent] + tries.used_up(failures)
+            if fatal:
+                raise MirrorJobError(fatal[0].kind, fatal[0].message)
+            outages = [f for f in failures if f.outage]
+            if outages:
+                what = self._outage_line(outages[0].message, outages[0].cluster, waiting=len(failures))
+                if not outage.pause(what, began, self._sleep):  # for longer than max_outage_s
+                    raise MirrorJobError(outages[0].kind, outages[0].message)
+            todo = frozenset(f.task for f in failures)
+
+    def _copy(self, rows, planned: list[CopyGroup] | None, tasks: frozenset[int] | None) -> list[TaskStats]:
+        """The destination topics checked, then one Spark job copying ``tasks`` (None: all).
+
+        Checking costs a metadata request to the source, so it is skipped when the planned
+        ranges are all of topics and partitions the routes already know: a topic or partition
+        new at the source first appears with nothing to copy (:mod:`.source`), and is checked
+        when its first range comes."""
+        config = self.config
+        if planned is None or not _routed(planned, self.routes):
+            source = client_for(config.source, config.retry)
+            destination = client_for(config.destination, config.retry)
+            self.routes = sync_destination_topics(config, source, destination, self.routes)
+        job = self.job()
+        try:
+            if self.copiers is not None:
+                groups = planned if planned is not None else groups_of_rows(rows.collect())
+                requests = [spark_tasks.request_of(r) for group in groups for r in group.ranges]
+                return self.copiers.lease(rows.sparkSession.sparkContext, job, requests, tasks)
+            # One Spark task per group of ranges (see .grouping), numbered as the source planned it.
+            if planned is None:
+                selected = rows.rdd if tasks is None else rows.rdd.filter(lambda row: row.task in tasks)
+                return selected.mapPartitions(functools.partial(spark_tasks.copy_rows, job)).collect()
+            chosen = [spark_tasks.task_of(group) for group in planned if tasks is None or group.index in tasks]
+            if not chosen:
+                return []
+            spark_context = rows.sparkSession.sparkContext
+            return spark_context.parallelize(chosen, len(chosen)).mapPartitions(
+                functools.partial(spark_tasks.copy_tasks, job)).collect()
+        except Exception as exc:  # a task that failed every attempt: not on a kmirror error, which tasks report
+            log.debug("the copy failed in Spark: %s", exc)
+            raise MirrorJobError(type(exc).__name__, first_line(str(exc))) from None
+
+    def job(self) -> CopyJob:
+        """What a copy task needs, as of this micro-batch's routes."""
+        return CopyJob.from_config(self.config, self.routes, run_id=self.run_id,
+                                   lease_s=self.config.lease_s if self.copiers is not None else 0.0)
+
+    def start_copiers(self, spark_context) -> int:
+        """Start every copier that follows a known partition before the first micro-batch needs
+        it; how many were started (0 when tasks copy themselves, or no topic is selected yet)."""
+        return 0 if self.copiers is None else self.copiers.start(spark_context)
+
+    def start_renewing(self, spark_context) -> Renewer | None:
+        """Renew the copiers' leases while no micro-batch does (an idle source plans none)."""
+        if self.copiers is None:
+            return None
+        renewer = Renewer(self.config.lease_s, lambda: self.renew(spark_context))
+        renewer.start()
+        return renewer
+
+    def renew(self, spark_context) -> None:
+        """One renewal of every copier's lease, if due; what they copied meanwhile is added to the totals."""
+        tasks = self.copiers.renew_if_due(spark_context)
+        copied = [stats for task in tasks for stats in task.ranges if stats.end > stats.start]
+        if copied:
+            self.totals.add(MicroBatchReport(-1, 0.0, copied, sum(task.seconds for task in tasks), None,
+                                             _merged_latency(tasks)))
+
+    def release_copiers(self, spark_context) -> None:
+        """At the end: every copier commits what it copied and exits; their last reports count."""
+        if self.copiers is None:
+            return
+        reports = self.copiers.release(spark_context)
+        copied = [stats for task in reports for stats in task.ranges if stats.end > stats.start]
+        if copied:
+            self.totals.add(MicroBatchReport(-1, 0.0, copied, 0.0, None, LatencyHistogram()))
+
+    def _count_error(self, kind: str) -> None:
+        if self.metrics is not None:
+            self.metrics.error(kind)
+
+    def _sleep(self, seconds: float) -> bool:
+        """A wait through an outage: False when a stop came meanwhile."""
+        return not self.stop.wait(seconds)
+
+    def _outage_line(self, what: str, cluster: str | None, *, waiting: int = 0) -> str:
+        """The outage line's subject: which cluster, what failed, how many copy tasks wait."""
+        role = {",".join(self.config.source.bootstrap): "source", ",".join(self.config.destination.bootstrap):
+                "destination"}.get(cluster or "", "")
+        tasks = f" ({waiting} copy task{'s' if waiting > 1 else ''} waiting)" if waiting else ""
+        return f"outage: {role + ' ' if role else ''}{what}{tasks}"
+
+
+class _FailedTries:
+    """Spark's task retries, counted by the driver: how many times in a row each copy task of a
+    micro-batch failed on an error a new attempt may fix. An outage in between starts its count
+    again, as the Spark job that ran it after the wait gave it all its attempts again."""
+
+    def __init__(self, attempts: int):
+        self.attempts = attempts
+        self.failed: Counter[int] = Counter()
+
+    def used_up(self, failures: list[TaskFailure]) -> list[TaskFailure]:
+        """Count ``failures``; those of tasks that have now failed ``attempts`` times."""
+        spent = []
+        for failure in failures:
+            if failure.verdict != "other":
+                self.failed.pop(failure.task, None)
+                continue
+            self.failed[failure.task] += 1
+            if self.failed[failure.task] >= self.attempts:
+                spent.append(failure)
+            else:
+                log.debug("copy task %d failed (try %d of %d), running it again: %s", failure.task,
+                          self.failed[failure.task], self.attempts, failure.line())
+        return spent
+
+
+def _routed(planned: list[CopyGroup], routes) -> bool:
+    """Every planned range is of a topic with a route, and of a partition that route counts."""
+    return all(r.topic in routes and r.partition < routes[r.topic].source_partitions
+               for group in planned for r in group.ranges)
+
+
+def _merged_latency(tasks: list[TaskStats]) -> LatencyHistogram:
+    merged = LatencyHistogram()
+    for task in tasks:
+        merged.merge(task.latency)
+    return merged
+
+
+def first_line(text: str) -> str:
+    return text.strip().splitlines()[0] if text.strip() else "(no message)"

@@ -78,6 +78,13 @@ class ConfigError(KMirrorError):
     """Invalid configuration; the message names every bad field and why."""
 
 
+def _cli(section: str, metavar: str | None = None) -> dict[str, str]:
+    """A field's place on the command line (:mod:`mirror.options` makes its flag): the section
+    of ``--help`` it is listed in, and the placeholder for its value where its type does not
+    say (a number is N, SECONDS or MS by its unit, a choice lists its values)."""
+    return {"section": section, **({"metavar": metavar} if metavar else {})}
+
+
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -115,14 +122,18 @@ class TlsConfig(_Strict):
 
     ca_file: FilePath | None = Field(
         None, description="PEM file of the CA certificates that sign the brokers' certificates (default: the "
-        "system's trust store)")
+        "system's trust store)", json_schema_extra=_cli("security", "FILE"))
     cert_file: FilePath | None = Field(
         None, description="PEM file of our certificate, for brokers that require client certificates (mTLS); "
-        "may hold the key too")
-    key_file: FilePath | None = Field(None, description="PEM file of the certificate's private key, if not in cert_file")
-    key_password: Secret | None = Field(None, description="password of an encrypted private key")
-    key_password_env: str | None = Field(None, description="environment variable holding key_password")
-    check_hostname: bool = Field(True, description="the broker's certificate must name the host connected to")
+        "may hold the key too", json_schema_extra=_cli("security", "FILE"))
+    key_file: FilePath | None = Field(None, description="PEM file of the certificate's private key, if not in cert_file",
+                                      json_schema_extra=_cli("security", "FILE"))
+    key_password: Secret | None = Field(None, description="password of an encrypted private key",
+                                        json_schema_extra=_cli("security"))
+    key_password_env: str | None = Field(None, description="environment variable holding key_password",
+                                         json_schema_extra=_cli("security", "VAR"))
+    check_hostname: bool = Field(True, description="the broker's certificate must name the host connected to",
+                                 json_schema_extra=_cli("security"))
 
     @model_validator(mode="before")
     @classmethod
@@ -142,12 +153,14 @@ class TlsConfig(_Strict):
 class SaslConfig(_Strict):
     """SASL authentication, for ``security_protocol`` SASL_PLAINTEXT and SASL_SSL."""
 
-    mechanism: Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"] = Field(description="Kafka's sasl.mechanism")
-    username: str = Field(min_length=1)
-    password: Secret | None = Field(None, description="the password, in the file (see password_env)")
+    mechanism: Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"] = Field(description="Kafka's sasl.mechanism",
+                                                                          json_schema_extra=_cli("security"))
+    username: str = Field(min_length=1, description="SASL user name", json_schema_extra=_cli("security", "USER"))
+    password: Secret | None = Field(None, description="the password, in the file (see password_env)",
+                                    json_schema_extra=_cli("security"))
     password_env: str | None = Field(
         None, description="name of the environment variable holding the password, read when the configuration "
-        "is loaded")
+        "is loaded", json_schema_extra=_cli("security", "VAR"))
 
     @model_validator(mode="before")
     @classmethod
@@ -164,14 +177,19 @@ class SaslConfig(_Strict):
 class ClusterConfig(_Strict):
     """How to reach one Kafka cluster."""
 
-    bootstrap: tuple[str, ...] = Field(min_length=1, description="HOST:PORT addresses, any broker of the cluster")
-    client_id: str = Field("kmirror", min_length=1, description="client.id sent with every request")
-    request_timeout_s: float = Field(30.0, gt=0, description="socket timeout per request")
+    bootstrap: tuple[str, ...] = Field(min_length=1, description="HOST:PORT addresses, any broker of the cluster",
+                                       json_schema_extra=_cli("clusters", "HOST:PORT[,...]"))
+    client_id: str = Field("kmirror", min_length=1, description="client.id sent with every request",
+                           json_schema_extra=_cli("clusters", "ID"))
+    request_timeout_s: float = Field(30.0, gt=0, description="socket timeout per request",
+                                     json_schema_extra=_cli("limits"))
     security_protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] = Field(
         "PLAINTEXT", description="Kafka's security.protocol: TLS for SSL and SASL_SSL, SASL authentication for "
-        "SASL_PLAINTEXT and SASL_SSL")
-    tls: TlsConfig | None = Field(None, description="TLS files ([source.tls]); SSL and SASL_SSL only")
-    sasl: SaslConfig | None = Field(None, description="SASL credentials ([source.sasl]); required by SASL_*")
+        "SASL_PLAINTEXT and SASL_SSL", json_schema_extra=_cli("security"))
+    tls: TlsConfig | None = Field(None, description="TLS files ([source.tls]); SSL and SASL_SSL only",
+                                  json_schema_extra=_cli("security"))
+    sasl: SaslConfig | None = Field(None, description="SASL credentials ([source.sasl]); required by SASL_*",
+                                    json_schema_extra=_cli("security"))
 
     @field_validator("bootstrap", mode="before")
     @classmethod
@@ -209,128 +227,150 @@ class ClusterConfig(_Strict):
 class RetryConfig(_Strict):
     """Bounded exponential backoff for retriable failures (connection errors, leader changes, timeouts)."""
 
-    attempts: int = Field(8, ge=1, description="tries per request before giving up")
-    initial_backoff_s: float = Field(0.1, gt=0, description="first wait; doubles each retry")
-    max_backoff_s: float = Field(5.0, gt=0, description="cap on a single wait")
+    attempts: int = Field(8, ge=1, description="tries per request before giving up", json_schema_extra=_cli("limits"))
+    initial_backoff_s: float = Field(0.1, gt=0, description="first wait; doubles each retry",
+                                     json_schema_extra=_cli("limits"))
+    max_backoff_s: float = Field(5.0, gt=0, description="cap on a single wait", json_schema_extra=_cli("limits"))
 
 
 class MirrorConfig(_Strict):
     """One mirror job: which topics go where, how they are partitioned, and how Spark drives it."""
 
-    source: ClusterConfig
-    destination: ClusterConfig
-    topics: str = Field(description="regular expression; source topics whose whole name matches are mirrored")
-    exclude: str | None = Field(None, description="regular expression; matching topics are left out")
+    source: ClusterConfig = Field(json_schema_extra=_cli("clusters", "HOST:PORT[,...]"))
+    destination: ClusterConfig = Field(json_schema_extra=_cli("clusters", "HOST:PORT[,...]"))
+    topics: str = Field(description="regular expression; source topics whose whole name matches are mirrored",
+                        json_schema_extra=_cli("clusters", "REGEX"))
+    exclude: str | None = Field(None, description="regular expression; matching topics are left out",
+                                json_schema_extra=_cli("clusters", "REGEX"))
     rename: str = Field("{topic}", description="destination topic name, a format string over {topic} (for names "
-                        "neither replication policy gives)")
+                        "neither replication policy gives)", json_schema_extra=_cli("clusters", "FORMAT"))
     replication_policy: Literal["identity", "prefix"] = Field(
         "identity", description="how destination topics are named, as MirrorMaker 2's policies: identity, the "
         "source's name (IdentityReplicationPolicy); prefix, '<source alias>.<name>' (DefaultReplicationPolicy). "
-        "Either way a topic mirrored from the destination is never mirrored back to it")
+        "Either way a topic mirrored from the destination is never mirrored back to it",
+            json_schema_extra=_cli("clusters"))
     source_alias: str | None = Field(
         None, description="the source cluster's name in prefixed topic names (default: derived from its first "
-        "bootstrap address, e.g. 127-0-0-1-9092)")
+        "bootstrap address, e.g. 127-0-0-1-9092)", json_schema_extra=_cli("clusters", "NAME"))
     destination_alias: str | None = Field(
         None, description="the destination cluster's name: prefixed source topics that came from it are never "
-        "mirrored back (default: derived from its first bootstrap address)")
+        "mirrored back (default: derived from its first bootstrap address)", json_schema_extra=_cli("clusters", "NAME"))
     sync_topic_configs: bool = Field(
         True, description="keep destination topic configs equal to the source's (MirrorMaker 2's "
-        "sync.topic.configs.enabled): at creation, then every sync_topic_configs_interval_s")
+        "sync.topic.configs.enabled): at creation, then every sync_topic_configs_interval_s",
+            json_schema_extra=_cli("sync"))
     sync_topic_configs_interval_s: float = Field(
         600.0, gt=0, description="how often topic configs (and ACLs) are synced (MirrorMaker 2's "
-        "sync.topic.configs.interval.seconds)")
+        "sync.topic.configs.interval.seconds)", json_schema_extra=_cli("sync"))
     config_properties_exclude: tuple[str, ...] = Field(
         DEFAULT_CONFIG_EXCLUDE, description="regular expressions of topic config names never synced (MirrorMaker "
         "2's config.properties.exclude; default: MirrorMaker 2's list without message.timestamp.type, see "
-        "docs/configuration.md)")
+        "docs/configuration.md)", json_schema_extra=_cli("sync", "REGEX[,...]"))
     sync_topic_acls: bool = Field(
         True, description="copy topic ACLs to the destination, WRITE left out and ALL made READ (MirrorMaker 2's "
-        "sync.topic.acls.enabled); skipped quietly where a cluster has no authorizer")
+        "sync.topic.acls.enabled); skipped quietly where a cluster has no authorizer", json_schema_extra=_cli("sync"))
     sync_existing_topics: bool = Field(
         False, description="also sync the configs and ACLs of destination topics that were there before kmirror "
         "(by default a topic kmirror did not create is left as its owner shaped it; its partitions are never "
-        "changed either way)")
+        "changed either way)", json_schema_extra=_cli("sync"))
     partitioning: Literal["auto", "by-key", "preserve"] = Field(
         "auto", description="auto: decided once per topic pair, when the job first sees it, and remembered at the "
         "destination: preserve where the destination topic has as many partitions as the source (as MirrorMaker 2 "
         "does), by-key where the counts differ; by-key: murmur2(key) mod destination partitions, like Kafka's "
         "default partitioner; preserve: destination partition = source partition (a destination topic kmirror "
-        "created gets the partitions its source adds)")
+        "created gets the partitions its source adds)", json_schema_extra=_cli("routing"))
     compression: Literal["source", "none", "gzip", "snappy", "lz4", "zstd"] = Field(
-        "source", description="codec of the destination batches; anything but 'source' rebuilds batches in another codec")
+        "source", description="codec of the destination batches; anything but 'source' rebuilds batches in another codec",
+            json_schema_extra=_cli("routing"))
     coalesce_below_bytes: int = Field(
         DEFAULT_COALESCE_BELOW_BYTES, ge=0, description="source batches smaller than this are merged with the small "
         "batches after them in the same fetch into one destination batch per partition (records, keys, headers and "
         "timestamps kept; recompressed): a consumer-producer mirror re-batches, and one-to-one forwarding of tiny "
         "batches pays every per-batch cost on each; 0 forwards every batch as it is (default 4096: where it was "
-        "measured to pay on Apache Kafka, see docs/performance.md)")
+        "measured to pay on Apache Kafka, see docs/performance.md)", json_schema_extra=_cli("routing"))
     coalesce_target_bytes: int = Field(
         DEFAULT_COALESCE_TARGET_BYTES, ge=1024, le=1024 * 1024, description="a run of coalesced source batches "
-        "stops at this many bytes (compressed, as the source wrote them)")
+        "stops at this many bytes (compressed, as the source wrote them)", json_schema_extra=_cli("routing"))
     destination_partitions: int | None = Field(
-        None, ge=1, description="partitions of created destination topics (default: the source topic's count)")
-    replication_factor: int = Field(-1, description="replication factor of created destination topics (-1: broker default)")
+        None, ge=1, description="partitions of created destination topics (default: the source topic's count)",
+            json_schema_extra=_cli("routing"))
+    replication_factor: int = Field(-1, description="replication factor of created destination topics (-1: broker default)",
+                                    json_schema_extra=_cli("routing"))
     starting_offsets: Literal["earliest", "latest"] | int = Field(
         "earliest", description="where a new job (no checkpoint) starts in each source partition: earliest, latest, "
         "or a time (ISO-8601, e.g. 2026-11-23T08:00:00Z, UTC when no zone is given; or milliseconds since the "
-        "epoch): the first record stamped at or after it, found with the brokers' time index")
+        "epoch): the first record stamped at or after it, found with the brokers' time index",
+            json_schema_extra=_cli("streaming", "earliest|latest|TIME"))
     delivery: Literal["exactly-once", "at-least-once"] = Field(
         "exactly-once", description="exactly-once: each copy task writes its records and the source offsets they "
         "reach in one destination transaction, so read_committed consumers see every record once, even after "
-        "crashes and restarts; at-least-once: no transactions, a micro-batch interrupted by a crash is copied again")
+        "crashes and restarts; at-least-once: no transactions, a micro-batch interrupted by a crash is copied again",
+            json_schema_extra=_cli("delivery"))
     name: str | None = Field(
         None, description="the job's name at the destination: its offsets topic kmirror-offsets.<name> and its "
         "transactional ids <name>-<task>; unique per destination cluster (default: kmirror-<hash of the checkpoint "
-        "path>, so two jobs never share one by accident)")
+        "path>, so two jobs never share one by accident)", json_schema_extra=_cli("delivery", "NAME"))
     transaction_timeout_s: float = Field(
         60.0, gt=0, le=900, description="exactly-once: a copy task's transaction left open longer (a dead task) is "
-        "aborted by the destination (Kafka's transaction.timeout.ms; brokers cap it at 15 minutes)")
+        "aborted by the destination (Kafka's transaction.timeout.ms; brokers cap it at 15 minutes)",
+            json_schema_extra=_cli("delivery"))
     groups: str | None = Field(
         None, description="regular expression; consumer groups whose committed source offsets are translated and "
         "committed to the same group at the destination (MirrorMaker 2's sync.group.offsets), exactly where the "
-        "data was forwarded; none by default")
+        "data was forwarded; none by default", json_schema_extra=_cli("sync", "REGEX"))
     sync_group_offsets_interval_s: float = Field(
         60.0, ge=0, description="how often group offsets are translated (MirrorMaker 2's "
-        "sync.group.offsets.interval.seconds); --once translates once more at the end")
+        "sync.group.offsets.interval.seconds); --once translates once more at the end", json_schema_extra=_cli("sync"))
     on_data_loss: Literal["fail", "skip-to-earliest"] = Field(
-        "fail", description="when source data was deleted before it was copied: stop, or warn, count and go on")
-    checkpoint: Path = Field(Path("kmirror-checkpoint"), description="Spark checkpoint directory (the mirror's offsets)")
-    once: bool = Field(False, description="copy what is there now, then exit (Trigger.AvailableNow)")
-    trigger_interval_s: float = Field(1.0, ge=0, description="processing-time trigger interval of the long-running job")
+        "fail", description="when source data was deleted before it was copied: stop, or warn, count and go on",
+            json_schema_extra=_cli("delivery"))
+    checkpoint: Path = Field(Path("kmirror-checkpoint"), description="Spark checkpoint directory (the mirror's offsets)",
+                             json_schema_extra=_cli("streaming", "DIR"))
+    once: bool = Field(False, description="copy what is there now, then exit (Trigger.AvailableNow)",
+                       json_schema_extra=_cli("streaming"))
+    trigger_interval_s: float = Field(1.0, ge=0, description="processing-time trigger interval of the long-running job",
+                                      json_schema_extra=_cli("streaming"))
     copy_between_micro_batches: bool = Field(
         True, description="long-running job: each copy task hands its ranges to a resident copier that keeps "
         "following its partitions between micro-batches, so records are copied as they arrive, not at the next "
-        "trigger (false: each task copies its ranges and ends)")
+        "trigger (false: each task copies its ranges and ends)", json_schema_extra=_cli("streaming"))
     commit_interval_ms: int = Field(
         20, ge=1, le=60_000, description="a resident copier that has caught up commits its copied records this "
         "often (exactly-once: one destination transaction each; at-least-once: a flush): the most a record waits "
-        "for its commit")
+        "for its commit", json_schema_extra=_cli("delivery"))
     lease_s: float = Field(
         30.0, gt=0, description="how long a resident copier goes on without a micro-batch renewing its lease; the "
-        "driver renews idle copiers every third of it")
+        "driver renews idle copiers every third of it", json_schema_extra=_cli("streaming"))
     max_outage_s: float | None = Field(
         None, ge=0, description="how long the job waits out an unreachable or leaderless cluster, retrying with "
         "capped exponential backoff, before it fails (default: no limit for the long-running job, "
-        f"{ONCE_MAX_OUTAGE_S:g} s with once; inf: no limit)")
-    max_bytes_per_trigger: int | None = Field(None, ge=1, description="approximate cap on source bytes per micro-batch")
-    max_records_per_trigger: int | None = Field(None, ge=1, description="cap on source offsets per micro-batch")
+        f"{ONCE_MAX_OUTAGE_S:g} s with once; inf: no limit)", json_schema_extra=_cli("limits"))
+    max_bytes_per_trigger: int | None = Field(None, ge=1, description="approximate cap on source bytes per micro-batch",
+                                              json_schema_extra=_cli("streaming"))
+    max_records_per_trigger: int | None = Field(None, ge=1, description="cap on source offsets per micro-batch",
+                                                json_schema_extra=_cli("streaming"))
     fetch_max_bytes: int = Field(FETCH_MAX_BYTES, ge=1024,
                                  description="bytes asked for per fetch request, each partition up to an equal share; "
-                                 "a task fetches again only while less than this waits for the destination")
+                                 "a task fetches again only while less than this waits for the destination",
+                                     json_schema_extra=_cli("limits"))
     max_buffer_bytes: int = Field(
         64 * 1024 * 1024, ge=1024, description="per copy task: bytes of fetch buffers and rebuilt batches not yet "
-        "acknowledged by the destination, at most; a slow destination slows fetching instead of growing memory")
+        "acknowledged by the destination, at most; a slow destination slows fetching instead of growing memory",
+            json_schema_extra=_cli("limits"))
     max_in_flight: int = Field(5, ge=1, le=5, description="produce requests in flight per destination broker "
-                               "connection (the idempotent producer keeps order with up to 5, as Kafka's)")
+                               "connection (the idempotent producer keeps order with up to 5, as Kafka's)",
+                                   json_schema_extra=_cli("limits"))
     copy_tasks: int | None = Field(
         None, ge=1, description="Spark tasks per micro-batch, each copying a group of partitions that share a "
-        "source leader (default: Spark's default parallelism, the executor slots)")
-    master: str = Field("local[2]", min_length=1, description="Spark master URL")
+        "source leader (default: Spark's default parallelism, the executor slots)", json_schema_extra=_cli("streaming"))
+    master: str = Field("local[2]", min_length=1, description="Spark master URL",
+                        json_schema_extra=_cli("streaming", "URL"))
     metrics_port: int | None = Field(
         None, ge=1, le=65535, description="serve Prometheus metrics from the driver on this port (none by default; "
-        "see docs/metrics.md)")
-    spark_conf: dict[str, str] = Field(default_factory=dict, description="extra Spark settings, e.g. spark.executor.memory")
-    retry: RetryConfig = Field(default_factory=RetryConfig)
+        "see docs/metrics.md)", json_schema_extra=_cli("streaming", "PORT"))
+    spark_conf: dict[str, str] = Field(default_factory=dict, description="extra Spark settings, e.g. spark.executor.memory",
+                                       json_schema_extra=_cli("streaming", "KEY=VALUE"))
+    retry: RetryConfig = Field(default_factory=RetryConfig, json_schema_extra=_cli("limits"))
 
     @field_validator("topics", "exclude", "groups")
     @classmethod

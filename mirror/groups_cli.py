@@ -42,7 +42,8 @@ from typing import TYPE_CHECKING, Iterable, Mapping
 
 from kcodecs import KMirrorError
 
-from . import run_cli
+from . import options
+from .exits import EXIT_FAILED, EXIT_UNUSABLE
 from .kafka import TopicPartition
 
 if TYPE_CHECKING:  # the engine is imported when the command runs, as `kmirror run` does
@@ -56,9 +57,9 @@ __all__ = ["add_arguments", "run", "NoOffsetSyncsError", "NoMatchingGroupError",
 
 log = logging.getLogger("kmirror")
 
-_SHOWN = ({"topics", "exclude", "groups", "checkpoint", "name", "transaction_timeout", "config", "help"}
-          | run_cli.CLUSTER_FLAGS)
-"""The ``kmirror run`` options this command uses (the clusters and their security among them);
+_SHOWN = frozenset({"source", "destination", "topics", "exclude", "groups", "checkpoint", "name",
+                    "transaction_timeout_s", "retry.attempts", "retry.initial_backoff_s", "retry.max_backoff_s"})
+"""The ``kmirror run`` settings this command uses (the clusters and their security among them);
 the others are accepted, ignored and not listed."""
 _HELP = {
     "topics": "the job's --topics: only offsets of the source topics it mirrors are translated",
@@ -66,8 +67,8 @@ _HELP = {
     "groups": "consumer groups to translate (whole-name match against the source's groups; required)",
     "checkpoint": "the job's Spark checkpoint directory, which names the job when --name is not given",
     "name": "the job's --name: its offset syncs are kmirror-offset-syncs.NAME on the destination",
-    "transaction_timeout": "the job's --transaction-timeout: syncs behind an open transaction of a running job "
-                           "are waited for up to twice this (default 60)",
+    "transaction_timeout_s": "the job's --transaction-timeout: syncs behind an open transaction of a running job "
+                             "are waited for up to twice this (default 60)",
 }
 """Help that says what an option means here rather than to ``kmirror run``."""
 HEADER = ("GROUP", "TOPIC", "PARTITION", "SOURCE-OFFSET", "DESTINATION-TOPIC", "DESTINATION-PARTITION",
@@ -93,14 +94,7 @@ class NoMatchingGroupError(KMirrorError):
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    run_cli.add_arguments(parser)
-    # argparse has no public way to reach the actions a helper added; hiding and rewording them
-    # keeps one definition of every option, shared with `kmirror run`.
-    for action in parser._actions:
-        if action.dest not in _SHOWN:
-            action.help = argparse.SUPPRESS
-        elif action.dest in _HELP:
-            action.help = _HELP[action.dest]
+    options.add_arguments(parser, shown=_SHOWN, help=_HELP)
     parser.add_argument("--apply", action="store_true",
                         help="commit the translated offsets to the groups at the destination (groups with members "
                              "there are left alone; no offset moves backwards) and print what was committed")
@@ -198,21 +192,21 @@ def run(args: argparse.Namespace) -> int:
     from .kafka import AuthenticationError, ClusterUnreachableError
 
     try:
-        config = load_config(args.config, run_cli.overrides_from_args(args))
+        config = load_config(args.config, options.overrides_from_args(args))
     except (ConfigError, argparse.ArgumentTypeError) as exc:
         log.error("%s", exc)
-        return run_cli.EXIT_UNUSABLE
+        return EXIT_UNUSABLE
     if config.groups is None:
         log.error("groups translate needs --groups REGEX (or groups in the --config file)")
-        return run_cli.EXIT_UNUSABLE
+        return EXIT_UNUSABLE
     try:
         _translate(config, config.groups, apply=args.apply)
     except (ClusterUnreachableError, AuthenticationError, NoOffsetSyncsError, NoMatchingGroupError) as exc:
         log.error("%s", exc)
-        return run_cli.EXIT_UNUSABLE
+        return EXIT_UNUSABLE
     except KMirrorError as exc:
         log.error("groups translate failed: %s", exc)
-        return run_cli.EXIT_FAILED
+        return EXIT_FAILED
     return 0
 
 

@@ -20,7 +20,7 @@ import yaml
 
 from mirror.cli import build_parser
 from mirror.config import MirrorConfig, load_config
-from mirror.run_cli import overrides_from_args
+from mirror.options import overrides_from_args
 
 ROOT = Path(__file__).parent.parent
 DEPLOY = ROOT / "deploy"

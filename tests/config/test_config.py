@@ -6,7 +6,7 @@ import pytest
 
 from mirror.cli import build_parser
 from mirror.config import ConfigError, load_config
-from mirror.run_cli import overrides_from_args
+from mirror.options import overrides_from_args
 
 MINIMAL = {"source.bootstrap": "a:9092", "destination.bootstrap": "b:9092", "topics": "orders.*"}
 

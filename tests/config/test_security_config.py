@@ -11,7 +11,7 @@ import pytest
 from pydantic import SecretStr
 
 from mirror.config import REVEAL_SECRETS, ConfigError, MirrorConfig, load_config
-from mirror.run_cli import add_arguments, overrides_from_args
+from mirror.options import add_arguments, overrides_from_args
 
 SECRET = "pw-8d2e-config-test"
 BASE = {"source.bootstrap": "a:1", "destination.bootstrap": "b:1", "topics": "t"}

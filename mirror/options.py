@@ -1,0 +1,195 @@
+"""The command line of a mirror job, made from the configuration model: every setting of
+:class:`~mirror.config.MirrorConfig` (and of its clusters, their security and the retries) is a
+flag, with the field's description as its help, in the ``--help`` section its metadata names.
+Nothing is described twice: a new field is a new flag, and tests/config/test_options.py holds
+the flags, the help and docs/configuration.md to the model.
+
+``kmirror run`` takes every option; ``kmirror groups translate`` takes the same ones, so the
+job's own command line and ``--config`` file name its clusters and its job there too, and lists
+those it uses (:func:`add_arguments`'s ``shown``).
+
+How a field becomes a flag: its dotted key with ``_`` made ``-`` and a unit suffix ``_s``
+dropped (``sync_topic_configs_interval_s`` is ``--sync-topic-configs-interval``); a cluster's
+``bootstrap`` is the cluster's own name (``--source``); a boolean that defaults to true is
+turned off by ``--no-...``; a table of strings (``spark_conf``) is a repeatable ``KEY=VALUE``.
+Secrets are never flags (their ``*_env`` twins name an environment variable instead), nor
+tables of their own (``tls``, ``sasl``, ``retry``: their fields are).
+"""
+
+from __future__ import annotations
+
+import argparse
+import types
+import typing
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterator, Literal, Mapping
+
+from pydantic import BaseModel, SecretStr
+from pydantic.fields import FieldInfo
+from pydantic_core import PydanticUndefined
+
+from .config import MirrorConfig
+
+__all__ = ["Option", "OPTIONS", "SECTIONS", "add_arguments", "overrides_from_args"]
+
+SECTIONS = {
+    "clusters": "clusters and topics",
+    "sync": "keeping the destination shaped like the source",
+    "routing": "routing",
+    "streaming": "streaming",
+    "delivery": "delivery",
+    "limits": "limits and retries",
+    "security": "security (per cluster; see docs/configuration.md)",
+}
+"""Each field's ``section`` (its metadata) as a heading of ``--help``, in this order."""
+
+
+@dataclass(frozen=True)
+class Option:
+    """One flag: the configuration key it sets and how argparse reads it."""
+
+    key: str
+    """Dotted key of the field, as in ``--config`` (``source.sasl.mechanism``)."""
+    flag: str
+    section: str
+    help: str
+    arguments: Mapping[str, Any]
+    """argparse's keywords for it (type, metavar, choices, action)."""
+
+    @property
+    def dest(self) -> str:
+        return self.key.replace(".", "__")
+
+
+def _options(model: type[BaseModel], prefix: str = "", flag_prefix: str = "") -> Iterator[Option]:
+    for name, field in model.model_fields.items():
+        key = prefix + name
+        inner = _model_of(field.annotation)
+        if inner is not None:
+            yield from _options(inner, key + ".", f"{flag_prefix}{name.replace('_', '-')}-")
+        elif not _is_secret(field.annotation):
+            yield _option(key, name, field, flag_prefix)
+
+
+
+def _model_of(annotation: Any) -> type[BaseModel] | None:
+    """The model a field holds (``ClusterConfig``, ``TlsConfig | None``), else None."""
+    for candidate in (annotation, *typing.get_args(annotation)):
+        if isinstance(candidate, type) and issubclass(candidate, BaseModel):
+            return candidate
+    return None
+
+
+def _is_secret(annotation: Any) -> bool:
+    return any(isinstance(t, type) and issubclass(t, SecretStr) for t in (annotation, *_flat_args(annotation)))
+
+
+def _flat_args(annotation: Any) -> Iterator[Any]:
+    for arg in typing.get_args(annotation):
+        yield arg
+        yield from _flat_args(arg)
+
+
+def _option(key: str, name: str, field: FieldInfo, flag_prefix: str) -> Option:
+    meta = field.json_schema_extra or {}
+    assert isinstance(meta, dict), key
+    if name == "bootstrap":
+        flag = "--" + flag_prefix.rstrip("-")
+    else:
+        base = name[:-2] if name.endswith("_s") else name
+        flag = "--" + flag_prefix + base.replace("_", "-")
+    annotation = _without_none(field.annotation)
+    arguments: dict[str, Any] = {}
+    if annotation is bool:
+        if field.default is True:
+            flag = "--" + flag_prefix + "no-" + flag[2 + len(flag_prefix):]
+            arguments = {"action": "store_false", "default": None}
+        else:
+            arguments = {"action": "store_true", "default": None}
+    elif typing.get_origin(annotation) is dict:
+        arguments = {"action": "append", "metavar": meta.get("metavar", "KEY=VALUE")}
+    elif typing.get_origin(annotation) is Literal:
+        arguments = {"choices": typing.get_args(annotation)}
+    else:
+        arguments = {"metavar": meta.get("metavar") or _metavar(name, annotation)}
+        kind = annotation if isinstance(annotation, type) else None
+        if kind in (int, float):
+            arguments["type"] = kind
+        elif kind is not None and issubclass(kind, Path):
+            arguments["type"] = Path
+    negated = arguments.get("action") == "store_false"
+    text = _help(field, negated)
+    cluster = key.split(".")[0]
+    if cluster in ("source", "destination") and "." in key:
+        text = f"{cluster}: {text}"
+    return Option(key, flag, str(meta.get("section", "")), text, arguments)
+
+
+def _without_none(annotation: Any) -> Any:
+    if isinstance(annotation, types.UnionType) or typing.get_origin(annotation) is typing.Union:
+        rest = [a for a in typing.get_args(annotation) if a is not type(None)]
+        if len(rest) == 1:
+            return rest[0]
+    return annotation
+
+
+def _metavar(name: str, annotation: Any) -> str:
+    if name.endswith("_ms"):
+        return "MS"
+    if name.endswith("_s"):
+        return "SECONDS"
+    if annotation in (int, float):
+        return "N"
+    return "VALUE"
+
+
+def _help(field: FieldInfo, negated: bool) -> str:
+    """The field's description, with its default where the description does not give it."""
+    text = field.description or ""
+    if negated:
+        return f"turns off what is on by default: {text}"
+    default = field.default
+    if (default not in (None, PydanticUndefined) and field.default_factory is None
+            and not isinstance(default, (bool, tuple)) and "default" not in text):
+        text += f" (default {default})"
+    return text
+
+
+OPTIONS: tuple[Option, ...] = tuple(_options(MirrorConfig))
+"""Every flag of a mirror job, in the model's order."""
+
+
+def add_arguments(parser: argparse.ArgumentParser, *, shown: frozenset[str] | None = None,
+                  help: Mapping[str, str] | None = None) -> None:
+    """Every option, grouped by section. With ``shown`` (dotted keys, or a cluster's name for
+    all of its keys), the others are accepted but left out of ``--help``; ``help`` rewords
+    some (by key) for a command that uses them otherwise."""
+    groups = {section: parser.add_argument_group(title) for section, title in SECTIONS.items()}
+    for option in OPTIONS:
+        text = (help or {}).get(option.key, option.help)
+        if shown is not None and not (option.key in shown or option.key.split(".")[0] in shown):
+            text = argparse.SUPPRESS
+        groups[option.section].add_argument(option.flag, dest=option.dest, help=text, **option.arguments)
+    parser.add_argument("--config", type=Path, metavar="FILE", help="TOML file with any of the settings above")
+
+
+def overrides_from_args(args: argparse.Namespace) -> dict[str, object]:
+    """Command-line values as dotted config keys; flags not given are None and do not override."""
+    overrides: dict[str, object] = {}
+    for option in OPTIONS:
+        value = getattr(args, option.dest)
+        if option.arguments.get("action") == "append":
+            value = _table(option.flag, value) if value else None
+        overrides[option.key] = value
+    return overrides
+
+
+def _table(flag: str, items: list[str]) -> dict[str, str]:
+    table = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise argparse.ArgumentTypeError(f"{flag} expects KEY=VALUE, got {item!r}")
+        table[key] = value
+    return table

@@ -46,9 +46,9 @@ docs/performance.md, "Fetch size")."""
 _TOPIC_CHARS = re.compile(r"[a-zA-Z0-9._-]{1,249}")
 """Kafka's legal topic names (``Topic.validate``)."""
 _ALIAS = re.compile(r"[a-zA-Z0-9_-]{1,100}")
-_INTERNAL_PREFIXES = ("__", "kmirror-offsets.", "kmirror-offset-syncs.")
-"""Kafka's internal topics and kmirror's own per-job topics at a destination: a job mirroring
-that cluster onward (or back, active-active) must not copy another job's bookkeeping."""
+_KAFKA_INTERNAL = "__"
+"""Kafka's internal topics (``__consumer_offsets``, ``__transaction_state``); kmirror's own are
+left out by the engine, which names them (:mod:`mirror.engine.own_topics`)."""
 
 DEFAULT_CONFIG_EXCLUDE = (
     r"follower\.replication\.throttled\.replicas",
@@ -492,11 +492,11 @@ class MirrorConfig(_Strict):
         return self.policy.remote_topic(self.source_cluster_alias, source_topic)
 
     def selects(self, topic: str) -> bool:
-        """Whether a source topic is mirrored, by its name: internal topics (``__*``), mirrors'
-        own topics (``kmirror-offsets.*``, ``kmirror-offset-syncs.*``, ``kmirror-provenance``) and topics whose name shows
-        they came from the destination never are (provenance may leave out more:
-        :class:`mirror.engine.topics.TopicSelection`)."""
-        return (not topic.startswith(_INTERNAL_PREFIXES) and topic != "kmirror-provenance"
+        """Whether the configuration selects a source topic, by its name: never Kafka's internal
+        topics (``__*``), nor topics whose name shows they came from the destination (the
+        engine also leaves out kmirror's own topics and those whose provenance shows they came
+        from the destination: :func:`mirror.engine.topics.selected_topics`)."""
+        return (not topic.startswith(_KAFKA_INTERNAL)
                 and re.fullmatch(self.topics, topic) is not None
                 and (self.exclude is None or re.fullmatch(self.exclude, topic) is None)
                 and not is_cycle(self.policy, topic, self.destination_cluster_alias))

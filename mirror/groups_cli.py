@@ -36,6 +36,7 @@ yet, or --name/--checkpoint is not the job's).
 from __future__ import annotations
 
 import argparse
+import functools
 import logging
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Iterable, Mapping
@@ -215,12 +216,14 @@ def _translate(config: MirrorConfig, pattern: str, *, apply: bool) -> None:
     commit under ``apply``."""
     from .engine import OffsetSyncStore, client_for, offset_syncs_topic, open_transaction_wait_s
     from .engine.group_sync import GroupOffsetSync
+    from .engine.own_topics import mirrored
 
     source = client_for(config.source, config.retry)
     destination = client_for(config.destination, config.retry)
     syncs = OffsetSyncStore(destination, offset_syncs_topic(config.job_name), max_wait_s=open_transaction_wait_s(config.transaction_timeout_s))
     sync = GroupOffsetSync(pattern, source, destination, syncs,
-                           interval_s=config.sync_group_offsets_interval_s, mirrored=config.selects)
+                           interval_s=config.sync_group_offsets_interval_s,
+                           mirrored=functools.partial(mirrored, config))
     groups = sync.groups()
     if not groups:
         raise NoMatchingGroupError(pattern)

@@ -17,8 +17,8 @@ a ``preserve`` pair whose source grows (while the job runs or while it is down) 
 where kmirror created the destination, or refused with a line that says what to do.
 
 Which source topics are mirrored (:func:`selected_topics`): those the configuration selects
-by name (:meth:`MirrorConfig.selects`, which also leaves out prefixed names that came from
-the destination), less those whose provenance (:mod:`.provenance`) shows they came from the
+by name (:func:`.own_topics.mirrored`: kmirror's own topics never are, nor prefixed names
+that came from the destination), less those whose provenance (:mod:`.provenance`) shows they came from the
 destination or through it. Provenance is written at the destination before a topic is
 created there, so that the job mirroring the other way never sees the topic without it.
 """
@@ -38,6 +38,7 @@ from ..routing import RoutingPolicy
 from .clients import client_for
 from .config_sync import ConfigFilter, creation_configs
 from .errors import TopicMismatchError
+from .own_topics import mirrored
 from .provenance import PROVENANCE_TOPIC, Provenance, ProvenanceLog, cycles, hop
 
 __all__ = ["TopicRoute", "selected_topics", "sync_destination_topics", "resolve_partitioning"]
@@ -75,7 +76,7 @@ class TopicRoute:
 def selected_topics(config: MirrorConfig, source: KafkaClient) -> dict[str, int]:
     """The source topics the job mirrors, with their partition counts, from fresh metadata."""
     listed = source.topics()
-    named = {topic: count for topic, count in listed.items() if config.selects(topic)}
+    named = {topic: count for topic, count in listed.items() if mirrored(config, topic)}
     if PROVENANCE_TOPIC not in listed or not named:
         return named
     came_back = cycles(named, _provenance(source), _destination_cluster(config))

@@ -23,6 +23,7 @@ from ..engine import (CopyJob, OffsetSyncStore, client_for, offset_syncs_topic, 
 from ..engine.copy import TaskStats
 from ..engine.failures import TaskFailure
 from ..engine.group_sync import GroupOffsetSync, GroupSyncReport
+from ..engine.own_topics import mirrored
 from ..engine.latency import LatencyHistogram
 from ..kafka import TopicPartition
 from ..metrics import MirrorMetrics
@@ -56,7 +57,8 @@ def _group_sync(config: MirrorConfig, routes) -> GroupOffsetSync:
     syncs = OffsetSyncStore(destination, offset_syncs_topic(config.job_name),
                             max_wait_s=open_transaction_wait_s(config.transaction_timeout_s))
     return GroupOffsetSync(config.groups, client_for(config.source, config.retry), destination, syncs,
-                           interval_s=config.sync_group_offsets_interval_s, mirrored=config.selects)
+                           interval_s=config.sync_group_offsets_interval_s,
+                           mirrored=functools.partial(mirrored, config))
 
 
 @dataclass(frozen=True)

@@ -238,3 +238,13 @@ def test_kmirror_run_refuses_preserve_into_a_smaller_found_topic_with_exit_2(bro
                      "--partitioning", "preserve", "--once"]) == 2
     assert any("use --partitioning by-key" in r.getMessage() for r in caplog.records)
     assert _partitions(dst.bootstrap, "orders") == 4
+
+
+def test_kmirrors_own_topics_are_never_mirrored_whatever_the_pattern(brokers):
+    from mirror.engine.own_topics import mirrored
+
+    src, dst = brokers
+    config = _config(src, dst)  # topics = ".*"
+    for own in ("kmirror-offsets.job", "kmirror-offset-syncs.job", "kmirror-provenance", "__consumer_offsets"):
+        assert not mirrored(config, own), own
+    assert mirrored(config, "kmirror-provenance-archive") and mirrored(config, "orders")

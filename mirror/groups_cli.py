@@ -44,7 +44,7 @@ from typing import TYPE_CHECKING, Iterable, Mapping
 from kcodecs import KMirrorError
 
 from . import options
-from .exits import EXIT_FAILED, EXIT_UNUSABLE
+from .exits import EXIT_UNUSABLE, exit_code
 from .kafka import TopicPartition
 
 if TYPE_CHECKING:  # the engine is imported when the command runs, as `kmirror run` does
@@ -189,25 +189,19 @@ def _count(n: int, thing: str) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from .config import ConfigError, load_config
     from .kafka import AuthenticationError, ClusterUnreachableError
 
-    try:
-        config = load_config(args.config, options.overrides_from_args(args))
-    except (ConfigError, argparse.ArgumentTypeError) as exc:
-        log.error("%s", exc)
+    config = options.config_from_args(args)
+    if config is None:
         return EXIT_UNUSABLE
     if config.groups is None:
         log.error("groups translate needs --groups REGEX (or groups in the --config file)")
         return EXIT_UNUSABLE
     try:
         _translate(config, config.groups, apply=args.apply)
-    except (ClusterUnreachableError, AuthenticationError, NoOffsetSyncsError, NoMatchingGroupError) as exc:
-        log.error("%s", exc)
-        return EXIT_UNUSABLE
     except KMirrorError as exc:
-        log.error("groups translate failed: %s", exc)
-        return EXIT_FAILED
+        unusable = (ClusterUnreachableError, AuthenticationError, NoOffsetSyncsError, NoMatchingGroupError)
+        return exit_code(exc, unusable, "groups translate failed")
     return 0
 
 

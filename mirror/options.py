@@ -19,6 +19,7 @@ tables of their own (``tls``, ``sasl``, ``retry``: their fields are).
 from __future__ import annotations
 
 import argparse
+import logging
 import types
 import typing
 from dataclasses import dataclass
@@ -29,9 +30,11 @@ from pydantic import BaseModel, SecretStr
 from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
 
-from .config import MirrorConfig
+from .config import ConfigError, MirrorConfig, load_config
 
-__all__ = ["Option", "OPTIONS", "SECTIONS", "add_arguments", "overrides_from_args"]
+__all__ = ["Option", "OPTIONS", "SECTIONS", "add_arguments", "config_from_args", "overrides_from_args"]
+
+log = logging.getLogger("kmirror")
 
 SECTIONS = {
     "clusters": "clusters and topics",
@@ -172,6 +175,16 @@ def add_arguments(parser: argparse.ArgumentParser, *, shown: frozenset[str] | No
             text = argparse.SUPPRESS
         groups[option.section].add_argument(option.flag, dest=option.dest, help=text, **option.arguments)
     parser.add_argument("--config", type=Path, metavar="FILE", help="TOML file with any of the settings above")
+
+
+def config_from_args(args: argparse.Namespace) -> MirrorConfig | None:
+    """The job's configuration: the ``--config`` file with the flags over it; None after
+    logging every problem, for the command to exit with :data:`~.exits.EXIT_UNUSABLE`."""
+    try:
+        return load_config(args.config, overrides_from_args(args))
+    except (ConfigError, argparse.ArgumentTypeError) as exc:
+        log.error("%s", exc)
+        return None
 
 
 def overrides_from_args(args: argparse.Namespace) -> dict[str, object]:

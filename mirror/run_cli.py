@@ -18,7 +18,7 @@ import threading
 from kcodecs import KMirrorError
 
 from . import options
-from .exits import EXIT_FAILED, EXIT_UNUSABLE
+from .exits import EXIT_FAILED, EXIT_UNUSABLE, exit_code
 
 __all__ = ["add_arguments", "run", "EXIT_FAILED", "EXIT_UNUSABLE"]
 
@@ -31,14 +31,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from .config import ConfigError, load_config
     from .engine import TopicMismatchError
     from .kafka import AuthenticationError, ClusterUnreachableError
 
-    try:
-        config = load_config(args.config, options.overrides_from_args(args))
-    except (ConfigError, argparse.ArgumentTypeError) as exc:
-        log.error("%s", exc)
+    config = options.config_from_args(args)
+    if config is None:
         return EXIT_UNUSABLE
     stop = threading.Event()
 
@@ -48,21 +45,10 @@ def run(args: argparse.Namespace) -> int:
 
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, request_stop)
-    from .spark.job import MirrorJobError, run_mirror
+    from .spark.job import run_mirror
 
     try:
         run_mirror(config, stop=stop)
-    except (ClusterUnreachableError, AuthenticationError) as exc:
-        log.error("%s", exc)
-        return EXIT_UNUSABLE
-    except MirrorJobError as exc:
-        log.error("mirror failed: %s", exc)
-        unusable = (ClusterUnreachableError.__name__, AuthenticationError.__name__, TopicMismatchError.__name__)
-        return EXIT_UNUSABLE if exc.kind in unusable else EXIT_FAILED
-    except TopicMismatchError as exc:
-        log.error("%s", exc)
-        return EXIT_UNUSABLE
     except KMirrorError as exc:
-        log.error("mirror failed: %s", exc)
-        return EXIT_FAILED
+        return exit_code(exc, (ClusterUnreachableError, AuthenticationError, TopicMismatchError), "mirror failed")
     return 0

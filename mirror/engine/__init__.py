@@ -8,7 +8,7 @@ from .copy import DEFAULT_MAX_BUFFER_BYTES, CopyRequest, RangeStats, TaskStats, 
 from .exactly_once import copy_exactly_once, fence_tasks, transactional_id
 from .offset_syncs import OffsetSyncStore, offset_syncs_topic, offset_syncs_topic_spec
 from .offsets_topic import CommittedOffsets, offsets_topic, offsets_topic_spec
-from .task import CopyJob, Delivery
+from .job import CopyJob, Delivery
 from .errors import CorruptSourceError, DataLossError, SourceTruncatedError, TopicMismatchError
 from .topics import TopicRoute, selected_topics, sync_destination_topics
 

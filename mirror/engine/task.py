@@ -1,113 +1,60 @@
-"""What one copy task runs: its ranges of the micro-batch, copied at the configured delivery guarantee.
+"""What one copy task runs: its ranges of the micro-batch, copied at the job's delivery
+guarantee, by the task itself or by the resident copier of its index.
 
-The engine's side of the boundary with Spark: :class:`CopyJob` is built from the configuration
-(:meth:`CopyJob.from_config`) and takes the engine's own requests; decoding what Spark hands a
-task, and the Python worker's logging, are :mod:`mirror.spark.tasks`'s.
+The engine's side of the boundary with Spark: it takes a :class:`~.job.CopyJob` and the
+engine's own requests; decoding what Spark hands a task, and the Python worker's logging, are
+:mod:`mirror.spark.tasks`'s.
 """
 
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
-from typing import Literal, Mapping, Sequence
+from typing import Sequence
 
 from kcodecs import KMirrorError
 
-from ..config import ClusterConfig, MirrorConfig, RetryConfig
-from ..kafka import TopicPartition
-from .clients import client_for, committed_offsets_for, producer_for, transactional_producer_for
-from .commit import Committer, open_transaction_wait_s
-from .copy import DEFAULT_MAX_BUFFER_BYTES, CopyRequest, TaskStats, copy_ranges
-from .exactly_once import copy_exactly_once, transactional_id
-from .failures import TaskFailure
+from .clients import client_for
 from .copier import lease, release
-from .offset_syncs import offset_syncs_topic
-from .offsets_topic import offsets_topic
-from .topics import TopicRoute
+from .copy import CopyRequest, TaskStats, copy_ranges
+from .exactly_once import copy_exactly_once
+from .failures import TaskFailure
+from .job import CopyJob
 
-__all__ = ["CopyJob", "Delivery"]
+__all__ = ["copy_task", "release_task", "copy_in_task"]
 
 log = logging.getLogger(__name__)
 
-Delivery = Literal["exactly-once", "at-least-once"]
+
+def copy_task(job: CopyJob, task: int, requests: Sequence[CopyRequest]) -> TaskStats:
+    """One task's ranges copied, by the task itself or, with a lease, by the resident copier of
+    its index. Every kmirror error, whatever its verdict, comes back as the stats'
+    :attr:`~TaskStats.failure` (:mod:`.failures`): the driver alone decides what runs again.
+    Only an error that is not kmirror's (a bug) raises."""
+    try:
+        if job.lease_s > 0:
+            return lease(job, task, list(requests), job.lease_s)
+        return copy_in_task(job, task, list(requests))
+    except KMirrorError as exc:
+        log.debug("copy task %d failed", task, exc_info=True)
+        return TaskStats([], failure=TaskFailure.of(task, exc))
 
 
-@dataclass(frozen=True)
-class CopyJob:
-    """What an executor needs to copy a micro-batch's ranges; small, pickled into each task."""
+def release_task(job: CopyJob, task: int) -> TaskStats:
+    """At the job's end: the copier of ``task`` on this machine, if any, commits what it copied,
+    reports it and exits (:func:`~.copier.release`)."""
+    return release(job, task) or TaskStats([])
 
-    source: ClusterConfig
-    destination: ClusterConfig
-    retry: RetryConfig
-    routes: Mapping[str, TopicRoute]
-    fetch_max_bytes: int
-    max_buffer_bytes: int = DEFAULT_MAX_BUFFER_BYTES
-    max_in_flight: int = 5
-    on_data_loss: Literal["fail", "skip-to-earliest"] = "fail"
-    delivery: Delivery = "at-least-once"
-    job: str = "kmirror"
-    """Names the offsets topic and the transactional ids (exactly-once)."""
-    transaction_timeout_ms: int = 60_000
-    run_id: str = ""
-    """One per start of the job: the driver fenced every task's transactional id when it
-    started, so producers a reused Python worker kept from an earlier run are stale."""
-    lease_s: float = 0.0
-    """0: each task copies its ranges itself. Otherwise a task leases them to the resident
-    copier of its index (:mod:`.copier`) for this long, and that copier goes on copying
-    between micro-batches."""
-    commit_interval_ms: int = 20
-    """A resident copier that has caught up commits this often (:mod:`.copier`)."""
 
-    @classmethod
-    def from_config(cls, config: MirrorConfig, routes: Mapping[str, TopicRoute], *, run_id: str,
-                    lease_s: float = 0.0) -> "CopyJob":
-        """The job of ``config``'s copy over ``routes``, for the run ``run_id``."""
-        return cls(source=config.source, destination=config.destination, retry=config.retry, routes=routes,
-                   fetch_max_bytes=config.fetch_max_bytes, max_buffer_bytes=config.max_buffer_bytes,
-                   max_in_flight=config.max_in_flight, on_data_loss=config.on_data_loss, delivery=config.delivery,
-                   job=config.job_name, transaction_timeout_ms=int(config.transaction_timeout_s * 1000),
-                   run_id=run_id, lease_s=lease_s, commit_interval_ms=config.commit_interval_ms)
-
-    def copy_task(self, task: int, requests: Sequence[CopyRequest]) -> TaskStats:
-        """One task's ranges copied, by the task itself or, with a lease, by the resident copier
-        of its index. Every kmirror error, whatever its verdict, comes back as the stats'
-        :attr:`~TaskStats.failure` (:mod:`.failures`): the driver alone decides what runs
-        again. Only an error that is not kmirror's (a bug) raises."""
-        try:
-            if self.lease_s > 0:
-                return lease(self, task, list(requests), self.lease_s)
-            return self.copy(task, list(requests))
-        except KMirrorError as exc:
-            log.debug("copy task %d failed", task, exc_info=True)
-            return TaskStats([], failure=TaskFailure.of(task, exc))
-
-    def release_task(self, task: int) -> TaskStats:
-        """At the job's end: the copier of ``task`` on this machine, if any, commits what it
-        copied, reports it and exits (:func:`~.copier.release`)."""
-        return release(self, task) or TaskStats([])
-
-    def copy(self, task: int, requests: list[CopyRequest]) -> TaskStats:
-        source = client_for(self.source, self.retry)
-        options = dict(fetch_max_bytes=self.fetch_max_bytes, max_buffer_bytes=self.max_buffer_bytes,
-                       on_data_loss=self.on_data_loss)
-        committer = self.committer(task)
-        if committer.exactly_once:
-            return copy_exactly_once(requests, self.routes, source, committer, **options)
-        stats = copy_ranges(requests, self.routes, source, committer.producer, **options)
-        # After the data: a crash in between leaves the micro-batch uncommitted in Spark's
-        # checkpoint, so its replay copies it again and records where that copy went.
-        committer.commit({}, stats.syncs)
-        return stats
-
-    def committer(self, task: int) -> Committer:
-        """Task ``task``'s commits, with this process's producer for it (kept across the
-        micro-batches a reused Python worker runs, :mod:`.clients`)."""
-        syncs_to = TopicPartition(offset_syncs_topic(self.job), 0)
-        if self.delivery == "at-least-once":
-            return Committer(producer_for(self.destination, self.retry, self.max_in_flight), syncs_to)
-        producer = transactional_producer_for(self.destination, self.retry, self.max_in_flight,
-                                              transactional_id(self.job, task), self.transaction_timeout_ms,
-                                              self.run_id)
-        offsets = committed_offsets_for(self.destination, self.retry, offsets_topic(self.job),
-                                        max_wait_s=open_transaction_wait_s(self.transaction_timeout_ms / 1000))
-        return Committer(producer, syncs_to, offsets)
+def copy_in_task(job: CopyJob, task: int, requests: list[CopyRequest]) -> TaskStats:
+    """The ranges copied by this process, committed as :meth:`~.job.CopyJob.committer` says."""
+    source = client_for(job.source, job.retry)
+    options = dict(fetch_max_bytes=job.fetch_max_bytes, max_buffer_bytes=job.max_buffer_bytes,
+                   on_data_loss=job.on_data_loss)
+    committer = job.committer(task)
+    if committer.exactly_once:
+        return copy_exactly_once(requests, job.routes, source, committer, **options)
+    stats = copy_ranges(requests, job.routes, source, committer.producer, **options)
+    # After the data: a crash in between leaves the micro-batch uncommitted in Spark's
+    # checkpoint, so its replay copies it again and records where that copy went.
+    committer.commit({}, stats.syncs)
+    return stats

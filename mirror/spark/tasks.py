@@ -7,7 +7,7 @@ A task's input is its planned group as the engine's requests, ``(task, [CopyRequ
 :func:`copy_rows` decodes (:func:`~.source.groups_of_rows`). A body sets up the Python
 worker's logging, runs the engine, and returns one :class:`~mirror.engine.TaskStats` per task,
 a kmirror error as its :attr:`~mirror.engine.TaskStats.failure`
-(:class:`~mirror.engine.failures.TaskFailure`, made by :meth:`~mirror.engine.CopyJob.copy_task`):
+(:class:`~mirror.engine.failures.TaskFailure`, made by :func:`~mirror.engine.task.copy_task`):
 the driver alone decides what runs again (:mod:`.job`), as Kafka Connect decides for a
 ``MirrorSourceTask``. Only an error that is not kmirror's (a bug) fails the Spark task.
 
@@ -22,6 +22,7 @@ import logging
 from typing import Iterable, Iterator, Sequence
 
 from ..engine import CopyJob, CopyRequest, TaskStats
+from ..engine.task import copy_task, release_task
 from ..logs import configure_spark_process
 from .source import CopyGroup, CopyRange, groups_of_rows
 
@@ -32,7 +33,7 @@ def copy_tasks(job: CopyJob, tasks: Iterable[tuple[int, Sequence[CopyRequest]]])
     """``mapPartitions`` body: each ``(task, requests)`` copied, one :class:`TaskStats` each."""
     configure_spark_process(logging.WARNING)  # an executor's Python worker
     for task, requests in tasks:
-        yield job.copy_task(task, requests)
+        yield copy_task(job, task, requests)
 
 
 def copy_rows(job: CopyJob, rows: Iterable[tuple]) -> Iterator[TaskStats]:
@@ -46,7 +47,7 @@ def release_tasks(job: CopyJob, tasks: Iterable[int]) -> Iterator[TaskStats]:
     commits what it copied, reports it and exits."""
     configure_spark_process(logging.WARNING)
     for task in tasks:
-        yield job.release_task(task)
+        yield release_task(job, task)
 
 
 def task_of(group: CopyGroup) -> tuple[int, list[CopyRequest]]:

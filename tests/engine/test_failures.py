@@ -8,7 +8,9 @@ import pytest
 from mirror.config import ClusterConfig, ConfigError, RetryConfig
 from mirror.engine import (CopyJob, CopyRequest, CorruptSourceError, DataLossError, SourceTruncatedError,
                            TopicMismatchError)
+from mirror.engine import task as task_module
 from mirror.engine.failures import verdict
+from mirror.engine.task import copy_task
 from mirror.kafka import (BrokerApiError, ClusterUnreachableError, ConnectionFailedError, HangingTransactionError,
                           ProducerSequenceError, ProtocolError, TopicPartition, UnknownTopicError)
 from mirror.kafka.transactions import ProducerFencedError
@@ -42,23 +44,23 @@ def _job(monkeypatch, error: Exception) -> CopyJob:
     cluster = ClusterConfig(bootstrap=("h:1",))
     job = CopyJob(cluster, cluster, RetryConfig(), {}, 1024)
 
-    def copy(self, task, requests):
+    def copy_in_task(job, task, requests):
         raise error
 
-    monkeypatch.setattr(CopyJob, "copy", copy)
+    monkeypatch.setattr(task_module, "copy_in_task", copy_in_task)
     return job
 
 
 def test_a_task_reports_an_outage_naming_the_cluster(monkeypatch):
     job = _job(monkeypatch, ClusterUnreachableError("h:1", "produce to t/0: cannot connect"))
-    stats = job.copy_task(2, [CopyRequest(TopicPartition("t", 0), 0, 10, -1)])
+    stats = copy_task(job, 2, [CopyRequest(TopicPartition("t", 0), 0, 10, -1)])
     failure = stats.failure
     assert (failure.task, failure.kind, failure.outage, failure.cluster) == (2, "ClusterUnreachableError", True, "h:1")
     assert stats.ranges == []
 
 
 def test_a_task_reports_a_permanent_error_naming_partition_and_offset(monkeypatch):
-    stats = _job(monkeypatch, CorruptSourceError(TP, 40, "bad CRC")).copy_task(0, [CopyRequest(TP, 0, 100, -1)])
+    stats = copy_task(_job(monkeypatch, CorruptSourceError(TP, 40, "bad CRC")), 0, [CopyRequest(TP, 0, 100, -1)])
     assert (stats.failure.kind, stats.failure.outage) == ("CorruptSourceError", False)
     assert "t/3 at offset 40" in stats.failure.message
 
@@ -66,12 +68,12 @@ def test_a_task_reports_a_permanent_error_naming_partition_and_offset(monkeypatc
 def test_a_task_reports_what_a_new_attempt_may_fix_for_the_driver_to_run_it_again(monkeypatch):
     # One way to the driver for every kmirror error (issue 39): data with its verdict, not a raise
     # that Spark would retry on its own.
-    stats = _job(monkeypatch, ProducerFencedError("Produce", "PRODUCER_FENCED", 90, False, TP)).copy_task(
-        0, [CopyRequest(TP, 0, 100, -1)])
+    fenced = ProducerFencedError("Produce", "PRODUCER_FENCED", 90, False, TP)
+    stats = copy_task(_job(monkeypatch, fenced), 0, [CopyRequest(TP, 0, 100, -1)])
     assert (stats.failure.kind, stats.failure.verdict) == ("ProducerFencedError", "other")
     assert not stats.failure.outage and not stats.failure.permanent
 
 
 def test_a_task_raises_an_error_that_is_not_kmirrors(monkeypatch):
     with pytest.raises(RuntimeError, match="a bug"):
-        _job(monkeypatch, RuntimeError("a bug")).copy_task(0, [CopyRequest(TP, 0, 100, -1)])
+        copy_task(_job(monkeypatch, RuntimeError("a bug")), 0, [CopyRequest(TP, 0, 100, -1)])

@@ -9,6 +9,7 @@ import pytest
 
 from mirror.config import ClusterConfig, RetryConfig, load_config
 from mirror.engine import CopyJob, CopyRequest, TaskStats
+from mirror.engine import task as engine_task
 from mirror.kafka import ClusterUnreachableError, TopicPartition
 from mirror.kafka.transactions import ProducerFencedError
 from mirror.spark import tasks
@@ -29,13 +30,13 @@ def _job(monkeypatch, error: Exception | None = None, copied: list | None = None
     """A job whose copy raises ``error``, or copies nothing and records what it was asked in ``copied``."""
     cluster = ClusterConfig(bootstrap=("h:1",))
 
-    def copy(self, task, requests):
+    def copy_in_task(job, task, requests):
         if error is not None:
             raise error
         copied.append((task, requests))
         return TaskStats([])
 
-    monkeypatch.setattr(CopyJob, "copy", copy)
+    monkeypatch.setattr(engine_task, "copy_in_task", copy_in_task)
     return CopyJob(cluster, cluster, RetryConfig(), {}, 1024)
 
 

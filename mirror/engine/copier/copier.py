@@ -26,7 +26,7 @@ from ...kafka import TopicPartition
 from ..clients import client_for
 from ..copy import TAIL, CopyLoop, CopyRequest, TaskStats
 from ..offset_syncs import SyncLog
-from ..task import CopyJob
+from ..job import CopyJob
 from .messages import Lease
 
 __all__ = ["Copier", "TAIL_WAIT_MS", "CATCH_UP_COMMIT_S", "SYNCS_INTERVAL_S"]

@@ -40,7 +40,7 @@ from ..copy import CopyRequest, TaskStats
 from .messages import Lease, MessageError, Release, Report, receive, send
 
 if TYPE_CHECKING:
-    from ..task import CopyJob
+    from ..job import CopyJob
 
 __all__ = ["CopierLostError", "lease", "release", "socket_path"]
 

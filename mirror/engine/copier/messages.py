@@ -22,7 +22,7 @@ from kcodecs import KMirrorError
 from ..copy import CopyRequest, TaskStats
 
 if TYPE_CHECKING:
-    from ..task import CopyJob
+    from ..job import CopyJob
 
 __all__ = ["Lease", "Release", "Report", "MessageError", "send", "receive"]
 

@@ -11,7 +11,7 @@ as classes of their own.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from .engine.copy import RangeStats
+from .engine.ranges import RangeStats
 from .engine.latency import LatencyHistogram
 from .engine.group_sync import GroupSyncReport
 from .kafka import TopicPartition

@@ -4,7 +4,8 @@ in destination transactions (exactly-once)."""
 
 from .clients import client_for, producer_for
 from .commit import Committer, open_transaction_wait_s
-from .copy import DEFAULT_MAX_BUFFER_BYTES, CopyRequest, RangeStats, TaskStats, copy_ranges
+from .copy import DEFAULT_MAX_BUFFER_BYTES, copy_ranges
+from .ranges import CopyRequest, RangeStats, TaskStats
 from .exactly_once import copy_exactly_once, fence_tasks, transactional_id
 from .offset_syncs import OffsetSyncStore, offset_syncs_topic, offset_syncs_topic_spec
 from .offsets_topic import CommittedOffsets, offsets_topic, offsets_topic_spec

@@ -36,12 +36,9 @@ socket that writes them.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-import gc
 import logging
 import time
-from dataclasses import dataclass, field
 from typing import Literal, Mapping, Sequence
 
 from ..kafka import (
@@ -57,15 +54,15 @@ from ..kafka import (
     wait_readable,
 )
 from ..kafka.fetcher import MAX_FETCHES_IN_FLIGHT
-from ..routing import RouteCounters
+from .collector import collecting_new_objects_only
 from .errors import CorruptSourceError, DataLossError, SourceTruncatedError
 from .fetched_set import FetchedSet, OutgoingBatch, RouteMode
-from .failures import TaskFailure
 from .latency import LatencyHistogram
 from .offset_syncs import SyncLog
+from .ranges import CopyRequest, RangeStats, TaskStats
 from .topics import TopicRoute
 
-__all__ = ["CopyRequest", "RangeStats", "TaskStats", "copy_ranges", "DEFAULT_MAX_BUFFER_BYTES"]
+__all__ = ["copy_ranges", "CopyLoop", "TAIL", "DEFAULT_MAX_BUFFER_BYTES"]
 
 log = logging.getLogger(__name__)
 
@@ -73,57 +70,6 @@ DEFAULT_MAX_BUFFER_BYTES = 64 * 1024 * 1024
 """Bytes of fetch buffers and rebuilt batches not yet acknowledged by the destination, at most
 (Kafka's ``buffer.memory`` is 32 MiB)."""
 _MAX_WAIT_S = 1.0
-
-@dataclass(frozen=True)
-class CopyRequest:
-    """One micro-batch row: copy ``[start, end)`` of ``tp``."""
-
-    tp: TopicPartition
-    start: int
-    end: int
-    floor: int = -1
-    """The job's starting offset in ``tp`` (at most ``start``), -1 if not known: the records
-    below it in the batch that holds it are not copied (:class:`~.fetched_set.FetchedSet`)."""
-
-
-@dataclass
-class RangeStats:
-    """What one range's copy did; pickled back to the driver by ``collect()``."""
-
-    tp: TopicPartition
-    start: int
-    end: int
-    high_watermark: int = -1
-    counters: RouteCounters = field(default_factory=RouteCounters)
-    lost_records: int = 0
-    produced_batches: int = 0
-    produced_bytes: int = 0
-    already_committed: bool = False
-    """Exactly-once replay: an earlier attempt committed the whole range, nothing was copied."""
-    max_timestamp: int = -1
-    """The newest source timestamp (ms) among the batches produced, -1 if none: the record age metric."""
-
-    @property
-    def lag(self) -> int:
-        """Offsets at the source not yet copied after this range (at fetch time)."""
-        return max(0, self.high_watermark - self.end)
-
-
-@dataclass
-class TaskStats:
-    """What one task (a group of ranges copied together) did, and how long it took."""
-
-    ranges: list[RangeStats]
-    seconds: float = 0.0
-    peak_held_bytes: int = 0
-    """The most bytes of fetch buffers and rebuilt batches held at once (bounded by ``max_buffer_bytes``)."""
-    failure: TaskFailure | None = None
-    """Set when the task failed on an outage or a permanent error (:mod:`.failures`): the
-    driver decides what follows, and ``ranges`` is empty."""
-    syncs: SyncLog = field(default_factory=SyncLog)
-    """Where each acknowledged batch's records landed (:mod:`.offset_syncs`)."""
-    latency: LatencyHistogram = field(default_factory=LatencyHistogram)
-    """Replication latency of each acknowledged batch (:mod:`.latency`)."""
 
 
 class _RangeCopy:
@@ -143,28 +89,6 @@ class _RangeCopy:
     @property
     def active(self) -> bool:
         return self.offset < self.request.end
-
-
-@contextlib.contextmanager
-def collecting_new_objects_only():
-    """Keep the garbage collector off the objects that were alive before the copy.
-
-    A worker holds tens of thousands of objects from its imports and clients, and the
-    batches a copy keeps in flight, surviving into the oldest generation, soon trigger a full
-    collection that walks all of them, a sizeable share of a copy's CPU (figures:
-    docs/performance.md, "Reading ahead, the garbage collector, and the source's producer
-    state"). Frozen for the copy (``gc.freeze``), those objects are left out of its
-    collections; the copy's own garbage is still collected, and everything is collected as
-    usual once the copy ends. A copy that starts while a freeze is held (by its caller, or by
-    a copy in another thread) leaves that freeze to its holder."""
-    if gc.get_freeze_count():
-        yield
-        return
-    gc.freeze()
-    try:
-        yield
-    finally:
-        gc.unfreeze()
 
 
 @collecting_new_objects_only()

@@ -29,7 +29,8 @@ from ..kafka import KafkaClient, TopicPartition
 from ..kafka.transactions import TransactionManager
 from ..routing import Partitioning
 from .commit import Committer
-from .copy import CopyRequest, RangeStats, TaskStats, copy_ranges
+from .copy import copy_ranges
+from .ranges import CopyRequest, RangeStats, TaskStats
 
 __all__ = ["copy_exactly_once", "transactional_id", "resume_requests", "fence_tasks"]
 

@@ -15,7 +15,8 @@ from kcodecs import KMirrorError
 
 from .clients import client_for
 from .copier import lease, release
-from .copy import CopyRequest, TaskStats, copy_ranges
+from .copy import copy_ranges
+from .ranges import CopyRequest, TaskStats
 from .exactly_once import copy_exactly_once
 from .failures import TaskFailure
 from .job import CopyJob

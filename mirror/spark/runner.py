@@ -20,7 +20,7 @@ from kcodecs import KMirrorError
 from ..config import MirrorConfig
 from ..engine import (CopyJob, OffsetSyncStore, client_for, offset_syncs_topic, open_transaction_wait_s,
                       sync_destination_topics)
-from ..engine.copy import TaskStats
+from ..engine.ranges import TaskStats
 from ..engine.failures import TaskFailure
 from ..engine.group_sync import GroupOffsetSync, GroupSyncReport
 from ..engine.own_topics import mirrored

@@ -24,7 +24,8 @@ import time
 
 from ...kafka import TopicPartition
 from ..clients import client_for
-from ..copy import TAIL, CopyLoop, CopyRequest, TaskStats
+from ..copy import TAIL, CopyLoop
+from ..ranges import CopyRequest, TaskStats
 from ..offset_syncs import SyncLog
 from ..job import CopyJob
 from .messages import Lease

@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Sequence
 
 from kcodecs import KMirrorError
 
-from ..copy import CopyRequest, TaskStats
+from ..ranges import CopyRequest, TaskStats
 from .messages import Lease, MessageError, Release, Report, receive, send
 
 if TYPE_CHECKING:

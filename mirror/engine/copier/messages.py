@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, TypeVar
 
 from kcodecs import KMirrorError
 
-from ..copy import CopyRequest, TaskStats
+from ..ranges import CopyRequest, TaskStats
 
 if TYPE_CHECKING:
     from ..job import CopyJob

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Iterable, Mapping
 
 from ...kafka import TopicPartition
-from ..copy import CopyRequest
+from ..ranges import CopyRequest
 
 __all__ = ["Assignment", "copier_index", "assignments"]
 

@@ -27,7 +27,8 @@ from kcodecs import KMirrorError
 
 from ...kafka import TopicPartition
 from ...logs import configure_spark_process
-from ..copy import TaskStats, collecting_new_objects_only
+from ..collector import collecting_new_objects_only
+from ..ranges import TaskStats
 from ..failures import TaskFailure, verdict
 from .copier import Copier
 from .messages import Lease, MessageError, Release, Report, receive, send

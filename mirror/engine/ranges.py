@@ -1,0 +1,67 @@
+"""What a copy is asked (:class:`CopyRequest`, one range of a source partition) and what it
+reports (:class:`RangeStats` per range, :class:`TaskStats` per task): the engine's side of
+what crosses to and from Spark's tasks and resident copiers."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..kafka import TopicPartition
+from ..routing import RouteCounters
+from .failures import TaskFailure
+from .latency import LatencyHistogram
+from .offset_syncs import SyncLog
+
+__all__ = ["CopyRequest", "RangeStats", "TaskStats"]
+
+
+@dataclass(frozen=True)
+class CopyRequest:
+    """One micro-batch row: copy ``[start, end)`` of ``tp``."""
+
+    tp: TopicPartition
+    start: int
+    end: int
+    floor: int = -1
+    """The job's starting offset in ``tp`` (at most ``start``), -1 if not known: the records
+    below it in the batch that holds it are not copied (:class:`~.fetched_set.FetchedSet`)."""
+
+
+@dataclass
+class RangeStats:
+    """What one range's copy did; pickled back to the driver by ``collect()``."""
+
+    tp: TopicPartition
+    start: int
+    end: int
+    high_watermark: int = -1
+    counters: RouteCounters = field(default_factory=RouteCounters)
+    lost_records: int = 0
+    produced_batches: int = 0
+    produced_bytes: int = 0
+    already_committed: bool = False
+    """Exactly-once replay: an earlier attempt committed the whole range, nothing was copied."""
+    max_timestamp: int = -1
+    """The newest source timestamp (ms) among the batches produced, -1 if none: the record age metric."""
+
+    @property
+    def lag(self) -> int:
+        """Offsets at the source not yet copied after this range (at fetch time)."""
+        return max(0, self.high_watermark - self.end)
+
+
+@dataclass
+class TaskStats:
+    """What one task (a group of ranges copied together) did, and how long it took."""
+
+    ranges: list[RangeStats]
+    seconds: float = 0.0
+    peak_held_bytes: int = 0
+    """The most bytes of fetch buffers and rebuilt batches held at once (bounded by ``max_buffer_bytes``)."""
+    failure: TaskFailure | None = None
+    """Set when the task failed on an outage or a permanent error (:mod:`.failures`): the
+    driver decides what follows, and ``ranges`` is empty."""
+    syncs: SyncLog = field(default_factory=SyncLog)
+    """Where each acknowledged batch's records landed (:mod:`.offset_syncs`)."""
+    latency: LatencyHistogram = field(default_factory=LatencyHistogram)
+    """Replication latency of each acknowledged batch (:mod:`.latency`)."""

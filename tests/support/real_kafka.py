@@ -50,35 +50,97 @@ def kafka_jars() -> Callable[[Distribution], Path]:
     return resolve
 
 
+# Clusters by how long they live. A JVM left idle keeps a share of the machine's two cores
+# and ~400 MB busy until the end of the session, so each is stopped once no test can reach it:
+# started in a test's body, after that test; started by a module's fixture, after the module;
+# the two shared ones (kafka_source, kafka_destination), at the end of the session.
+_SHARED: list[KafkaCluster] = []
+_THIS_MODULE: list[KafkaCluster] = []
+_THIS_TEST: list[KafkaCluster] = []
+_STOPPING: list[KafkaCluster] = []
+_in_test_body = False
+
+
+def _terminate(clusters: list[KafkaCluster]) -> None:
+    """SIGTERM every node of ``clusters`` (a controlled shutdown) without waiting for it: the
+    next test need not wait for these JVMs to exit; :func:`_reap` waits for them later."""
+    while clusters:
+        cluster = clusters.pop()
+        for node in cluster.members:
+            if node.running:
+                node.process.terminate()
+        _STOPPING.append(cluster)
+
+
+def _reap() -> None:
+    while _STOPPING:
+        _STOPPING.pop().stop(timeout_s=10)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item):
+    global _in_test_body
+    _in_test_body = True
+    try:
+        return (yield)
+    finally:
+        _in_test_body = False
+        _terminate(_THIS_TEST)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _kafka_stopped_after_each_module() -> Iterator[None]:
+    """Stops the clusters the module's fixtures started (autouse: set up before the module's
+    other fixtures, so torn down after them)."""
+    yield
+    _terminate(_THIS_MODULE)
+    _reap()
+
+
 @pytest.fixture(scope="session")
 def start_kafka(tmp_path_factory, kafka_jars) -> Iterator[Callable[..., KafkaCluster]]:
     """``start_kafka(nodes=1, distribution=KAFKA_4, **options)``: a started :class:`KafkaCluster`,
-    stopped at the end of the session (or earlier by the test)."""
-    started: list[KafkaCluster] = []
+    stopped after the test when a test started it, after the module when a fixture did (or
+    earlier by the test)."""
     numbers = itertools.count()
 
     def start(nodes: int = 1, distribution: Distribution = KAFKA_4, **options) -> KafkaCluster:
         kafka_jars(distribution)
         directory = tmp_path_factory.mktemp(f"kafka-{distribution.version}-{next(numbers)}")
         cluster = KafkaCluster(directory, nodes=nodes, distribution=distribution, **options)
-        started.append(cluster)
+        (_THIS_TEST if _in_test_body else _THIS_MODULE).append(cluster)
         return cluster.start()
 
     yield start
-    for cluster in started:
-        cluster.stop(timeout_s=10)
+    for clusters in (_SHARED, _THIS_MODULE, _THIS_TEST):
+        _terminate(clusters)
+    _reap()
+
+
+def _retire(cluster: KafkaCluster) -> None:
+    """Stops ``cluster`` now, without waiting for its JVMs to exit (that waits for the module's end)."""
+    for clusters in (_THIS_MODULE, _THIS_TEST):
+        if cluster in clusters:
+            clusters.remove(cluster)
+    _terminate([cluster])
+
+
+def _shared(cluster: KafkaCluster) -> KafkaCluster:
+    _THIS_MODULE.remove(cluster)
+    _SHARED.append(cluster)
+    return cluster
 
 
 @pytest.fixture(scope="session")
 def kafka_source(start_kafka) -> KafkaCluster:
     """A one-node Kafka 4.x cluster shared by the session's tests as a source."""
-    return start_kafka()
+    return _shared(start_kafka())
 
 
 @pytest.fixture(scope="session")
 def kafka_destination(start_kafka) -> KafkaCluster:
     """A one-node Kafka 4.x cluster shared by the session's tests as a destination."""
-    return start_kafka()
+    return _shared(start_kafka())
 
 
 @pytest.fixture(params=[KAFKA_4, KAFKA_3], ids=lambda d: f"kafka-{d.version}")
@@ -147,7 +209,10 @@ def clusters(request, tmp_path, start_kafka) -> Iterator[ClusterPair]:
         yield ClusterPair(start(kinds[0], "src"), start(kinds[1], "dst"), kinds)
     finally:
         for cluster in started:
-            cluster.stop()
+            if isinstance(cluster, KafkaCluster):
+                _retire(cluster)
+            else:
+                cluster.stop()
 
 
 def produce_raw(bootstrap: str, topic: str, partition: int, records: bytes, *, transactional_id: str | None = None,

@@ -14,13 +14,37 @@ pytest_plugins = ["real_kafka"]  # real Apache Kafka clusters as fixtures (tests
 REAL_KAFKA_TESTS = Path(__file__).parent / "realkafka"
 
 
+def pytest_configure(config):
+    # Registered here too, so that --strict-markers accepts it when pytest-xdist is disabled.
+    config.addinivalue_line("markers", "xdist_group(name): tests pytest-xdist runs on one worker (--dist loadgroup)")
+
+
 def pytest_collection_modifyitems(items):
     """Every test in tests/realkafka/ runs against real Apache Kafka: marker ``kafka``. (No
     conftest there: a second module named conftest would shadow this one for the tests that
-    import helpers from it.)"""
+    import helpers from it.)
+
+    For pytest-xdist (``--dist loadgroup``, see pyproject.toml): tests that share a module's
+    fixture (clusters, an installed wheel: what is expensive is module-scoped) run on one
+    worker, so it is set up once; and the modules with slow tests come first, so that their
+    minutes overlap the many short tests rather than trail behind them."""
     for item in items:
         if Path(str(item.fspath)).is_relative_to(REAL_KAFKA_TESTS):
             item.add_marker(pytest.mark.kafka)
+        if _uses_a_module_fixture(item):
+            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::")[0]))
+    slow_modules = {item.nodeid.split("::")[0] for item in items if item.get_closest_marker("slow")}
+    # A stable sort by module: a module's tests stay together and in their order, so that a
+    # module-scoped fixture is still set up once in a run without xdist.
+    items.sort(key=lambda item: item.nodeid.split("::")[0] not in slow_modules)
+
+
+def _uses_a_module_fixture(item) -> bool:
+    fixtures = getattr(item, "_fixtureinfo", None)
+    if fixtures is None:
+        return False
+    return any(definitions and definitions[-1].scope in ("module", "package", "class") and not name.startswith("_")
+               for name, definitions in fixtures.name2fixturedefs.items())
 
 MAGIC_CODECS = [
     (magic, codec)

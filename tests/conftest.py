@@ -19,6 +19,7 @@ def pytest_configure(config):
     config.addinivalue_line("markers", "xdist_group(name): tests pytest-xdist runs on one worker (--dist loadgroup)")
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist's own, which reads xdist_group marks
 def pytest_collection_modifyitems(items):
     """Every test in tests/realkafka/ runs against real Apache Kafka: marker ``kafka``. (No
     conftest there: a second module named conftest would shadow this one for the tests that

@@ -3,6 +3,7 @@ copy's producer without a cluster, for its stamp."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -13,39 +14,32 @@ pytest_plugins = ["real_kafka"]  # real Apache Kafka clusters as fixtures (tests
 
 REAL_KAFKA_TESTS = Path(__file__).parent / "realkafka"
 
+# Every JVM the tests start (real Kafka brokers and their storage tool, MirrorMaker, Spark
+# drivers of `kmirror run`) compiles with C1 only, as kmirror's own Spark JVMs do
+# (mirror.spark.session.JVM_OPTIONS): C2 compiling for a JVM that lives a minute halves what a
+# Kafka broker's start costs the two cores (10.5 -> 4.8 CPU s) and changes nothing it does.
+# Each JVM notes "Picked up JAVA_TOOL_OPTIONS" on its stderr.
+_C1_ONLY = "-XX:TieredStopAtLevel=1"
+if _C1_ONLY not in os.environ.get("JAVA_TOOL_OPTIONS", ""):
+    os.environ["JAVA_TOOL_OPTIONS"] = f"{os.environ.get('JAVA_TOOL_OPTIONS', '')} {_C1_ONLY}".strip()
 
-def pytest_configure(config):
-    # Registered here too, so that --strict-markers accepts it when pytest-xdist is disabled.
-    config.addinivalue_line("markers", "xdist_group(name): tests pytest-xdist runs on one worker (--dist loadgroup)")
 
-
-@pytest.hookimpl(tryfirst=True)  # before pytest-xdist's own, which reads xdist_group marks
 def pytest_collection_modifyitems(items):
     """Every test in tests/realkafka/ runs against real Apache Kafka: marker ``kafka``. (No
     conftest there: a second module named conftest would shadow this one for the tests that
     import helpers from it.)
 
-    For pytest-xdist (``--dist loadgroup``, see pyproject.toml): tests that share a module's
-    fixture (clusters, an installed wheel: what is expensive is module-scoped) run on one
-    worker, so it is set up once; and the modules with slow tests come first, so that their
-    minutes overlap the many short tests rather than trail behind them."""
+    For pytest-xdist (``--dist loadfile``, see pyproject.toml): the modules with slow tests are
+    collected first, so that their minutes overlap the many short tests rather than trail
+    behind them on one worker at the end."""
     for item in items:
         if Path(str(item.fspath)).is_relative_to(REAL_KAFKA_TESTS):
             item.add_marker(pytest.mark.kafka)
-        if _uses_a_module_fixture(item):
-            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::")[0]))
     slow_modules = {item.nodeid.split("::")[0] for item in items if item.get_closest_marker("slow")}
     # A stable sort by module: a module's tests stay together and in their order, so that a
-    # module-scoped fixture is still set up once in a run without xdist.
+    # module-scoped fixture is still set up once (with or without xdist).
     items.sort(key=lambda item: item.nodeid.split("::")[0] not in slow_modules)
 
-
-def _uses_a_module_fixture(item) -> bool:
-    fixtures = getattr(item, "_fixtureinfo", None)
-    if fixtures is None:
-        return False
-    return any(definitions and definitions[-1].scope in ("module", "package", "class") and not name.startswith("_")
-               for name, definitions in fixtures.name2fixturedefs.items())
 
 MAGIC_CODECS = [
     (magic, codec)

@@ -126,7 +126,9 @@ def _retire(cluster: KafkaCluster) -> None:
 
 
 def _shared(cluster: KafkaCluster) -> KafkaCluster:
-    _THIS_MODULE.remove(cluster)
+    for clusters in (_THIS_MODULE, _THIS_TEST):
+        if cluster in clusters:
+            clusters.remove(cluster)
     _SHARED.append(cluster)
     return cluster
 

@@ -4,4 +4,5 @@ import sys
 
 from .server import main
 
-sys.exit(main(sys.argv[1:]))
+if __name__ == "__main__":  # importing the module (a check of every module) runs nothing
+    sys.exit(main(sys.argv[1:]))

@@ -104,13 +104,17 @@ def sync_destination_topics(config: MirrorConfig, source: KafkaClient, destinati
         return routes
     existing = destination.topics()
     missing = {t: n for t, n in todo.items() if config.destination_topic(t) not in existing}
+    # Each topic's path at the source, read once for what is created and what is remembered.
+    hops = functools.cache(lambda: _hops(source, todo))
     if missing:
-        _create(config, source, destination, missing)
+        _create(config, source, destination, missing, hops())
         existing = destination.topics()
     records = _provenance(destination) if PROVENANCE_TOPIC in existing else {}
     pairs = {t: _pair(config, t, n, existing[config.destination_topic(t)], records.get(config.destination_topic(t)))
              for t, n in sorted(todo.items())}
-    _remember(config, source, destination, [pair for pair in pairs.values() if pair.remember])
+    remember = [pair for pair in pairs.values() if pair.remember]
+    if remember:
+        _remember(config, destination, remember, hops())
     short = {pair.topic: pair.source_partitions for pair in pairs.values() if pair.grows}
     if short:
         _grow(destination, short, existing)
@@ -213,13 +217,13 @@ def _route(config: MirrorConfig, pair: _Pair) -> TopicRoute:
     return TopicRoute(pair.source_topic, pair.topic, pair.source_partitions, policy, created=pair.created)
 
 
-def _create(config: MirrorConfig, source: KafkaClient, destination: KafkaClient, counts: Mapping[str, int]) -> None:
+def _create(config: MirrorConfig, source: KafkaClient, destination: KafkaClient, counts: Mapping[str, int],
+            hops: Mapping[str, Provenance]) -> None:
     """Create the destination topics of ``counts`` (source topic -> partitions) with their
     source's configs, their provenance recorded first (created, and how ``auto`` lays them out)."""
     chosen = ConfigFilter(config.config_properties_exclude)
     entries = describe_topic_config_entries(source, sorted(counts))
     partitions = {t: config.destination_partitions or n for t, n in counts.items()}
-    hops = _hops(source, counts)
     _provenance_log(destination).record({
         config.destination_topic(t): replace(hops[t], created=True,
                                              partitioning=resolve_partitioning(config.partitioning, n, partitions[t]))
@@ -233,12 +237,10 @@ def _create(config: MirrorConfig, source: KafkaClient, destination: KafkaClient,
                  ", ".join(f"{k}={v}" for k, v in sorted(new.configs.items())) or "broker defaults")
 
 
-def _remember(config: MirrorConfig, source: KafkaClient, destination: KafkaClient, pairs: list[_Pair]) -> None:
+def _remember(config: MirrorConfig, destination: KafkaClient, pairs: list[_Pair],
+              hops: Mapping[str, Provenance]) -> None:
     """Write what the destination's provenance does not say yet about ``pairs``: a found
     topic's first record (created false), or a partitioning decided now."""
-    if not pairs:
-        return
-    hops = _hops(source, {pair.source_topic: pair.source_partitions for pair in pairs})
     _provenance_log(destination).record({pair.topic: replace(hops[pair.source_topic], created=pair.created,
                                                              partitioning=pair.partitioning) for pair in pairs})
 

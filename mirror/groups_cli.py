@@ -58,18 +58,18 @@ __all__ = ["add_arguments", "run", "NoOffsetSyncsError", "NoMatchingGroupError",
 
 log = logging.getLogger("kmirror")
 
-_SHOWN = frozenset({"source", "destination", "topics", "exclude", "groups", "checkpoint", "name",
-                    "transaction_timeout_s", "retry.attempts", "retry.initial_backoff_s", "retry.max_backoff_s"})
+_SHOWN = frozenset({"clusters.source", "clusters.destination", "clusters.topics", "clusters.exclude", "sync.groups",
+                    "streaming.checkpoint", "delivery.name", "delivery.transaction_timeout_s", "limits.retry"})
 """The ``kmirror run`` settings this command uses (the clusters and their security among them);
 the others are accepted, ignored and not listed."""
 _HELP = {
-    "topics": "the job's --topics: only offsets of the source topics it mirrors are translated",
-    "exclude": "the job's --exclude",
-    "groups": "consumer groups to translate (whole-name match against the source's groups; required)",
-    "checkpoint": "the job's Spark checkpoint directory, which names the job when --name is not given",
-    "name": "the job's --name: its offset syncs are kmirror-offset-syncs.NAME on the destination",
-    "transaction_timeout_s": "the job's --transaction-timeout: syncs behind an open transaction of a running job "
-                             "are waited for up to twice this (default 60)",
+    "clusters.topics": "the job's --topics: only offsets of the source topics it mirrors are translated",
+    "clusters.exclude": "the job's --exclude",
+    "sync.groups": "consumer groups to translate (whole-name match against the source's groups; required)",
+    "streaming.checkpoint": "the job's Spark checkpoint directory, which names the job when --name is not given",
+    "delivery.name": "the job's --name: its offset syncs are kmirror-offset-syncs.NAME on the destination",
+    "delivery.transaction_timeout_s": "the job's --transaction-timeout: syncs behind an open transaction of a "
+                                      "running job are waited for up to twice this (default 60)",
 }
 """Help that says what an option means here rather than to ``kmirror run``."""
 HEADER = ("GROUP", "TOPIC", "PARTITION", "SOURCE-OFFSET", "DESTINATION-TOPIC", "DESTINATION-PARTITION",
@@ -194,11 +194,11 @@ def run(args: argparse.Namespace) -> int:
     config = options.config_from_args(args)
     if config is None:
         return EXIT_UNUSABLE
-    if config.groups is None:
-        log.error("groups translate needs --groups REGEX (or groups in the --config file)")
+    if config.sync.groups is None:
+        log.error("groups translate needs --groups REGEX (or [sync] groups in the --config file)")
         return EXIT_UNUSABLE
     try:
-        _translate(config, config.groups, apply=args.apply)
+        _translate(config, config.sync.groups, apply=args.apply)
     except KMirrorError as exc:
         unusable = (ClusterUnreachableError, AuthenticationError, NoOffsetSyncsError, NoMatchingGroupError)
         return exit_code(exc, unusable, "groups translate failed")
@@ -212,11 +212,12 @@ def _translate(config: MirrorConfig, pattern: str, *, apply: bool) -> None:
     from .engine.group_sync import GroupOffsetSync
     from .engine.own_topics import mirrored
 
-    source = client_for(config.source, config.retry)
-    destination = client_for(config.destination, config.retry)
-    syncs = OffsetSyncStore(destination, offset_syncs_topic(config.job_name), max_wait_s=open_transaction_wait_s(config.transaction_timeout_s))
+    source = client_for(config.clusters.source, config.limits.retry)
+    destination = client_for(config.clusters.destination, config.limits.retry)
+    syncs = OffsetSyncStore(destination, offset_syncs_topic(config.job_name),
+                            max_wait_s=open_transaction_wait_s(config.delivery.transaction_timeout_s))
     sync = GroupOffsetSync(pattern, source, destination, syncs,
-                           interval_s=config.sync_group_offsets_interval_s,
+                           interval_s=config.sync.group_offsets_interval_s,
                            mirrored=functools.partial(mirrored, config))
     groups = sync.groups()
     if not groups:
@@ -239,7 +240,7 @@ def _job_state(config: MirrorConfig, destination: KafkaClient,
     from .engine import CommittedOffsets, offset_syncs_topic, offsets_topic, open_transaction_wait_s
 
     job = config.job_name
-    wait_s = open_transaction_wait_s(config.transaction_timeout_s)
+    wait_s = open_transaction_wait_s(config.delivery.transaction_timeout_s)
     present = destination.topics()
     if offset_syncs_topic(job) not in present:
         raise NoOffsetSyncsError(offset_syncs_topic(job), job, "does not exist")

@@ -8,8 +8,10 @@ the flags, the help and docs/configuration.md to the model.
 job's own command line and ``--config`` file name its clusters and its job there too, and lists
 those it uses (:func:`add_arguments`'s ``shown``).
 
-How a field becomes a flag: its dotted key with ``_`` made ``-`` and a unit suffix ``_s``
-dropped (``sync_topic_configs_interval_s`` is ``--sync-topic-configs-interval``); a cluster's
+How a field becomes a flag: its key from before the configuration had sections
+(:func:`~mirror.config.flat_key`: ``sync.topic_configs_interval_s`` was
+``sync_topic_configs_interval_s``), with ``_`` and ``.`` made ``-`` and a unit suffix ``_s``
+dropped (``--sync-topic-configs-interval``), so no flag changed with the sections; a cluster's
 ``bootstrap`` is the cluster's own name (``--source``); a boolean that defaults to true is
 turned off by ``--no-...``; a table of strings (``spark_conf``) is a repeatable ``KEY=VALUE``.
 Secrets are never flags (their ``*_env`` twins name an environment variable instead), nor
@@ -30,13 +32,13 @@ from pydantic import BaseModel, SecretStr
 from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
 
-from .config import ConfigError, MirrorConfig, load_config
+from .config import ConfigError, MirrorConfig, flat_key, load_config
 
-__all__ = ["Option", "OPTIONS", "SECTIONS", "add_arguments", "config_from_args", "overrides_from_args"]
+__all__ = ["Option", "OPTIONS", "HEADINGS", "add_arguments", "config_from_args", "overrides_from_args"]
 
 log = logging.getLogger("kmirror")
 
-SECTIONS = {
+HEADINGS = {
     "clusters": "clusters and topics",
     "sync": "keeping the destination shaped like the source",
     "routing": "routing",
@@ -45,7 +47,8 @@ SECTIONS = {
     "limits": "limits and retries",
     "security": "security (per cluster; see docs/configuration.md)",
 }
-"""Each field's ``section`` (its metadata) as a heading of ``--help``, in this order."""
+"""The headings of ``--help``, in this order: a field is listed under its section's, or
+the one its metadata names (``group``)."""
 
 
 @dataclass(frozen=True)
@@ -53,9 +56,9 @@ class Option:
     """One flag: the configuration key it sets and how argparse reads it."""
 
     key: str
-    """Dotted key of the field, as in ``--config`` (``source.sasl.mechanism``)."""
+    """Dotted key of the field, as in ``--config`` (``clusters.source.sasl.mechanism``)."""
     flag: str
-    section: str
+    heading: str
     help: str
     arguments: Mapping[str, Any]
     """argparse's keywords for it (type, metavar, choices, action)."""
@@ -65,15 +68,18 @@ class Option:
         return self.key.replace(".", "__")
 
 
-def _options(model: type[BaseModel], prefix: str = "", flag_prefix: str = "") -> Iterator[Option]:
+def _options(model: type[BaseModel], prefix: str = "", group: str | None = None) -> Iterator[Option]:
+    """Every leaf setting under ``model``: a section's fields are listed under its heading, unless
+    a field names another (a cluster's timeout is a limit, its TLS files security)."""
     for name, field in model.model_fields.items():
         key = prefix + name
+        meta = field.json_schema_extra if isinstance(field.json_schema_extra, dict) else {}
+        heading = str(meta.get("group") or group or name)
         inner = _model_of(field.annotation)
         if inner is not None:
-            yield from _options(inner, key + ".", f"{flag_prefix}{name.replace('_', '-')}-")
+            yield from _options(inner, key + ".", heading)
         elif not _is_secret(field.annotation):
-            yield _option(key, name, field, flag_prefix)
-
+            yield _option(key, field, heading)
 
 
 def _model_of(annotation: Any) -> type[BaseModel] | None:
@@ -94,9 +100,11 @@ def _flat_args(annotation: Any) -> Iterator[Any]:
         yield from _flat_args(arg)
 
 
-def _option(key: str, name: str, field: FieldInfo, flag_prefix: str) -> Option:
+def _option(key: str, field: FieldInfo, heading: str) -> Option:
     meta = field.json_schema_extra or {}
     assert isinstance(meta, dict), key
+    *tables, name = flat_key(key).split(".")
+    flag_prefix = "".join(table.replace("_", "-") + "-" for table in tables)
     if name == "bootstrap":
         flag = "--" + flag_prefix.rstrip("-")
     else:
@@ -123,10 +131,9 @@ def _option(key: str, name: str, field: FieldInfo, flag_prefix: str) -> Option:
             arguments["type"] = Path
     negated = arguments.get("action") == "store_false"
     text = _help(field, negated)
-    cluster = key.split(".")[0]
-    if cluster in ("source", "destination") and "." in key:
-        text = f"{cluster}: {text}"
-    return Option(key, flag, str(meta.get("section", "")), text, arguments)
+    if tables and tables[0] in ("source", "destination"):
+        text = f"{tables[0]}: {text}"
+    return Option(key, flag, heading, text, arguments)
 
 
 def _without_none(annotation: Any) -> Any:
@@ -165,15 +172,15 @@ OPTIONS: tuple[Option, ...] = tuple(_options(MirrorConfig))
 
 def add_arguments(parser: argparse.ArgumentParser, *, shown: frozenset[str] | None = None,
                   help: Mapping[str, str] | None = None) -> None:
-    """Every option, grouped by section. With ``shown`` (dotted keys, or a cluster's name for
-    all of its keys), the others are accepted but left out of ``--help``; ``help`` rewords
-    some (by key) for a command that uses them otherwise."""
-    groups = {section: parser.add_argument_group(title) for section, title in SECTIONS.items()}
+    """Every option, under its heading. With ``shown`` (dotted keys, a table's for all of its
+    keys), the others are accepted but left out of ``--help``; ``help`` rewords some (by key)
+    for a command that uses them otherwise."""
+    groups = {heading: parser.add_argument_group(title) for heading, title in HEADINGS.items()}
     for option in OPTIONS:
         text = (help or {}).get(option.key, option.help)
-        if shown is not None and not (option.key in shown or option.key.split(".")[0] in shown):
+        if shown is not None and not any(option.key == key or option.key.startswith(key + ".") for key in shown):
             text = argparse.SUPPRESS
-        groups[option.section].add_argument(option.flag, dest=option.dest, help=text, **option.arguments)
+        groups[option.heading].add_argument(option.flag, dest=option.dest, help=text, **option.arguments)
     parser.add_argument("--config", type=Path, metavar="FILE", help="TOML file with any of the settings above")
 
 

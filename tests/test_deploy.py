@@ -105,22 +105,22 @@ def test_the_driver_runs_kmirror_with_the_mounted_configuration_and_valid_flags(
     container, config = _driver(k8s)
     # Kubernetes expands $(VAR) from the container's environment before kmirror sees it.
     assert set(re.findall(r"\$\((\w+)\)", " ".join(container["args"]))) <= {var["name"] for var in container["env"]}
-    assert config.master.startswith("k8s://") and config.name
+    assert config.streaming.master.startswith("k8s://") and config.delivery.name
     volumes = {volume["name"]: volume for volume in k8s["Deployment"]["spec"]["template"]["spec"]["volumes"]}
     assert volumes["config"]["configMap"]["name"] == k8s["Kustomization"]["configMapGenerator"][0]["name"]
     checkpoint = {mount["name"]: mount["mountPath"] for mount in container["volumeMounts"]}["checkpoint"]
-    assert Path(config.checkpoint).is_relative_to(checkpoint)
+    assert Path(config.streaming.checkpoint).is_relative_to(checkpoint)
     assert volumes["checkpoint"]["persistentVolumeClaim"]["claimName"] == \
         k8s["PersistentVolumeClaim"]["metadata"]["name"]
 
 
 def test_the_spark_settings_agree_with_the_manifests(k8s):
     container, config = _driver(k8s)
-    spark = config.spark_conf
+    spark = config.streaming.spark_conf
     namespace = k8s["Kustomization"]["namespace"]
     assert spark["spark.kubernetes.namespace"] == namespace == k8s["Namespace"]["metadata"]["name"]
     assert spark["spark.kubernetes.container.image"] == container["image"]
-    assert config.copy_tasks == int(spark["spark.executor.instances"]) * int(spark["spark.executor.cores"])
+    assert config.streaming.copy_tasks == int(spark["spark.executor.instances"]) * int(spark["spark.executor.cores"])
     pod = k8s["Deployment"]["spec"]["template"]
     assert pod["spec"]["serviceAccountName"] == k8s["ServiceAccount"]["metadata"]["name"]
     assert container["envFrom"][0]["secretRef"]["name"] == k8s["Secret"]["metadata"]["name"]
@@ -128,8 +128,9 @@ def test_the_spark_settings_agree_with_the_manifests(k8s):
     assert spark["spark.driver.host"] == f"{service['metadata']['name']}.{namespace}.svc"
     assert service["spec"]["clusterIP"] == "None"
     assert service["spec"]["selector"].items() <= pod["metadata"]["labels"].items()
-    ports = {int(spark["spark.driver.port"]), int(spark["spark.driver.blockManager.port"]), config.metrics_port}
+    ports = {int(spark["spark.driver.port"]), int(spark["spark.driver.blockManager.port"]),
+             config.streaming.metrics_port}
     assert ports <= {port["port"] for port in service["spec"]["ports"]}
     container_ports = {port["name"]: port["containerPort"] for port in container["ports"]}
     assert set(container_ports.values()) == ports
-    assert container_ports[container["livenessProbe"]["httpGet"]["port"]] == config.metrics_port
+    assert container_ports[container["livenessProbe"]["httpGet"]["port"]] == config.streaming.metrics_port

@@ -1,5 +1,5 @@
 """Destination topic configs kept equal to their source's, as MirrorMaker 2 keeps them
-(``sync.topic.configs.enabled``): at creation, then every ``sync_topic_configs_interval_s``.
+(``sync.topic.configs.enabled``): at creation, then every ``sync.topic_configs_interval_s``.
 
 What is copied follows MM2's incremental sync (``MirrorSourceConnector.targetConfig`` and
 ``incrementalAlterConfigs``, KIP-894): every config the source topic sets is set at the

@@ -1,6 +1,6 @@
 """Which failures of a copy are worth waiting out, which no retry can fix, and how a task reports them.
 
-A task's own retries are bounded (``[retry]``), so a cluster that is down for longer makes
+A task's own retries are bounded (``[limits.retry]``), so a cluster that is down for longer makes
 it fail. What the job does next depends on the error, and is decided here, in one place:
 
 - **outage**: the cluster did not answer, or a partition had no leader, for as long as the

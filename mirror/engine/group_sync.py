@@ -2,7 +2,7 @@
 destination where the same records lie (MirrorMaker 2's checkpoints and ``sync.group.offsets``,
 made exact where the data was forwarded).
 
-Run by the driver every ``sync_group_offsets_interval_s`` for the groups matching ``groups``:
+Run by the driver every ``sync.group_offsets_interval_s`` for the groups matching ``groups``:
 
 1. read the offset syncs the copy tasks committed (:class:`~.offset_syncs.OffsetSyncStore`);
 2. for each matching group at the source, its committed offsets for mirrored topics,

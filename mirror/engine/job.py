@@ -52,11 +52,12 @@ class CopyJob:
     def from_config(cls, config: MirrorConfig, routes: Mapping[str, TopicRoute], *, run_id: str,
                     lease_s: float = 0.0) -> "CopyJob":
         """The job of ``config``'s copy over ``routes``, for the run ``run_id``."""
-        return cls(source=config.source, destination=config.destination, retry=config.retry, routes=routes,
-                   fetch_max_bytes=config.fetch_max_bytes, max_buffer_bytes=config.max_buffer_bytes,
-                   max_in_flight=config.max_in_flight, on_data_loss=config.on_data_loss, delivery=config.delivery,
-                   job=config.job_name, transaction_timeout_ms=int(config.transaction_timeout_s * 1000),
-                   run_id=run_id, lease_s=lease_s, commit_interval_ms=config.commit_interval_ms)
+        clusters, limits, delivery = config.clusters, config.limits, config.delivery
+        return cls(source=clusters.source, destination=clusters.destination, retry=limits.retry, routes=routes,
+                   fetch_max_bytes=limits.fetch_max_bytes, max_buffer_bytes=limits.max_buffer_bytes,
+                   max_in_flight=limits.max_in_flight, on_data_loss=delivery.on_data_loss, delivery=delivery.mode,
+                   job=config.job_name, transaction_timeout_ms=int(delivery.transaction_timeout_s * 1000),
+                   run_id=run_id, lease_s=lease_s, commit_interval_ms=delivery.commit_interval_ms)
 
     def committer(self, task: int) -> Committer:
         """Task ``task``'s commits, with this process's producer for it (kept across the

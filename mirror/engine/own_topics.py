@@ -19,4 +19,4 @@ def is_own_topic(topic: str) -> bool:
 def mirrored(config: MirrorConfig, topic: str) -> bool:
     """Whether ``config``'s job mirrors a source topic, by its name: the configuration selects it
     (:meth:`MirrorConfig.selects`) and it is not kmirror's own."""
-    return config.selects(topic) and not is_own_topic(topic)
+    return config.clusters.selects(topic) and not is_own_topic(topic)

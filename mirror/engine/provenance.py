@@ -22,7 +22,7 @@ lost checkpoint or a source that grew while the job was down never decides it ag
 (issue 47):
 
 - ``created``: kmirror created the topic. A topic it found is the user's: it is written into
-  but never reshaped (no partitions added; configs and ACLs only with ``sync_existing_topics``).
+  but never reshaped (no partitions added; configs and ACLs only with ``sync.existing_topics``).
   A found topic gets its record the first time a job copies into it, so its provenance is
   known to the job mirroring the other way as well.
 - ``partitioning``: how the records are laid out there, ``preserve`` or ``by-key``, chosen when

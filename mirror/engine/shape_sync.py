@@ -1,9 +1,9 @@
 """The destination kept shaped like its source while the job runs: topic configs and topic ACLs,
-at the start and every ``sync_topic_configs_interval_s`` (MirrorMaker 2's scheduled
+at the start and every ``sync.topic_configs_interval_s`` (MirrorMaker 2's scheduled
 ``syncTopicConfigs`` and ``syncTopicAcls``). Partitions are not here: they are added before
 the copy needs them (:mod:`.topics`).
 
-Only topics kmirror created are synced, unless ``sync_existing_topics`` asks for the others
+Only topics kmirror created are synced, unless ``sync.existing_topics`` asks for the others
 too: MirrorMaker 2 overwrites the configs of a topic it finds, and its users complain about
 exactly that. :mod:`.topics` logs, once per topic, what it leaves alone.
 
@@ -46,20 +46,20 @@ class ShapeSync(threading.Thread):
 
     def run(self) -> None:
         config = self._config
-        with client_from(config.source, config.retry) as source, \
-                client_from(config.destination, config.retry) as destination:
-            while not self._stopped.wait(config.sync_topic_configs_interval_s):
+        with client_from(config.clusters.source, config.limits.retry) as source, \
+                client_from(config.clusters.destination, config.limits.retry) as destination:
+            while not self._stopped.wait(config.sync.topic_configs_interval_s):
                 self.sync(source, destination)
 
     def sync(self, source: KafkaClient, destination: KafkaClient) -> None:
         """Sync every mirrored topic's configs and ACLs once (each as enabled)."""
         config = self._config
         topics = {source_topic: route.topic for source_topic, route in self._routes().items()
-                  if route.created or config.sync_existing_topics}
-        if config.sync_topic_configs:
+                  if route.created or config.sync.existing_topics}
+        if config.sync.topic_configs:
             self._attempt("topic configs", lambda: sync_topic_configs(
-                source, destination, topics, ConfigFilter(config.config_properties_exclude)))
-        if config.sync_topic_acls:
+                source, destination, topics, ConfigFilter(config.sync.config_properties_exclude)))
+        if config.sync.topic_acls:
             self._attempt("topic ACLs", lambda: sync_topic_acls(source, destination, topics))
 
     def stop(self) -> None:
@@ -72,4 +72,4 @@ class ShapeSync(threading.Thread):
             sync()
         except KMirrorError as exc:
             log.warning("syncing %s failed; the copy goes on and it is tried again in %.0f s: %s", what,
-                        self._config.sync_topic_configs_interval_s, exc)
+                        self._config.sync.topic_configs_interval_s, exc)

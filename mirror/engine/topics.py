@@ -9,7 +9,7 @@ source has more partitions gets them (CreatePartitions), one with more stays as 
 
 Unlike MirrorMaker 2, kmirror reshapes only what it created (issue 47). A destination topic
 that was there before the job is the user's: it is never given partitions, and its configs
-and ACLs are synced only with ``sync_existing_topics``. Each pair's partitioning is decided
+and ACLs are synced only with ``sync.existing_topics``. Each pair's partitioning is decided
 once, when the job first sees it, and kept in the destination's provenance
 (:mod:`.provenance`): ``auto`` picks ``preserve`` for equal counts and ``by-key`` otherwise, so
 a destination the user made smaller than its source is routed by key rather than grown, and
@@ -103,15 +103,15 @@ def sync_destination_topics(config: MirrorConfig, source: KafkaClient, destinati
     if not todo:
         return routes
     existing = destination.topics()
-    missing = {t: n for t, n in todo.items() if config.destination_topic(t) not in existing}
+    missing = {t: n for t, n in todo.items() if config.clusters.destination_topic(t) not in existing}
     # Each topic's path at the source, read once for what is created and what is remembered.
     hops = functools.cache(lambda: _hops(source, todo))
     if missing:
         _create(config, source, destination, missing, hops())
         existing = destination.topics()
     records = _provenance(destination) if PROVENANCE_TOPIC in existing else {}
-    pairs = {t: _pair(config, t, n, existing[config.destination_topic(t)], records.get(config.destination_topic(t)))
-             for t, n in sorted(todo.items())}
+    named = config.clusters.destination_topic
+    pairs = {t: _pair(config, t, n, existing[named(t)], records.get(named(t))) for t, n in sorted(todo.items())}
     remember = [pair for pair in pairs.values() if pair.remember]
     if remember:
         _remember(config, destination, remember, hops())
@@ -159,19 +159,19 @@ def _pair(config: MirrorConfig, topic: str, source_partitions: int, destination_
     smaller than its source is routed by key rather than grown, and a ``preserve`` pair whose
     source grew while the job was down stays ``preserve``). Raises
     :class:`TopicMismatchError` where ``preserve`` needs partitions kmirror may not add."""
-    name = config.destination_topic(topic)
+    name = config.clusters.destination_topic(topic)
     created = record is not None and record.created
     remembered = record.partitioning if record is not None else None
     if record is not None and remembered is None:
         remembered = _undecided(config, source_partitions, destination_partitions)
-    partitioning = (config.partitioning if config.partitioning != "auto"
+    partitioning = (config.routing.partitioning if config.routing.partitioning != "auto"
                     else remembered or resolve_partitioning("auto", source_partitions, destination_partitions))
     if remembered is not None and partitioning != remembered:
         log.warning("%s -> %s: partitioning %s, where earlier records were copied %s: keys copied before keep "
                     "their partitions", topic, name, partitioning, remembered)
     pair = _Pair(topic, name, source_partitions, destination_partitions, partitioning, created,
                  remember=record is None or record.partitioning != partitioning)
-    if pair.grows and not (created and config.destination_partitions is None):
+    if pair.grows and not (created and config.routing.destination_partitions is None):
         raise TopicMismatchError(_cannot_grow(config, pair))
     return pair
 
@@ -180,7 +180,7 @@ def _undecided(config: MirrorConfig, source_partitions: int, destination_partiti
     """The partitioning of a topic kmirror created before it kept its decision: created with the
     source's count (unless ``destination_partitions`` set one), so fewer partitions than the
     source means the source grew since, and the copy preserved."""
-    if config.destination_partitions is None and destination_partitions < source_partitions:
+    if config.routing.destination_partitions is None and destination_partitions < source_partitions:
         return "preserve"
     return resolve_partitioning("auto", source_partitions, destination_partitions)
 
@@ -188,7 +188,7 @@ def _undecided(config: MirrorConfig, source_partitions: int, destination_partiti
 def _cannot_grow(config: MirrorConfig, pair: _Pair) -> str:
     needs = (f"partitioning 'preserve' needs destination topic {pair.topic} to have at least the "
              f"{pair.source_partitions} partitions of {pair.source_topic}, it has {pair.destination_partitions}")
-    if config.partitioning == "preserve":
+    if config.routing.partitioning == "preserve":
         return f"{needs}; add partitions or use --partitioning by-key"
     owner = ("its partition count was set by --destination-partitions" if pair.created
              else "kmirror did not create it, so it does not add partitions to it")
@@ -199,21 +199,21 @@ def _cannot_grow(config: MirrorConfig, pair: _Pair) -> str:
 
 
 def _route(config: MirrorConfig, pair: _Pair) -> TopicRoute:
-    found = (",".join(config.destination.bootstrap), pair.topic)
+    found = (",".join(config.clusters.destination.bootstrap), pair.topic)
     if not pair.created and found not in _told_found:
         _told_found.add(found)
-        synced = ("configs and ACLs synced (--sync-existing-topics)" if config.sync_existing_topics
+        synced = ("configs and ACLs synced (--sync-existing-topics)" if config.sync.existing_topics
                   else "configs and ACLs left as they are (--sync-existing-topics syncs them)")
         log.info("destination topic %s was there before kmirror: its %d partitions kept, %s; partitioning %s "
                  "(source %s has %d)", pair.topic, pair.destination_partitions, synced, pair.partitioning,
                  pair.source_topic, pair.source_partitions)
-    elif pair.partitioning != config.partitioning:
+    elif pair.partitioning != config.routing.partitioning:
         log.info("%s -> %s: %d and %d partitions, partitioning auto is %s", pair.source_topic, pair.topic,
                  pair.source_partitions, pair.destination_partitions, pair.partitioning)
     policy = RoutingPolicy(partitioning=pair.partitioning, destination_partitions=pair.destination_partitions,
-                           compression=None if config.compression == "source" else config.compression,
-                           coalesce_below_bytes=config.coalesce_below_bytes,
-                           coalesce_target_bytes=config.coalesce_target_bytes)
+                           compression=None if config.routing.compression == "source" else config.routing.compression,
+                           coalesce_below_bytes=config.routing.coalesce_below_bytes,
+                           coalesce_target_bytes=config.routing.coalesce_target_bytes)
     return TopicRoute(pair.source_topic, pair.topic, pair.source_partitions, policy, created=pair.created)
 
 
@@ -221,15 +221,16 @@ def _create(config: MirrorConfig, source: KafkaClient, destination: KafkaClient,
             hops: Mapping[str, Provenance]) -> None:
     """Create the destination topics of ``counts`` (source topic -> partitions) with their
     source's configs, their provenance recorded first (created, and how ``auto`` lays them out)."""
-    chosen = ConfigFilter(config.config_properties_exclude)
+    chosen = ConfigFilter(config.sync.config_properties_exclude)
     entries = describe_topic_config_entries(source, sorted(counts))
-    partitions = {t: config.destination_partitions or n for t, n in counts.items()}
+    partitions = {t: config.routing.destination_partitions or n for t, n in counts.items()}
+    named, routing = config.clusters.destination_topic, config.routing
     _provenance_log(destination).record({
-        config.destination_topic(t): replace(hops[t], created=True,
-                                             partitioning=resolve_partitioning(config.partitioning, n, partitions[t]))
+        named(t): replace(hops[t], created=True,
+                          partitioning=resolve_partitioning(routing.partitioning, n, partitions[t]))
         for t, n in counts.items()})
-    created = [NewTopic(config.destination_topic(t), partitions[t],
-                        configs=creation_configs(entries.get(t, []), chosen), replication_factor=config.replication_factor)
+    created = [NewTopic(named(t), partitions[t], configs=creation_configs(entries.get(t, []), chosen),
+                        replication_factor=routing.replication_factor)
                for t in sorted(counts)]
     destination.create_topics(created)
     for new in created:
@@ -280,4 +281,4 @@ def _provenance(client: KafkaClient) -> Mapping[str, Provenance]:
 
 
 def _destination_cluster(config: MirrorConfig) -> str:
-    return client_for(config.destination, config.retry).cluster_id()
+    return client_for(config.clusters.destination, config.limits.retry).cluster_id()

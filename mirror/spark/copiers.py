@@ -57,7 +57,7 @@ class CopierLeases:
 
     def renew_if_due(self, spark_context) -> list[TaskStats]:
         """Renew every copier if none was for a third of ``lease_s``; what they copied since."""
-        if time.monotonic() - self.last_lease < self.config.lease_s / 3:
+        if time.monotonic() - self.last_lease < self.config.streaming.lease_s / 3:
             return []
         return self.lease(spark_context, self._job(), [])
 
@@ -74,7 +74,7 @@ class CopierLeases:
 
     def _assignments(self, requests: Sequence[CopyRequest]):
         partitions = {topic: route.source_partitions for topic, route in self._routes().items()}
-        return assignments(partitions, requests, self.config.copy_tasks or 1)
+        return assignments(partitions, requests, self.config.streaming.copy_tasks or 1)
 
 
 class Renewer(threading.Thread):

@@ -42,29 +42,31 @@ QUERY_NAME = "kmirror"
 
 def run_mirror(config: MirrorConfig, *, stop: threading.Event | None = None,
                on_report: Callable[[MicroBatchReport], None] | None = None) -> RunTotals:
-    """Run the mirror until caught up (``config.once``) or until ``stop`` is set; return the totals.
+    """Run the mirror until caught up (``config.streaming.once``) or until ``stop`` is set; return the totals.
 
     Clusters are contacted before Spark starts, so an unreachable one (a wrong address, most
     likely) fails in seconds with :class:`~mirror.kafka.ClusterUnreachableError`. Once the
     job runs, outages are waited out for up to ``max_outage_s`` (:mod:`.outage`).
     """
-    source = client_for(config.source, config.retry)
-    destination = client_for(config.destination, config.retry)
+    source = client_for(config.clusters.source, config.limits.retry)
+    destination = client_for(config.clusters.destination, config.limits.retry)
     routes = sync_destination_topics(config, source, destination)
     if not routes:
         # No topic selected yet (they may be created later): nothing above reached the
         # destination, so refused credentials or a wrong address there would only show once
         # Spark ran. One metadata request keeps the promise above.
         destination.topics()
-    log.info("mirroring %d topics from %s to %s (%s, compression %s)%s", len(routes), ",".join(config.source.bootstrap),
-             ",".join(config.destination.bootstrap), config.partitioning, config.compression,
+    clusters = config.clusters
+    log.info("mirroring %d topics from %s to %s (%s, compression %s)%s", len(routes),
+             ",".join(clusters.source.bootstrap), ",".join(clusters.destination.bootstrap),
+             config.routing.partitioning, config.routing.compression,
              ": " + ", ".join(f"{t} -> {r.topic}" for t, r in sorted(routes.items())) if routes else "")
     ShapeSync(config, lambda: routes).sync(source, destination)
-    metrics = _serve_metrics(config.metrics_port)
+    metrics = _serve_metrics(config.streaming.metrics_port)
     spark = spark_session(config)
-    if config.copy_tasks is None:
+    if config.streaming.copy_tasks is None:
         # The reader plans in a Python process of its own, with no SparkContext to ask.
-        config = config.model_copy(update={"copy_tasks": spark.sparkContext.defaultParallelism})
+        config = config.replaced("streaming", copy_tasks=spark.sparkContext.defaultParallelism)
     from .source import CONFIG_FILE_OPTION, STOP_FILE_OPTION, KafkaRangeSource
 
     spark.dataSource.register(KafkaRangeSource)
@@ -81,15 +83,15 @@ def run_mirror(config: MirrorConfig, *, stop: threading.Event | None = None,
     writer = (spark.readStream.format(KafkaRangeSource.name()).option(CONFIG_FILE_OPTION, str(config_file))
               .option(STOP_FILE_OPTION, str(stopper.file)).load()
               .writeStream.queryName(QUERY_NAME).foreachBatch(runner)
-              .option("checkpointLocation", str(config.checkpoint)))
-    if config.once:
+              .option("checkpointLocation", str(config.streaming.checkpoint)))
+    if config.streaming.once:
         writer = writer.trigger(availableNow=True)
     else:
-        writer = writer.trigger(processingTime=f"{config.trigger_interval_s} seconds")
+        writer = writer.trigger(processingTime=f"{config.streaming.trigger_interval_s} seconds")
     query = writer.start()
     renewer = runner.start_renewing(spark.sparkContext)
     shape = ShapeSync(config, lambda: runner.routes)
-    if not config.once:
+    if not config.streaming.once:
         shape.start()
     try:
         stopper.watch(query)
@@ -148,11 +150,11 @@ def _prepare_destination(config: MirrorConfig, source, destination) -> None:
     per source leader where there are more."""
     job = config.job_name
     destination.create_topics([offset_syncs_topic_spec(job)])
-    if config.delivery != "exactly-once":
+    if config.delivery.mode != "exactly-once":
         return
     destination.create_topics([offsets_topic_spec(job)])
-    tasks = max(config.copy_tasks or 1, len(source.brokers()))
-    fence_tasks(destination, job, tasks, timeout_ms=int(config.transaction_timeout_s * 1000))
+    tasks = max(config.streaming.copy_tasks or 1, len(source.brokers()))
+    fence_tasks(destination, job, tasks, timeout_ms=int(config.delivery.transaction_timeout_s * 1000))
     log.info("exactly-once: job %s, offsets in %s on the destination, transactional ids %s..%s", job,
              offsets_topic(job), transactional_id(job, 0), transactional_id(job, tasks - 1))
 
@@ -173,14 +175,14 @@ def _warm_up_executors(spark, runner: MicroBatchRunner) -> threading.Thread:
         try:
             started = runner.start_copiers(spark.sparkContext)
             if not started:
-                slots = runner.config.copy_tasks
+                slots = runner.config.streaming.copy_tasks
                 spark.sparkContext.parallelize(range(slots), slots).mapPartitions(_import_copy_engine).collect()
         except Exception as exc:  # only an optimisation: the copy reports what is broken
             log.warning("warming up the executors failed: %s", first_line(str(exc)))
             return
         log.info("executors ready in %.1f s (%s)", time.perf_counter() - began,
                  f"{started} copiers started" if started else
-                 f"{runner.config.copy_tasks} tasks' Python workers started, copy engine imported")
+                 f"{runner.config.streaming.copy_tasks} tasks' Python workers started, copy engine imported")
 
     thread = threading.Thread(target=warm, name="kmirror-warm-up", daemon=True)
     thread.start()

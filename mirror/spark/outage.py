@@ -1,7 +1,7 @@
 """Waiting out an outage of a cluster: pause, retry with capped exponential backoff, log one
 line per step, go on when the cluster answers again, give up after ``max_outage_s``.
 
-The copy tasks' own retries are bounded (``[retry]``, seconds), as Kafka's clients' are per
+The copy tasks' own retries are bounded (``[limits.retry]``, seconds), as Kafka's clients' are per
 request; a long-running mirror must outlast a broker restart or a network partition of
 minutes, as MirrorMaker 2's tasks do. So the job's two Kafka-facing loops wait here: the
 driver's micro-batch (its copy tasks and its destination-topic check, see

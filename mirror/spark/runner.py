@@ -53,11 +53,12 @@ class MirrorJobError(KMirrorError):
 
 
 def _group_sync(config: MirrorConfig, routes) -> GroupOffsetSync:
-    destination = client_for(config.destination, config.retry)
+    destination = client_for(config.clusters.destination, config.limits.retry)
     syncs = OffsetSyncStore(destination, offset_syncs_topic(config.job_name),
-                            max_wait_s=open_transaction_wait_s(config.transaction_timeout_s))
-    return GroupOffsetSync(config.groups, client_for(config.source, config.retry), destination, syncs,
-                           interval_s=config.sync_group_offsets_interval_s,
+                            max_wait_s=open_transaction_wait_s(config.delivery.transaction_timeout_s))
+    source = client_for(config.clusters.source, config.limits.retry)
+    return GroupOffsetSync(config.sync.groups, source, destination, syncs,
+                           interval_s=config.sync.group_offsets_interval_s,
                            mirrored=functools.partial(mirrored, config))
 
 
@@ -91,11 +92,11 @@ class MicroBatchRunner:
         self.run_id = uuid.uuid4().hex
         self.copied_to: dict[TopicPartition, int] = {}
         """Per source partition, where this run's copy got to: group offsets past it are clamped."""
-        self.group_sync = _group_sync(config, routes) if config.groups else None
+        self.group_sync = _group_sync(config, routes) if config.sync.groups else None
         self.reading_rows = False
         """The groups were not in a micro-batch's plan, so its rows were read (logged once)."""
         self.copiers = (CopierLeases(config, lambda: self.routes, self.job)
-                        if config.copy_between_micro_batches and not config.once else None)
+                        if config.streaming.copy_between_micro_batches and not config.streaming.once else None)
         """Tasks lease their ranges to resident copiers (:mod:`.copiers`), or copy themselves (None)."""
 
     def sync_groups(self, *, final: bool = False) -> GroupSyncReport | None:
@@ -108,7 +109,7 @@ class MicroBatchRunner:
         except KMirrorError as exc:
             self._count_error(type(exc).__name__)
             log.warning("group offset translation failed; the copy goes on and it is tried again in %.0f s: %s",
-                        self.config.sync_group_offsets_interval_s, exc)
+                        self.config.sync.group_offsets_interval_s, exc)
             return None
         if final:
             log.info("%s", report.line())
@@ -192,8 +193,8 @@ class MicroBatchRunner:
         when its first range comes."""
         config = self.config
         if planned is None or not _routed(planned, self.routes):
-            source = client_for(config.source, config.retry)
-            destination = client_for(config.destination, config.retry)
+            source = client_for(config.clusters.source, config.limits.retry)
+            destination = client_for(config.clusters.destination, config.limits.retry)
             self.routes = sync_destination_topics(config, source, destination, self.routes)
         job = self.job()
         try:
@@ -218,7 +219,7 @@ class MicroBatchRunner:
     def job(self) -> CopyJob:
         """What a copy task needs, as of this micro-batch's routes."""
         return CopyJob.from_config(self.config, self.routes, run_id=self.run_id,
-                                   lease_s=self.config.lease_s if self.copiers is not None else 0.0)
+                                   lease_s=self.config.streaming.lease_s if self.copiers is not None else 0.0)
 
     def start_copiers(self, spark_context) -> int:
         """Start every copier that follows a known partition before the first micro-batch needs
@@ -229,7 +230,7 @@ class MicroBatchRunner:
         """Renew the copiers' leases while no micro-batch does (an idle source plans none)."""
         if self.copiers is None:
             return None
-        renewer = Renewer(self.config.lease_s, lambda: self.renew(spark_context))
+        renewer = Renewer(self.config.streaming.lease_s, lambda: self.renew(spark_context))
         renewer.start()
         return renewer
 
@@ -260,7 +261,8 @@ class MicroBatchRunner:
 
     def _outage_line(self, what: str, cluster: str | None, *, waiting: int = 0) -> str:
         """The outage line's subject: which cluster, what failed, how many copy tasks wait."""
-        role = {",".join(self.config.source.bootstrap): "source", ",".join(self.config.destination.bootstrap):
+        clusters = self.config.clusters
+        role = {",".join(clusters.source.bootstrap): "source", ",".join(clusters.destination.bootstrap):
                 "destination"}.get(cluster or "", "")
         tasks = f" ({waiting} copy task{'s' if waiting > 1 else ''} waiting)" if waiting else ""
         return f"outage: {role + ' ' if role else ''}{what}{tasks}"

@@ -35,7 +35,8 @@ def spark_session(config: MirrorConfig):
     from pyspark import SparkConf
     from pyspark.sql import SparkSession
 
-    settings = {"spark.master": with_task_retries(config.master), "spark.app.name": "kmirror", **spark_settings(config)}
+    settings = {"spark.master": with_task_retries(config.streaming.master), "spark.app.name": "kmirror",
+                **spark_settings(config)}
     if not context_running():
         with _keeping_sigint():
             start_context(SparkConf(loadDefaults=False).setAll(settings.items()))
@@ -87,7 +88,7 @@ def spark_settings(config: MirrorConfig) -> dict[str, str]:
         "spark.driver.extraJavaOptions": JVM_OPTIONS,
         "spark.executor.extraJavaOptions": JVM_OPTIONS,
         "spark.python.daemon.module": "mirror.spark.worker_daemon",
-    } | config.spark_conf
+    } | config.streaming.spark_conf
 
 
 LOCAL_TASK_ATTEMPTS = 4
@@ -115,10 +116,11 @@ def task_attempts(config: MirrorConfig) -> int:
     new attempt may fix gets as many from the driver
     (:meth:`~.runner.MicroBatchRunner._copy_through_failures`): tasks report kmirror's errors rather
     than raise them, so Spark's own retries are left to bugs."""
-    master = config.spark_conf.get("spark.master", with_task_retries(config.master))  # as spark_session sets it
+    streaming = config.streaming
+    master = streaming.spark_conf.get("spark.master", with_task_retries(streaming.master))  # as spark_session sets it
     match = _LOCAL_WITH_RETRIES.fullmatch(master)
     if match is not None:
         return int(match.group(1))
     if _LOCAL.fullmatch(master):
         return 1  # spark_conf's own local master, without retries
-    return int(config.spark_conf.get("spark.task.maxFailures", LOCAL_TASK_ATTEMPTS))
+    return int(config.streaming.spark_conf.get("spark.task.maxFailures", LOCAL_TASK_ATTEMPTS))

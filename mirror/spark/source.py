@@ -149,7 +149,7 @@ class KafkaRangeReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if self._client is None:
             from ..engine.clients import client_for
 
-            self._client = client_for(self.config.source, self.config.retry)
+            self._client = client_for(self.config.clusters.source, self.config.limits.retry)
         return self._client
 
     def _partitions(self) -> list[TopicPartition]:
@@ -163,7 +163,7 @@ class KafkaRangeReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return self.client.list_offsets(tps, which, isolation_level=READ_COMMITTED) if tps else {}
 
     def initialOffset(self) -> dict:
-        self.floors = self._waiting(lambda: self._offsets(self._partitions(), self.config.starting_offsets))
+        self.floors = self._waiting(lambda: self._offsets(self._partitions(), self.config.streaming.starting_offsets))
         return format_offsets(self.floors)
 
     def prepareForTriggerAvailableNow(self) -> None:
@@ -215,8 +215,8 @@ class KafkaRangeReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def _limit(self, start: Offsets, latest: Offsets, limit: ReadLimit) -> Offsets:
         if isinstance(limit, ReadAllAvailable):
             return latest
-        max_records = self.config.max_records_per_trigger
-        max_bytes = self.config.max_bytes_per_trigger
+        max_records = self.config.streaming.max_records_per_trigger
+        max_bytes = self.config.streaming.max_bytes_per_trigger
         if isinstance(limit, ReadMaxRows):
             max_records = limit.max_rows
         elif isinstance(limit, ReadMaxBytes):
@@ -238,10 +238,10 @@ class KafkaRangeReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return sum(b.size for b in batches) / max(span, 1)
 
     def getDefaultReadLimit(self) -> ReadLimit:
-        if self.config.max_bytes_per_trigger is not None:
-            return ReadMaxBytes(self.config.max_bytes_per_trigger)
-        if self.config.max_records_per_trigger is not None:
-            return ReadMaxRows(self.config.max_records_per_trigger)
+        if self.config.streaming.max_bytes_per_trigger is not None:
+            return ReadMaxBytes(self.config.streaming.max_bytes_per_trigger)
+        if self.config.streaming.max_records_per_trigger is not None:
+            return ReadMaxRows(self.config.streaming.max_records_per_trigger)
         return ReadAllAvailable()
 
     def partitions(self, start: dict, end: dict) -> list[CopyGroup]:
@@ -250,7 +250,8 @@ class KafkaRangeReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                   for tp, stop in sorted(parse_offsets(end).items()) if tp in begun and stop > begun[tp]]
         if not ranges:
             return []
-        groups = group_ranges(ranges, self._leaders(ranges).get, lambda r: r.end - r.start, self.config.copy_tasks or 1)
+        groups = group_ranges(ranges, self._leaders(ranges).get, lambda r: r.end - r.start,
+                              self.config.streaming.copy_tasks or 1)
         return [CopyGroup(index, tuple(group)) for index, group in enumerate(groups)]
 
     def _leaders(self, ranges: list[CopyRange]) -> dict[CopyRange, str | None]:

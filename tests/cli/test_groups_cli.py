@@ -48,12 +48,12 @@ def test_help_lists_the_options_it_uses_and_the_jobs_command_line_is_accepted(ca
     # `kmirror run`'s own flags work unchanged, so the job's command line can be reused.
     args = build_parser().parse_args(["groups", "translate", "--source", "a:1", "--destination", "b:2", "--topics",
                                       "t", "--groups", "g", "--once", "--master", "local[1]", "--apply"])
-    assert args.apply and args.once and args.groups == "g"
+    assert args.apply and args.streaming__once and args.sync__groups == "g"
 
 
 def test_without_groups_it_is_a_usage_error():
     line = _one_error_line(_translate("--source", "a:1", "--destination", "b:2", "--topics", "t"))
-    assert line.endswith("groups translate needs --groups REGEX (or groups in the --config file)")
+    assert line.endswith("groups translate needs --groups REGEX (or [sync] groups in the --config file)")
 
 
 @pytest.fixture(scope="module")

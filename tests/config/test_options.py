@@ -4,6 +4,7 @@ the model is a flag with a help line and a documented key, and each flag sets it
 from __future__ import annotations
 
 import argparse
+import re
 import typing
 from pathlib import Path
 
@@ -11,7 +12,7 @@ import pytest
 from pydantic import BaseModel, SecretStr
 
 from mirror.config import MirrorConfig, load_config
-from mirror.options import OPTIONS, SECTIONS, add_arguments, overrides_from_args
+from mirror.options import HEADINGS, OPTIONS, add_arguments, overrides_from_args
 
 REFERENCE = (Path(__file__).parents[2] / "docs" / "configuration.md").read_text()
 
@@ -42,14 +43,51 @@ def test_every_setting_has_one_flag_with_help_in_a_known_section():
     assert len({option.flag for option in OPTIONS}) == len(OPTIONS)
     for option in OPTIONS:
         assert option.help.strip(), f"{option.flag} has no help"
-        assert option.section in SECTIONS, f"{option.key}: section {option.section!r}"
+        assert option.heading in HEADINGS, f"{option.key}: heading {option.heading!r}"
+
+
+def _documented_tables() -> dict[str, set[str]]:
+    """docs/configuration.md's keys by table: each ``## `[table]`...`` heading's table rows."""
+    tables: dict[str, set[str]] = {}
+    keys: set[str] = set()
+    for line in REFERENCE.splitlines():
+        if line.startswith("## "):
+            keys = set()
+            for table in re.findall(r"`\[([\w.]+)\]`", line):
+                tables[table] = keys
+        elif (row := re.match(r"\| `(\w+)` \|", line)):
+            keys.add(row.group(1))
+    return tables
+
+
+def _leaves(model: type[BaseModel], prefix: str = "") -> list[str]:
+    """Every key of the model, tables and secrets included."""
+    found = []
+    for name, field in model.model_fields.items():
+        inner = [t for t in _types(field.annotation) if isinstance(t, type) and issubclass(t, BaseModel)]
+        found.append(prefix + name)
+        if inner:
+            found.extend(_leaves(inner[0], prefix + name + "."))
+    return found
+
+
+@pytest.mark.parametrize("key", _leaves(MirrorConfig))
+def test_every_key_is_documented_in_its_tables_reference(key):
+    """A destination cluster's keys are documented with its source twin's."""
+    tables = _documented_tables()
+    table, _, name = key.replace("clusters.destination", "clusters.source").rpartition(".")
+    if not table:  # a section: a table of its own
+        assert name in tables, f"[{name}] has no section in docs/configuration.md"
+    else:
+        assert table in tables, f"[{table}] has no section in docs/configuration.md"
+        assert name in tables[table], f"{key} is not in the [{table}] table of docs/configuration.md"
 
 
 @pytest.mark.parametrize("option", OPTIONS, ids=lambda o: o.flag)
 def test_every_flag_is_in_the_configuration_reference(option):
     """A destination cluster's security flag is documented as its source twin's."""
     flag = option.flag
-    if option.key.startswith(("destination.tls.", "destination.sasl.")):
+    if option.key.startswith(("clusters.destination.tls.", "clusters.destination.sasl.")):
         flag = "--source-" + flag[len("--destination-"):]
     assert f"`{flag}" in REFERENCE, f"{option.flag} ({option.key}) is not in docs/configuration.md"
 
@@ -93,6 +131,7 @@ def test_a_command_line_of_flags_loads_into_the_model():
                               "--source-sasl-username", "u", "--source-sasl-password-env", "HOME",
                               "--source-tls-no-check-hostname", "--coalesce-target-bytes", "2048"])
     config = load_config(None, overrides_from_args(args))
-    assert (config.lease_s, config.retry.attempts, config.destination.request_timeout_s) == (12.0, 3, 9.0)
-    assert config.source.sasl.username == "u" and config.source.tls is not None
-    assert config.source.tls.check_hostname is False and config.coalesce_target_bytes == 2048
+    assert (config.streaming.lease_s, config.limits.retry.attempts,
+            config.clusters.destination.request_timeout_s) == (12.0, 3, 9.0)
+    assert config.clusters.source.sasl.username == "u" and config.clusters.source.tls is not None
+    assert config.clusters.source.tls.check_hostname is False and config.routing.coalesce_target_bytes == 2048

@@ -39,10 +39,10 @@ password = "{SECRET}"
 [destination]
 bootstrap = "b:1"
 """))
-    security = config.source.security()
+    security = config.clusters.source.security()
     assert security.protocol == "SASL_SSL" and security.tls.ca_file == ca and security.tls.check_hostname
     assert security.sasl.password.get_secret_value() == SECRET and security.sasl.username == "mirror"
-    assert config.destination.security().protocol == "PLAINTEXT"
+    assert config.clusters.destination.security().protocol == "PLAINTEXT"
     # Masked everywhere but in the dump the job hands its own reader.
     assert SECRET not in repr(config) + str(config) + config.model_dump_json() + repr(security)
     revealed = config.model_dump_json(context=REVEAL_SECRETS)
@@ -55,8 +55,8 @@ def test_password_env_is_read_when_the_configuration_is_loaded(monkeypatch):
     overrides = {**BASE, "destination.security_protocol": "SASL_PLAINTEXT", "destination.sasl.mechanism": "PLAIN",
                  "destination.sasl.username": "u", "destination.sasl.password_env": "KMIRROR_DST_PASSWORD"}
     config = load_config(None, overrides)
-    assert config.destination.sasl.password == SecretStr(SECRET)
-    assert config.source.security().protocol == "PLAINTEXT"
+    assert config.clusters.destination.sasl.password == SecretStr(SECRET)
+    assert config.clusters.source.security().protocol == "PLAINTEXT"
     monkeypatch.delenv("KMIRROR_DST_PASSWORD")
     with pytest.raises(ConfigError, match=r"destination.sasl: Value error, environment variable "
                                           r"KMIRROR_DST_PASSWORD \(password_env\) is not set"):
@@ -97,8 +97,8 @@ def test_security_flags_set_each_cluster_and_help_shows_no_password(monkeypatch,
                               "--source-sasl-username", "u", "--source-sasl-password-env", "SRC_PW",
                               "--source-tls-ca-file", str(ca), "--destination-security-protocol", "SSL"])
     config = load_config(None, overrides_from_args(args))
-    assert config.source.security().sasl.password.get_secret_value() == SECRET
-    assert config.source.tls.ca_file == ca and config.destination.security().protocol == "SSL"
+    assert config.clusters.source.security().sasl.password.get_secret_value() == SECRET
+    assert config.clusters.source.tls.ca_file == ca and config.clusters.destination.security().protocol == "SSL"
     parser.print_help()
     assert SECRET not in capsys.readouterr().out
     assert not any("password" in option and "env" not in option for option in parser._option_string_actions)

@@ -43,7 +43,9 @@ def setup(tmp_path):
                                         "topics": "live", "name": JOB})
             routes = sync_destination_topics(config, source, destination)
             destination.create_topics([offsets_topic_spec(JOB), offset_syncs_topic_spec(JOB)])
-        job = CopyJob(config.source, config.destination, config.retry, routes, 1024 * 1024, delivery="exactly-once",
+        clusters = config.clusters
+        job = CopyJob(clusters.source, clusters.destination, config.limits.retry, routes, 1024 * 1024,
+                      delivery="exactly-once",
                       job=JOB, transaction_timeout_ms=10_000, run_id=uuid.uuid4().hex, lease_s=30,
                       commit_interval_ms=20)
         try:

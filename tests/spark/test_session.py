@@ -67,7 +67,7 @@ def test_the_warm_up_leaves_workers_the_copy_tasks_reuse(tmp_path):
     config = load_config(None, {**_BASE, "checkpoint": str(tmp_path / "ck")})
     spark = spark_session(config)
     slots = spark.sparkContext.defaultParallelism
-    runner = _runner(config.model_copy(update={"copy_tasks": slots}), routes={})  # no topic yet: no copier
+    runner = _runner(config.replaced("streaming", copy_tasks=slots), routes={})  # no topic yet: no copier
     _warm_up_executors(spark, runner).join()
     probes = spark.sparkContext.parallelize(range(slots), slots).mapPartitions(worker_state).collect()
     assert [warm for warm, _, _ in probes] == [True] * slots
@@ -98,7 +98,8 @@ def test_the_warm_up_starts_the_copiers_before_the_first_micro_batch(tmp_path):
             client.create_topics([NewTopic("warm", 3)])
         config = load_config(None, {"source.bootstrap": src.bootstrap, "destination.bootstrap": dst.bootstrap,
                                     "topics": "warm", "checkpoint": str(tmp_path / "ck"), "copy_tasks": 2})
-        source, destination = client_for(config.source, config.retry), client_for(config.destination, config.retry)
+        source = client_for(config.clusters.source, config.limits.retry)
+        destination = client_for(config.clusters.destination, config.limits.retry)
         routes = sync_destination_topics(config, source, destination)
         _prepare_destination(config, source, destination)
         spark = spark_session(config)

@@ -147,9 +147,9 @@ def test_the_stop_file_ends_planning(cluster, tmp_path):
 
 def test_the_data_source_builds_its_reader_from_options(cluster, tmp_path):
     broker, _ = cluster
-    config = _reader(broker).config.model_copy(update={"source": ClusterConfig(
+    config = _reader(broker).config.replaced("clusters", source=ClusterConfig(
         bootstrap=(broker.bootstrap,), security_protocol="SASL_PLAINTEXT",
-        sasl=SaslConfig(mechanism="PLAIN", username="u", password="secret"))})
+        sasl=SaslConfig(mechanism="PLAIN", username="u", password="secret")))
     (tmp_path / "config.json").write_text(config.model_dump_json(context=REVEAL_SECRETS))
     source = KafkaRangeSource({"configFile": str(tmp_path / "config.json"), "stopFile": str(tmp_path / "s")})
     reader = source.streamReader(source.schema())

@@ -35,7 +35,7 @@ from ..kafka import (AuthenticationError, BrokerApiError, ClusterUnreachableErro
 from ..kafka.transactions import TransactionError
 from .errors import CorruptSourceError, DataLossError, SourceTruncatedError, TopicMismatchError
 
-__all__ = ["Verdict", "verdict", "TaskFailure"]
+__all__ = ["Verdict", "verdict", "failed_cluster", "TaskFailure"]
 
 Verdict = Literal["outage", "permanent", "other"]
 
@@ -54,6 +54,16 @@ def verdict(error: BaseException) -> Verdict:
     return "other"
 
 
+def failed_cluster(error: BaseException) -> str | None:
+    """Where ``error`` happened, when it says: a cluster's bootstrap (no broker of it answered),
+    or one broker's address (its connection failed or broke)."""
+    if isinstance(error, ClusterUnreachableError):
+        return error.bootstrap
+    if isinstance(error, ConnectionFailedError):
+        return error.address
+    return None
+
+
 @dataclass(frozen=True)
 class TaskFailure:
     """A copy task's failure, sent back to the driver as data (kmirror's exceptions do not all
@@ -67,12 +77,12 @@ class TaskFailure:
     verdict: Verdict
     """What the driver does about it (:func:`verdict`)."""
     cluster: str | None = None
-    """The bootstrap of the cluster that did not answer, when the error says."""
+    """The bootstrap of the cluster, or the address of the broker, that did not answer, when
+    the error says (:func:`failed_cluster`)."""
 
     @classmethod
     def of(cls, task: int, error: KMirrorError) -> "TaskFailure":
-        return cls(task, type(error).__name__, str(error), verdict(error),
-                   error.bootstrap if isinstance(error, ClusterUnreachableError) else None)
+        return cls(task, type(error).__name__, str(error), verdict(error), failed_cluster(error))
 
     @property
     def outage(self) -> bool:

@@ -263,6 +263,11 @@ class KafkaClient:
         self.retrying("list brokers", lambda: self._refresh([]))
         return dict(self._nodes)
 
+    def known_brokers(self) -> frozenset[str]:
+        """The addresses of the cluster's brokers as far as this client knows them, asking none
+        (an error's broker address tells which cluster failed, even while it is down)."""
+        return frozenset(self._bootstrap) | frozenset(self._nodes.values())
+
     def init_producer_id(self) -> tuple[int, int]:
         """A new producer id and epoch for an idempotent producer (KIP-98; no transactional id)."""
         request = InitProducerIdRequest(transactional_id=None, transaction_timeout_ms=-1, producer_id=-1,

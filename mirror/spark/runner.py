@@ -21,7 +21,7 @@ from ..config import MirrorConfig
 from ..engine import (CopyJob, OffsetSyncStore, client_for, offset_syncs_topic, open_transaction_wait_s,
                       sync_destination_topics)
 from ..engine.ranges import TaskStats
-from ..engine.failures import TaskFailure
+from ..engine.failures import TaskFailure, failed_cluster
 from ..engine.group_sync import GroupOffsetSync, GroupSyncReport
 from ..engine.own_topics import mirrored
 from ..engine.latency import LatencyHistogram
@@ -163,7 +163,7 @@ class MicroBatchRunner:
                 results = self._copy(rows, planned, todo)
             except KMirrorError as exc:  # the driver's own Kafka calls, or a task's bug
                 self._count_error(exc.kind if isinstance(exc, MirrorJobError) else type(exc).__name__)
-                what = self._outage_line(str(exc), getattr(exc, "bootstrap", None))
+                what = self._outage_line(str(exc), failed_cluster(exc))
                 if not is_outage(exc) or not outage.pause(what, began, self._sleep):
                     raise
                 continue
@@ -259,13 +259,22 @@ class MicroBatchRunner:
         """A wait through an outage: False when a stop came meanwhile."""
         return not self.stop.wait(seconds)
 
-    def _outage_line(self, what: str, cluster: str | None, *, waiting: int = 0) -> str:
-        """The outage line's subject: which cluster, what failed, how many copy tasks wait."""
-        clusters = self.config.clusters
-        role = {",".join(clusters.source.bootstrap): "source", ",".join(clusters.destination.bootstrap):
-                "destination"}.get(cluster or "", "")
+    def _outage_line(self, what: str, where: str | None, *, waiting: int = 0) -> str:
+        """The outage line's subject: which cluster, what failed, how many copy tasks wait.
+        ``where``: the bootstrap of the cluster, or the address of the broker, that failed."""
+        role = self._role(where)
         tasks = f" ({waiting} copy task{'s' if waiting > 1 else ''} waiting)" if waiting else ""
         return f"outage: {role + ' ' if role else ''}{what}{tasks}"
+
+    def _role(self, where: str | None) -> str:
+        """"source" or "destination": whose bootstrap ``where`` is, or one of whose brokers
+        (as the driver's clients last saw them); "" when it is neither, or not known."""
+        for role, cluster in (("source", self.config.clusters.source),
+                              ("destination", self.config.clusters.destination)):
+            client = client_for(cluster, self.config.limits.retry)
+            if where is not None and (where == client.bootstrap or where in client.known_brokers()):
+                return role
+        return ""
 
 
 class _FailedTries:

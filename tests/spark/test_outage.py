@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from mirror.engine import CorruptSourceError
-from mirror.kafka import BrokerApiError, ClusterUnreachableError, TopicPartition
+from mirror.kafka import BrokerApiError, ClusterUnreachableError, ConnectionFailedError, TopicPartition
 from mirror.kafka.transactions import ProducerFencedError
 from mirror.spark.runner import RunOutcome
 from mirror.spark.session import with_task_retries
@@ -174,6 +174,30 @@ def test_the_driver_runs_only_the_tasks_that_hit_an_outage_again(monkeypatch):
     assert asked == [None, frozenset({1}), frozenset({1})]
     (report,) = runner.reports  # one micro-batch, with the ranges of the first run and of the last
     assert runner.outcome().failure is None and sorted(r.tp.partition for r in report.ranges) == [0, 1]
+
+
+@pytest.mark.parametrize("error, role", [
+    (ClusterUnreachableError("dst:1", "produce to t/1: cannot connect"), "destination"),
+    (ConnectionFailedError("dst:1", "connection closed by the broker"), "destination"),
+    (ConnectionFailedError("src-broker-2:9092", "connection closed by the broker"), "source"),
+    (BrokerApiError.from_code("Produce", 6, TopicPartition("t", 1)), None),
+], ids=["cluster unreachable", "a bootstrap broker", "a broker from metadata", "no address"])
+def test_each_outage_line_names_the_cluster_that_failed(monkeypatch, caplog, error, role):
+    """A broken connection names only its broker: the line still says which cluster it is."""
+    from mirror.engine import client_for
+    from mirror.engine.failures import TaskFailure
+
+    down = TaskFailure.of(1, error)
+    runner, _ = _runner(monkeypatch, [[_stats(1, down)], [_stats(1)]])
+    source = client_for(runner.config.clusters.source, runner.config.limits.retry)
+    monkeypatch.setattr(source, "_nodes", {2: "src-broker-2:9092"})  # as its last metadata listed them
+    with caplog.at_level(logging.WARNING, logger="mirror.spark.outage"):
+        runner(None, 7)
+    (line,) = [r.getMessage() for r in caplog.records if "outage:" in r.getMessage()]
+    if role is None:
+        assert line.startswith(f"outage: {error} (1 copy task waiting)"), line
+    else:
+        assert line.startswith(f"outage: {role} {error}"), line
 
 
 def test_a_permanent_task_failure_fails_the_micro_batch_at_once(monkeypatch):

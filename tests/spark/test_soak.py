@@ -243,8 +243,8 @@ def test_the_mirror_rides_out_restarts_outages_and_a_paused_destination(tmp_path
 
     lines = log_path.read_text().splitlines()
     outage_lines = [line for line in lines if "outage" in line]
-    assert any("outage: destination" in line for line in outage_lines), "\n".join(lines[-40:])
-    assert any("outage: source" in line for line in outage_lines), "\n".join(lines[-40:])
+    assert any("outage: destination" in line for line in outage_lines), "\n".join(outage_lines or lines[-40:])
+    assert any("outage: source" in line for line in outage_lines), "\n".join(outage_lines or lines[-40:])
     # A handful of lines per outage: one per backoff step, none per request retried.
     assert len(outage_lines) <= 12 * (2 + 3 * ROUNDS), "\n".join(outage_lines)
     assert not [line for line in lines if "Traceback" in line or line.startswith("\tat ")]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime
 import importlib.metadata
+import math
 import os
 import platform
 import statistics
@@ -16,14 +17,23 @@ from dataclasses import asdict, dataclass, field
 from enum import Enum
 from typing import Any, Iterable, Sequence
 
-__all__ = ["Sample", "Scenario", "ModeResult", "Measure", "Target", "Ratio", "TARGETS", "TARGET_SCENARIOS", "summarise",
-           "ratios", "RUN_COPY_TARGET", "RunCopyRatio", "run_copy_ratios", "SMALL_BATCH_TARGETS", "SmallBatchRatio",
+__all__ = ["percentile", "Sample", "Scenario", "ModeResult", "Measure", "Target", "Ratio", "TARGETS",
+           "TARGET_SCENARIOS", "summarise", "ratios", "RUN_COPY_TARGET", "RunCopyRatio", "run_copy_ratios", "SMALL_BATCH_TARGETS", "SmallBatchRatio",
            "small_batch_ratios", "machine_info", "to_json"]
 
 MB = 10**6
 GB = 10**9
 
 BASELINE = "pass-through"
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    """The ``q`` quantile (0-1) by the nearest rank, of sorted ``values``: the smallest value
+    with at least ``q`` of them at or below it (the ``ceil(q * n)``-th)."""
+    if not values:
+        return float("nan")
+    rank = math.ceil(q * len(values) - 1e-9)  # 0.99 * 100 is 99.00000000000001 in floats
+    return values[min(len(values) - 1, max(0, rank - 1))]
 
 
 @dataclass(frozen=True)

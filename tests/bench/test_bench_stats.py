@@ -181,3 +181,12 @@ def test_kmirror_run_is_held_to_issue_35_against_mirrormaker2_at_each_guarantee(
     assert big.bounds is None and big.met is None
     table = peer_table(peer_ratios(results))
     assert "kmirror-run-eos  mirrormaker2-eos  2.00x" in table and "MISSED" in table
+
+
+def test_percentiles_are_by_the_nearest_rank():
+    from mirror.bench.stats import percentile
+
+    hundred = list(range(1, 101))
+    assert (percentile(hundred, 0.5), percentile(hundred, 0.99), percentile(hundred, 1.0)) == (50, 99, 100)
+    assert (percentile([10, 100], 0.5), percentile([10, 100], 0.9)) == (10, 100)
+    assert percentile([1, 2, 3], 0.5) == 2 and percentile([7], 0.999) == 7

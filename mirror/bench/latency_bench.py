@@ -18,7 +18,9 @@ and every Python process) as a share of one core, under the load and then idle f
 --idle-seconds once the destination has caught up, and how many records arrived of those
 produced. Clusters: two embedded brokers, each a process of its own (default), or two real
 Apache Kafka clusters (--cluster kafka, KRaft, one node each, fetched with Maven on first use).
-Nothing here is asserted; docs/performance.md holds a run and its reading.
+With --trace, kmirror's copiers also write down when each batch passed each stage of the
+copy and every stall of their loops (mirror/engine/trace.py); their percentiles are printed
+after the mode's line. Nothing here is asserted; docs/performance.md holds a run and its reading.
 """
 
 from __future__ import annotations
@@ -38,8 +40,11 @@ from pathlib import Path
 from typing import Iterator, Sequence
 
 from ..broker import BrokerProcess
+from ..engine.trace import TRACE_ENV
 from ..kafka import KafkaClient, NewTopic
 from .proctree import TreeMeter
+from .stats import percentile
+from .trace_report import TraceReport, read_trace
 from .steady import LoadSpec, loop_mirror, measure_latency, produce_steadily
 
 __all__ = ["add_arguments", "run", "LatencyResult", "MODES", "percentile"]
@@ -67,6 +72,8 @@ class LatencyResult:
     idle_cpu: float
     """The same, idle, once caught up."""
     notes: list[str] = field(default_factory=list)
+    trace: TraceReport | None = None
+    """With --trace, kmirror's copiers' stages and stalls in the measured window."""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -83,6 +90,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="embedded brokers (default) or real Apache Kafka (needs Java 17 and mvn)")
     parser.add_argument("--kmirror-arg", action="append", default=[], metavar="ARG",
                         help="an extra argument for kmirror run (repeat it), e.g. --kmirror-arg=--trigger-interval=0")
+    parser.add_argument("--trace", action="store_true",
+                        help="kmirror modes: trace every copied batch through its copier (fetched, routed, produce "
+                             "sent and acknowledged, commit began and ended) and every stall of a copier's loop over "
+                             "20 ms, and print their percentiles (mirror/engine/trace.py; costs nothing when off)")
     parser.add_argument("--json", type=Path, metavar="FILE", help="write the results as JSON")
 
 
@@ -102,6 +113,8 @@ def run(args: argparse.Namespace) -> int:
             results.append(result)
             print(f"  {mode}: p50 {result.p50_ms:.1f} ms, p99 {result.p99_ms:.1f} ms, "
                   f"CPU {result.busy_cpu * 100:.0f}% busy / {result.idle_cpu * 100:.1f}% idle", flush=True)
+            if result.trace is not None:
+                print(result.trace.text() + "\n", flush=True)
     print("\n" + table(results))
     if args.json:
         args.json.write_text(json.dumps({"parameters": {k: (str(v) if isinstance(v, Path) else v)
@@ -118,13 +131,6 @@ def table(results: Sequence[LatencyResult]) -> str:
         lines.append(f"| {r.mode} | {r.p50_ms:.1f} | {r.p90_ms:.1f} | {r.p99_ms:.1f} | {r.p999_ms:.1f} | {r.max_ms:.0f} | "
                      f"{r.arrived:,} / {r.produced:,} | {r.busy_cpu * 100:.0f}% | {r.idle_cpu * 100:.1f}% |")
     return "\n".join(lines)
-
-
-def percentile(values: Sequence[float], q: float) -> float:
-    """The ``q`` quantile (0-1) by the nearest rank, of sorted ``values``."""
-    if not values:
-        return float("nan")
-    return values[min(len(values) - 1, max(0, int(round(q * len(values) + 0.5)) - 1))]
 
 
 def bench_mode(mode: str, source: str, destination: str, work: Path, args: argparse.Namespace) -> LatencyResult:
@@ -161,10 +167,12 @@ def bench_mode(mode: str, source: str, destination: str, work: Path, args: argpa
     lines = latencies_file.read_text().splitlines()
     arrived = int(lines[-1].split()[-1]) if lines and lines[-1].startswith("#") else 0
     latencies = sorted(float(line) for line in lines if line and not line.startswith("#"))
+    traced = (read_trace(work / "trace", measured_from / 1000, measured_until / 1000)
+              if args.trace and mode != "loop" else None)
     return LatencyResult(mode, produced, len(latencies), arrived, percentile(latencies, 0.5),
                          percentile(latencies, 0.9), percentile(latencies, 0.99), percentile(latencies, 0.999),
                          latencies[-1] if latencies else float("nan"), busy.cpu_s / args.seconds,
-                         idle.cpu_s / args.idle_seconds)
+                         idle.cpu_s / args.idle_seconds, trace=traced)
 
 
 @contextlib.contextmanager
@@ -187,9 +195,11 @@ def _mirror(mode: str, source: str, destination: str, topic: str, work: Path, ar
     command = [sys.executable, "-m", "mirror.cli", "run", "--source", source, "--destination", destination,
                "--topics", f"^{topic}$", "--checkpoint", str(work / "checkpoint"), "--delivery", _DELIVERY[mode],
                *args.kmirror_arg]
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    if args.trace:
+        env[TRACE_ENV] = str(work / "trace")
     with open(log_path, "w") as log_file:
-        job = subprocess.Popen(command, stderr=log_file, stdout=subprocess.DEVNULL,
-                               env={**os.environ, "PYTHONUNBUFFERED": "1"}, start_new_session=True)
+        job = subprocess.Popen(command, stderr=log_file, stdout=subprocess.DEVNULL, env=env, start_new_session=True)
     try:
         _wait(lambda: "executors ready" in log_path.read_text() or job.poll() is not None,
               f"kmirror run to start (log: {log_path})")

@@ -36,6 +36,7 @@ socket that writes them.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 import time
@@ -61,6 +62,7 @@ from .latency import LatencyHistogram
 from .offset_syncs import SyncLog
 from .ranges import CopyRequest, RangeStats, TaskStats
 from .topics import TopicRoute
+from .trace import CopierTrace
 
 __all__ = ["copy_ranges", "CopyLoop", "TAIL", "DEFAULT_MAX_BUFFER_BYTES"]
 
@@ -141,7 +143,8 @@ class CopyLoop:
     def __init__(self, routes: Mapping[str, TopicRoute], source: KafkaClient, producer: IdempotentProducer, *,
                  fetch_max_bytes: int, max_buffer_bytes: int = DEFAULT_MAX_BUFFER_BYTES,
                  on_data_loss: Literal["fail", "skip-to-earliest"] = "fail", mode: RouteMode = RouteMode.ROUTED,
-                 max_wait_ms: int = 100):
+                 max_wait_ms: int = 100, trace: CopierTrace | None = None):
+        """``trace``: a resident copier's latency trace (:mod:`.trace`), or None (no cost)."""
         self.routes = routes
         self.source = source
         self.producer = producer
@@ -159,6 +162,11 @@ class CopyLoop:
         self._peak = 0
         self._syncs = SyncLog()
         self._latency = LatencyHistogram()
+        self.trace = trace
+        self.step = trace.step if trace is not None else _untimed
+        """Times one step of the loop under a trace: ``with loop.step("kind"): ...``."""
+        if trace is not None:
+            producer.on_send = trace.sent
 
     def assign(self, request: CopyRequest) -> None:
         """Copy ``request`` too: a partition not yet in the loop, or (the same partition) a
@@ -201,28 +209,32 @@ class CopyLoop:
                 fetcher.send(wanted, limit=room)
         producer.send_ready()
         routing = [copy for copy in copies.values() if copy.fetched is not None]
+        trace, step = self.trace, self.step
         # With batches left to route, only look at the sockets (no wait).
-        readable = wait_readable(fetcher.connections() + producer.connections(),
-                                 0.0 if routing else min(max_wait_s, _timeout(fetcher, producer)), also=also)
+        with step("wait for the source" if producer.idle else "wait for produce acks"):
+            readable = wait_readable(fetcher.connections() + producer.connections(),
+                                     0.0 if routing else min(max_wait_s, _timeout(fetcher, producer)), also=also)
         ours = []
-        for conn in readable:
-            if conn in also:
-                ours.append(conn)
-            elif fetcher.owns(conn):
-                _read_fetch(fetcher, conn, copies, self.source, self.on_data_loss, self.mode)
-                self._peak = max(self._peak, frames.usage().pinned + self.rebuilt)
-            else:
-                producer.on_readable(conn)
+        with step("read answers"):
+            for conn in readable:
+                if conn in also:
+                    ours.append(conn)
+                elif fetcher.owns(conn):
+                    _read_fetch(fetcher, conn, copies, self.source, self.on_data_loss, self.mode, trace)
+                    self._peak = max(self._peak, frames.usage().pinned + self.rebuilt)
+                else:
+                    producer.on_readable(conn)
         if routing and len(ours) == len(readable):
             # Answers first: an acknowledgement frees a place in the producer's window, to
             # be filled at once. A slice is routed in a turn with nothing to read, while
             # the destination works on the requests in flight. (Answers cannot crowd
             # routing out: none come without requests, and none go without routed batches.)
-            grown = sum(_route_slice(copy, producer, len(copies)) for copy in routing)
+            with step("route"):
+                grown = sum(_route_slice(copy, producer, len(copies), trace) for copy in routing)
             if grown:
                 self.rebuilt += grown
                 self._peak = max(self._peak, frames.usage().pinned + self.rebuilt)
-        self.rebuilt -= _take_acks(producer, self._syncs, self._latency)
+        self.rebuilt -= _take_acks(producer, self._syncs, self._latency, trace)
         return ours
 
     def flush(self) -> None:
@@ -231,7 +243,7 @@ class CopyLoop:
             self.producer.send_ready()
             for conn in wait_readable(self.producer.connections(), _timeout(self.fetcher, self.producer)):
                 self.producer.on_readable(conn)
-            self.rebuilt -= _take_acks(self.producer, self._syncs, self._latency)
+            self.rebuilt -= _take_acks(self.producer, self._syncs, self._latency, self.trace)
 
     def take_syncs(self) -> SyncLog:
         """Where the records acknowledged since the last call landed."""
@@ -262,6 +274,11 @@ class CopyLoop:
         self.frames.clear()
 
 
+def _untimed(_kind: str) -> contextlib.nullcontext:
+    """A step of the loop when no trace is kept."""
+    return contextlib.nullcontext()
+
+
 def _timeout(fetcher: Fetcher, producer: IdempotentProducer) -> float:
     """Until the first backoff ends, at most :data:`_MAX_WAIT_S` (answers end the wait sooner)."""
     deadlines = [d for d in (fetcher.next_deadline(), producer.next_deadline()) if d is not None]
@@ -284,15 +301,18 @@ def _fetches_that_fit(frames: FrameBuffers, rebuilt: int, in_flight: int, max_bu
 
 
 def _read_fetch(fetcher: Fetcher, conn, copies: Mapping[TopicPartition, _RangeCopy], source: KafkaClient,
-                on_data_loss: str, mode: RouteMode) -> None:
+                on_data_loss: str, mode: RouteMode, trace: CopierTrace | None) -> None:
     """Take the fetch answered on ``conn``: each partition's record set waits in its range to be
     routed. A function of its own so that no view of the response outlives it here but those
     sets: a lingering view would keep the response's buffer from being reused."""
     for tp, outcome in fetcher.on_readable(conn).items():
+        if trace is not None:
+            trace.fetched(tp)
         _take(copies[tp], outcome, source, on_data_loss, mode)
 
 
-def _take_acks(producer: IdempotentProducer, syncs: SyncLog, latency: LatencyHistogram) -> int:
+def _take_acks(producer: IdempotentProducer, syncs: SyncLog, latency: LatencyHistogram,
+               trace: CopierTrace | None = None) -> int:
     """Record where each acknowledged batch landed, and its replication latency; return the
     bytes of rebuilt batches let go. (A function of its own for the reason :func:`_read_fetch`
     is: no acknowledged batch's view lingers in the loop.)"""
@@ -305,6 +325,8 @@ def _take_acks(producer: IdempotentProducer, syncs: SyncLog, latency: LatencyHis
         batch: OutgoingBatch = ack.token
         if batch is None:
             continue  # a record of the mirror's own (offset syncs), not a copied batch
+        if trace is not None:
+            trace.acked(batch)
         if batch.max_timestamp >= 0:
             latency.observe(now - batch.max_timestamp / 1000)
         if ack.base_offset >= 0:  # -1: a retry found it written, and the broker did not say where
@@ -328,7 +350,8 @@ def _take(copy: _RangeCopy, outcome, source: KafkaClient, on_data_loss: str, mod
                               floor=request.floor)
 
 
-def _route_slice(copy: _RangeCopy, producer: IdempotentProducer, fetched_together: int) -> int:
+def _route_slice(copy: _RangeCopy, producer: IdempotentProducer, fetched_together: int,
+                 trace: CopierTrace | None = None) -> int:
     """Route the next slice of the range's fetched set and enqueue it; return the bytes of the
     batches rebuilt in it (forwarded ones are views of a fetch buffer, counted with it)."""
     fetched_set, stats = copy.fetched, copy.stats
@@ -348,6 +371,8 @@ def _route_slice(copy: _RangeCopy, producer: IdempotentProducer, fetched_togethe
     newest = stats.max_timestamp
     for out in outgoing:
         producer.enqueue(out.tp, out.data, out.records, out)
+        if trace is not None:
+            trace.routed(out, copy.request.tp)
         size += len(out.data)
         rebuilt += out.rebuilt_bytes
         if out.max_timestamp > newest:

@@ -159,6 +159,9 @@ class IdempotentProducer:
         self._acks: list[Enqueued] = []
         self._buffered = 0
         self.transactional_id = transactional_id
+        self.on_send: Callable[[list], None] | None = None
+        """Called with the tokens of each Produce request's batches as it goes out (a latency
+        trace's hook; None: nothing called)."""
         self.producer_id, self.epoch = identity if identity is not None else client.init_producer_id()
         self.failed: KMirrorError | None = None
         log.debug("idempotent producer %d epoch %d for %s", self.producer_id, self.epoch, client.bootstrap)
@@ -284,6 +287,8 @@ class IdempotentProducer:
 
         try:
             conn.send_encoded(ProduceRequest, encode, batches)
+            if self.on_send is not None:
+                self.on_send([batch.token for batch in batches])
         except (ConnectionFailedError, ProtocolError) as exc:
             # Sent in part or not at all: this request's batches and every earlier one are in doubt.
             self._connection_lost(conn, exc, extra=batches)

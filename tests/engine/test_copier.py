@@ -141,3 +141,30 @@ def test_a_task_waiting_longer_than_the_lease_while_its_copy_moves_is_copied_who
     for p in range(PARTITIONS):
         assert copied[p][:ahead[p].end] == writer.written[p][:ahead[p].end]
         assert len(copied[p]) >= ahead[p].end
+
+
+def test_a_traced_copier_writes_each_committed_batch_with_its_stages_in_order(setup, tmp_path, monkeypatch):
+    """``KMIRROR_TRACE`` (``kmirror bench latency --trace``): every batch the copier committed is
+    a line of the trace, its stages in the order the copy passes them, its records and newest
+    CreateTime those librdkafka reads at the destination."""
+    import json
+
+    from mirror.engine.trace import TRACE_ENV
+
+    src, dst, job = setup
+    monkeypatch.setenv(TRACE_ENV, str(tmp_path / "trace"))  # the copier process inherits it
+    with Writer(src.bootstrap, "live", PARTITIONS, pause_s=0.05):
+        time.sleep(0.5)
+        assert lease(job, 0, _ends(src.bootstrap), 30).failure is None
+        time.sleep(1.0)
+    final = release(job, 0)
+    assert final is not None and final.failure is None
+    stamped = read_values(dst.bootstrap, "live", PARTITIONS, take=lambda m: m.timestamp()[1])
+    (trace,) = (tmp_path / "trace").glob("trace-*.jsonl")
+    batches = [json.loads(line) for line in trace.read_text().splitlines() if '"b"' in line]
+    assert sum(b["n"] for b in batches) == sum(map(len, stamped.values()))
+    newest = {stamp for stamps in stamped.values() for stamp in stamps}
+    for batch in batches:
+        created, *stages = batch["b"]
+        assert round(created * 1000) in newest, batch
+        assert [created, *stages] == sorted([created, *stages]), batch  # created, fetched, ... committed

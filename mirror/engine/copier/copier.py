@@ -28,6 +28,7 @@ from ..copy import TAIL, CopyLoop
 from ..ranges import CopyRequest, TaskStats
 from ..offset_syncs import SyncLog
 from ..job import CopyJob
+from ..trace import CopierTrace
 from .messages import Lease
 
 __all__ = ["Copier", "TAIL_WAIT_MS", "CATCH_UP_COMMIT_S", "SYNCS_INTERVAL_S"]
@@ -51,9 +52,10 @@ class Copier:
         self.job = job
         self.task = task
         self.committer = job.committer(task)
+        self.trace = CopierTrace.from_environment()
         self.loop = CopyLoop(dict(job.routes), client_for(job.source, job.retry), self.committer.producer,
                              fetch_max_bytes=job.fetch_max_bytes, max_buffer_bytes=job.max_buffer_bytes,
-                             on_data_loss=job.on_data_loss, max_wait_ms=TAIL_WAIT_MS)
+                             on_data_loss=job.on_data_loss, max_wait_ms=TAIL_WAIT_MS, trace=self.trace)
         self.positions: dict[TopicPartition, int] = {}
         """What the last commit made durable, per partition (what a waiting task may be told)."""
         self.last_commit = time.monotonic()
@@ -101,13 +103,19 @@ class Copier:
         """Make everything routed so far durable (:class:`~.commit.Committer`), with the offset
         syncs once a second and at the ``last`` commit."""
         positions = {tp: self.loop.position(tp) for tp in self.loop.copies}
-        self.loop.flush()  # acknowledged: only then do the syncs know where the records landed
+        step = self.loop.step
+        with step("flush"):
+            self.loop.flush()  # acknowledged: only then do the syncs know where the records landed
         now = time.monotonic()
         syncs = SyncLog()
         if last or now - self.last_syncs >= SYNCS_INTERVAL_S:
             syncs = self.loop.take_syncs()
             self.last_syncs = now
-        self.committer.commit(positions, syncs)
+        began = time.time()
+        with step("commit"):
+            self.committer.commit(positions, syncs)
+        if self.trace is not None:
+            self.trace.committed(began, time.time())
         self.positions = positions
         self.last_commit = time.monotonic()
 
@@ -118,3 +126,5 @@ class Copier:
     def close(self) -> None:
         self.loop.close()
         self.committer.producer.close()
+        if self.trace is not None:
+            self.trace.close()

@@ -14,6 +14,7 @@ Run as ``python -m mirror.engine.copier SOCKET``.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import select
 import signal
@@ -72,12 +73,14 @@ class _Server:
             with collecting_new_objects_only():
                 while not self.stopping and time.monotonic() < self.lease_until:
                     for sock in self._readable():
-                        self._on_readable(sock)
+                        with self._step("lease message"):
+                            self._on_readable(sock)
                         if self.stopping:
                             break
                     if self.copier is not None:
                         self._commit_if_due()
-                        self._answer_reached()
+                        with self._step("answer tasks"):
+                            self._answer_reached()
                 self._finish()
             return 0
         except KMirrorError as exc:
@@ -86,6 +89,10 @@ class _Server:
             return 1
         finally:
             self._close()
+
+    def _step(self, kind: str):
+        """A step of the loop, timed when the copier keeps a trace (:mod:`..trace`)."""
+        return self.copier.loop.step(kind) if self.copier is not None else contextlib.nullcontext()
 
     def stop(self, signum, _frame) -> None:
         self.stopping.append(signal.Signals(signum).name)

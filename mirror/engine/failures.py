@@ -31,11 +31,11 @@ from kcodecs import KMirrorError
 
 from ..config import ConfigError
 from ..kafka import (AuthenticationError, BrokerApiError, ClusterUnreachableError, ConnectionFailedError,
-                     HangingTransactionError)
+                     HangingTransactionError, KafkaClient)
 from ..kafka.transactions import TransactionError
 from .errors import CorruptSourceError, DataLossError, SourceTruncatedError, TopicMismatchError
 
-__all__ = ["Verdict", "verdict", "failed_cluster", "TaskFailure"]
+__all__ = ["Verdict", "verdict", "failed_cluster", "cluster_role", "TaskFailure"]
 
 Verdict = Literal["outage", "permanent", "other"]
 
@@ -62,6 +62,15 @@ def failed_cluster(error: BaseException) -> str | None:
     if isinstance(error, ConnectionFailedError):
         return error.address
     return None
+
+
+def cluster_role(where: str | None, source: KafkaClient, destination: KafkaClient) -> str:
+    """"source" or "destination": whose bootstrap ``where`` (:func:`failed_cluster`) is, or one
+    of whose brokers (as the clients last saw them, asking none); "" when neither, or not known."""
+    for role, client in (("source", source), ("destination", destination)):
+        if where is not None and (where == client.bootstrap or where in client.known_brokers()):
+            return role
+    return ""
 
 
 @dataclass(frozen=True)

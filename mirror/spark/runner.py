@@ -21,7 +21,7 @@ from ..config import MirrorConfig
 from ..engine import (CopyJob, OffsetSyncStore, client_for, offset_syncs_topic, open_transaction_wait_s,
                       sync_destination_topics)
 from ..engine.ranges import TaskStats
-from ..engine.failures import TaskFailure, failed_cluster
+from ..engine.failures import TaskFailure, cluster_role, failed_cluster
 from ..engine.group_sync import GroupOffsetSync, GroupSyncReport
 from ..engine.own_topics import mirrored
 from ..engine.latency import LatencyHistogram
@@ -267,14 +267,10 @@ class MicroBatchRunner:
         return f"outage: {role + ' ' if role else ''}{what}{tasks}"
 
     def _role(self, where: str | None) -> str:
-        """"source" or "destination": whose bootstrap ``where`` is, or one of whose brokers
-        (as the driver's clients last saw them); "" when it is neither, or not known."""
-        for role, cluster in (("source", self.config.clusters.source),
-                              ("destination", self.config.clusters.destination)):
-            client = client_for(cluster, self.config.limits.retry)
-            if where is not None and (where == client.bootstrap or where in client.known_brokers()):
-                return role
-        return ""
+        """Which cluster ``where`` is, as the driver's clients know them (:func:`cluster_role`)."""
+        retry = self.config.limits.retry
+        return cluster_role(where, client_for(self.config.clusters.source, retry),
+                            client_for(self.config.clusters.destination, retry))
 
 
 class _FailedTries:

@@ -30,7 +30,9 @@ from ...kafka import TopicPartition
 from ...logs import configure_spark_process
 from ..collector import collecting_new_objects_only
 from ..ranges import TaskStats
-from ..failures import TaskFailure, verdict
+from ..clients import client_for
+from ..failures import TaskFailure, cluster_role, failed_cluster, verdict
+from ..job import CopyJob
 from .copier import Copier
 from .messages import Lease, MessageError, Release, Report, receive, send
 
@@ -61,6 +63,8 @@ class _Server:
         self.clients: list[socket.socket] = []
         self.waiters: list[_Waiter] = []
         self.copier: Copier | None = None
+        self.job: CopyJob | None = None
+        """The last lease's job (which clusters it copies between), once one came."""
         self.task = -1
         self.lease_until = time.monotonic() + FIRST_LEASE_S
         self.lease_s = 0.0
@@ -84,11 +88,20 @@ class _Server:
                 self._finish()
             return 0
         except KMirrorError as exc:
-            log.warning("copier %d stopped: %s", self.task, exc)
+            log.warning("copier %d stopped: %s%s", self.task, self._role_of(exc), exc)
             self._answer_all(_failed(self.task, exc))
             return 1
         finally:
             self._close()
+
+    def _role_of(self, error: KMirrorError) -> str:
+        """"source " or "destination " when ``error`` says which cluster failed, for the log."""
+        job = self.job
+        if job is None:
+            return ""
+        role = cluster_role(failed_cluster(error), client_for(job.source, job.retry),
+                            client_for(job.destination, job.retry))
+        return role + " " if role else ""
 
     def _step(self, kind: str):
         """A step of the loop, timed when the copier keeps a trace (:mod:`..trace`)."""
@@ -129,6 +142,7 @@ class _Server:
 
     def _on_lease(self, sock: socket.socket, lease: Lease) -> None:
         self.task = lease.task
+        self.job = lease.job
         if self.copier is None:
             self.waiters.append(_Waiter(sock, {}))  # told if the start fails
             self.copier = Copier(lease.job, lease.task)

@@ -29,13 +29,26 @@ _ON_SOCKETS = ("wait for the source", "wait for produce acks", "flush", "commit"
 
 @dataclass
 class Stall:
+    """The stalls of one kind of step."""
+
     kind: str
-    count: int = 0
-    total_s: float = 0.0
-    max_s: float = 0.0
+    walls: list[float] = field(default_factory=list)
+    """Each one's wall time, in seconds."""
     holding: int = 0
     """Of them, stalls while records were routed and not yet committed."""
     pauses: int = 0
+
+    @property
+    def count(self) -> int:
+        return len(self.walls)
+
+    @property
+    def total_s(self) -> float:
+        return sum(self.walls)
+
+    @property
+    def max_s(self) -> float:
+        return max(self.walls, default=0.0)
 
 
 @dataclass
@@ -97,9 +110,7 @@ def read_trace(directory: Path, since: float, until: float) -> TraceReport:
             elif since <= entry["at"] < until:
                 kind = entry["s"]
                 stall = stalls.setdefault(kind, Stall(kind))
-                stall.count += 1
-                stall.total_s += entry["wall"]
-                stall.max_s = max(stall.max_s, entry["wall"])
+                stall.walls.append(entry["wall"])
                 stall.holding += entry["held"] > 0
                 stall.pauses += kind not in _ON_SOCKETS and entry["cpu"] < entry["wall"] / 2
     return TraceReport(batches, records, {s: _quantiles(v) for s, v in since_created.items()},

@@ -1,10 +1,14 @@
 """CPU seconds and peak RSS of this process and all its descendants, from Linux's ``/proc``.
 
 The Spark mode copies in a JVM and in Python workers that this process started, which
-``getrusage`` cannot see while they live. A :class:`TreeMeter` adds up, over the tree,
-user + system time plus the time of children already reaped (``/proc/PID/stat`` fields
-14-17), at the start and at the end, and samples the summed RSS every 0.2 s for the peak.
-A process that ends mid-window is counted through its parent's reaped-children time.
+``getrusage`` cannot see while they live. A :class:`TreeMeter` samples the tree every 0.2 s
+and adds up each process's own user + system time since the sample before
+(``/proc/PID/stat`` fields 14-15; a process first seen in the window counts from its start),
+and the summed RSS for the peak. Differences of tree totals would not do: a process that
+ends under a parent outside the tree (a daemon's, re-parented to init, as Spark's Python
+workers and kmirror's copiers are) would take its whole CPU time out of the total, and the
+meter once reported an idle job at -14% of a core. A process that ends between two samples
+loses what it used since the last one.
 """
 
 from __future__ import annotations
@@ -21,11 +25,12 @@ _PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 
 
 def parse_stat(text: str) -> tuple[int, float]:
-    """``(ppid, cpu seconds)`` from a ``/proc/PID/stat`` line; the name may hold spaces and ')'."""
+    """``(ppid, cpu seconds)`` from a ``/proc/PID/stat`` line: the process's own user + system
+    time (not its reaped children's); the name may hold spaces and ')'."""
     fields = text[text.rindex(")") + 2 :].split()
     ppid = int(fields[1])
-    utime, stime, cutime, cstime = (int(f) for f in fields[11:15])
-    return ppid, (utime + stime + cutime + cstime) / _TICKS
+    utime, stime = (int(f) for f in fields[11:13])
+    return ppid, (utime + stime) / _TICKS
 
 
 def _stats() -> dict[int, tuple[int, float]]:
@@ -60,9 +65,10 @@ def process_tree(root: int) -> set[int]:
     return tree_pids({pid: stat[0] for pid, stat in _stats().items()}, root)
 
 
-def _tree_cpu(root: int) -> float:
+def _tree_cpu(root: int) -> dict[int, float]:
+    """Each process of the tree: its own CPU seconds so far."""
     stats = _stats()
-    return sum(stats[pid][1] for pid in tree_pids({pid: s[0] for pid, s in stats.items()}, root) if pid in stats)
+    return {pid: stats[pid][1] for pid in tree_pids({pid: s[0] for pid, s in stats.items()}, root) if pid in stats}
 
 
 def tree_rss(root: int) -> int:
@@ -84,7 +90,7 @@ class TreeMeter:
         self.interval_s = interval_s
         self.cpu_s = 0.0
         self.peak_rss_bytes = 0
-        self._start = 0.0
+        self._last: dict[int, float] = {}
         self._done = threading.Event()
         self._sampler = threading.Thread(target=self._sample, daemon=True)
 
@@ -93,13 +99,20 @@ class TreeMeter:
             self.peak_rss_bytes = max(self.peak_rss_bytes, tree_rss(self.root))
             if self._done.wait(self.interval_s):
                 return
+            self._add_cpu()
+
+    def _add_cpu(self) -> None:
+        """Each process's own CPU since the last sample (all of it for one not seen before)."""
+        now = _tree_cpu(self.root)
+        self.cpu_s += sum(max(0.0, cpu - self._last.get(pid, 0.0)) for pid, cpu in now.items())
+        self._last = now
 
     def __enter__(self) -> "TreeMeter":
-        self._start = _tree_cpu(self.root)
+        self._last = _tree_cpu(self.root)
         self._sampler.start()
         return self
 
     def __exit__(self, *exc) -> None:
         self._done.set()
         self._sampler.join()
-        self.cpu_s = _tree_cpu(self.root) - self._start
+        self._add_cpu()

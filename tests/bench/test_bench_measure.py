@@ -7,6 +7,7 @@ import argparse
 import json
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -112,7 +113,7 @@ def test_bad_settings_are_refused_with_a_reason(argv, message):
 def test_parse_stat_handles_names_with_spaces_and_parentheses():
     line = "42 (a (weird) name) S 7 42 42 0 -1 4194560 1 0 0 0 150 50 25 25 20 0 1 0 100 0 0"
     ppid, cpu = parse_stat(line)
-    assert ppid == 7 and cpu == pytest.approx(250 / 100, rel=0.5)  # clock ticks: 100 on Linux
+    assert ppid == 7 and cpu == pytest.approx(200 / 100, rel=0.5)  # own time only; clock ticks: 100 on Linux
 
 
 def test_tree_pids_follows_parents():
@@ -126,6 +127,29 @@ def test_tree_meter_counts_a_child_that_burns_cpu():
     with TreeMeter(interval_s=0.05) as meter:
         subprocess.run([sys.executable, "-c", "sum(i * i for i in range(3_000_000))"], check=True)
     assert meter.cpu_s > 0 and meter.peak_rss_bytes > 0
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_tree_meter_never_loses_cpu_when_a_daemon_leaves_the_tree(tmp_path):
+    """A grandchild that burned CPU before the window, whose parent exits in the window (so
+    init re-parents it, out of the tree) and which then ends: as Spark's workers and kmirror's
+    copiers end. Tree totals at both ends would subtract its whole CPU time (negative)."""
+    burned, go = tmp_path / "burned", tmp_path / "go"
+    grandchild = (f"import pathlib, time; sum(i * i for i in range(4_000_000)); pathlib.Path({str(burned)!r}).touch(); "
+                  "time.sleep(1.0)")
+    child = subprocess.Popen([sys.executable, "-c", "import os, pathlib, subprocess, sys, time; "
+                              f"subprocess.Popen([sys.executable, '-c', {grandchild!r}]); "
+                              f"[time.sleep(0.01) for _ in iter(lambda: pathlib.Path({str(go)!r}).exists(), True)]; "
+                              "os._exit(0)"])
+    deadline = time.monotonic() + 60
+    while not burned.exists():  # the grandchild's burn is done, before the window
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    with TreeMeter(interval_s=0.05) as meter:
+        go.touch()
+        child.wait()
+        time.sleep(1.5)  # the grandchild ends, re-parented
+    assert 0 <= meter.cpu_s < 0.3
 
 
 def test_measure_reports_cpu_and_rss_of_this_process():

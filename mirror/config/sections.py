@@ -112,6 +112,11 @@ class Routing(Strict):
     coalesce_target_bytes: int = Field(
         DEFAULT_COALESCE_TARGET_BYTES, ge=1024, le=1024 * 1024, description="a run of coalesced source batches "
         "stops at this many bytes (compressed, as the source wrote them)")
+    coalesce_under_backlog: bool = Field(
+        True, description="while a destination partition's batches queue behind its five requests in flight (a "
+        "slow answer, a burst), merge every source batch smaller than coalesce_target_bytes with the ones after it, "
+        "as Java's producer fills batch.size from its queue: a Produce request carries one batch per partition, so "
+        "one-to-one forwarding drains a backlog only as fast as it grew; without a backlog batches go as they are")
     destination_partitions: int | None = Field(
         None, ge=1, description="partitions of created destination topics (default: the source topic's count)")
     replication_factor: int = Field(-1, description="replication factor of created destination topics (-1: broker "

@@ -61,14 +61,19 @@ class Committer:
         self.producer.renew()
         return self.offsets.refresh()
 
-    def commit(self, positions: Mapping[TopicPartition, int], syncs: SyncLog) -> None:
+    def commit(self, positions: Mapping[TopicPartition, int], syncs: SyncLog, *, flush: bool = True) -> None:
         """Make durable what was produced and acknowledged so far, with ``syncs`` (where it
-        landed) and, exactly-once, ``positions`` (the source offsets it reaches)."""
+        landed) and, exactly-once, ``positions`` (the source offsets it reaches).
+
+        At-least-once without ``flush``, the syncs are only enqueued: a resident copier's
+        loop takes their acknowledgements with its own (they carry no token), and its last
+        commit flushes."""
         if self.syncs_to is not None:
             write_syncs(self.producer, self.syncs_to, syncs)
         if self.offsets is None:
-            self.producer.flush()
-            self.producer.take_acks()  # the syncs': the next copy must not see them as its own
+            if flush:
+                self.producer.flush()
+                self.producer.take_acks()  # the syncs': the next copy must not see them as its own
             return
         assert isinstance(self.producer, TransactionalProducer)
         self.producer.enqueue(self.offsets.partition, encode_offsets(positions, time.time_ns() // 1_000_000),

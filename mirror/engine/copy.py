@@ -40,6 +40,7 @@ import contextlib
 import dataclasses
 import logging
 import time
+from collections import OrderedDict
 from typing import Literal, Mapping, Sequence
 
 from ..kafka import (
@@ -161,6 +162,9 @@ class CopyLoop:
         self.rebuilt = 0
         self._peak = 0
         self._syncs = SyncLog()
+        self._unacked: dict[TopicPartition, OrderedDict[int, int]] = {}
+        """Per source partition, its enqueued batches not yet acknowledged (id -> first source
+        offset), in routing order: what :meth:`durable` reads."""
         self._latency = LatencyHistogram()
         self.trace = trace
         self.step = trace.step if trace is not None else _untimed
@@ -181,6 +185,15 @@ class CopyLoop:
 
     def position(self, tp: TopicPartition) -> int:
         """The next offset of ``tp`` to route (every one before it is routed, and enqueued or dropped)."""
+        return self.copies[tp].offset
+
+    def durable(self, tp: TopicPartition) -> int:
+        """The offset of ``tp`` below which every record is acknowledged by the destination (or
+        was dropped): the first source offset of its oldest batch not yet acknowledged, else
+        :meth:`position`. At-least-once, that is how far the copy is durable, with no flush."""
+        unacked = self._unacked.get(tp)
+        if unacked:
+            return next(iter(unacked.values()))
         return self.copies[tp].offset
 
     @property
@@ -230,11 +243,11 @@ class CopyLoop:
             # the destination works on the requests in flight. (Answers cannot crowd
             # routing out: none come without requests, and none go without routed batches.)
             with step("route"):
-                grown = sum(_route_slice(copy, producer, len(copies), trace) for copy in routing)
+                grown = sum(_route_slice(copy, producer, len(copies), self._unacked, trace) for copy in routing)
             if grown:
                 self.rebuilt += grown
                 self._peak = max(self._peak, frames.usage().pinned + self.rebuilt)
-        self.rebuilt -= _take_acks(producer, self._syncs, self._latency, trace)
+        self.rebuilt -= _take_acks(producer, self._syncs, self._latency, self._unacked, trace)
         return ours
 
     def flush(self) -> None:
@@ -243,7 +256,7 @@ class CopyLoop:
             self.producer.send_ready()
             for conn in wait_readable(self.producer.connections(), _timeout(self.fetcher, self.producer)):
                 self.producer.on_readable(conn)
-            self.rebuilt -= _take_acks(self.producer, self._syncs, self._latency, self.trace)
+            self.rebuilt -= _take_acks(self.producer, self._syncs, self._latency, self._unacked, self.trace)
 
     def take_syncs(self) -> SyncLog:
         """Where the records acknowledged since the last call landed."""
@@ -312,7 +325,7 @@ def _read_fetch(fetcher: Fetcher, conn, copies: Mapping[TopicPartition, _RangeCo
 
 
 def _take_acks(producer: IdempotentProducer, syncs: SyncLog, latency: LatencyHistogram,
-               trace: CopierTrace | None = None) -> int:
+               unacked: Mapping[TopicPartition, OrderedDict[int, int]], trace: CopierTrace | None = None) -> int:
     """Record where each acknowledged batch landed, and its replication latency; return the
     bytes of rebuilt batches let go. (A function of its own for the reason :func:`_read_fetch`
     is: no acknowledged batch's view lingers in the loop.)"""
@@ -325,6 +338,7 @@ def _take_acks(producer: IdempotentProducer, syncs: SyncLog, latency: LatencyHis
         batch: OutgoingBatch = ack.token
         if batch is None:
             continue  # a record of the mirror's own (offset syncs), not a copied batch
+        del unacked[batch.source][id(batch)]
         if trace is not None:
             trace.acked(batch)
         if batch.max_timestamp >= 0:
@@ -351,11 +365,15 @@ def _take(copy: _RangeCopy, outcome, source: KafkaClient, on_data_loss: str, mod
 
 
 def _route_slice(copy: _RangeCopy, producer: IdempotentProducer, fetched_together: int,
-                 trace: CopierTrace | None = None) -> int:
+                 unacked: dict[TopicPartition, OrderedDict[int, int]], trace: CopierTrace | None = None) -> int:
     """Route the next slice of the range's fetched set and enqueue it; return the bytes of the
     batches rebuilt in it (forwarded ones are views of a fetch buffer, counted with it)."""
     fetched_set, stats = copy.fetched, copy.stats
-    outgoing = fetched_set.route_slice()
+    # A tailing copy's batches queued at the producer wait behind its requests in flight:
+    # merged, they drain in fewer round trips (routing.md, "Under a backlog"). A copy catching
+    # up always has a queue, and forwards byte for byte: it is there for throughput.
+    backlog = copy.caught_up and producer.queued(fetched_set.destination) > 0
+    outgoing = fetched_set.route_slice(backlog=backlog)
     copy.offset = fetched_set.offset
     if fetched_set.done:
         copy.fetched = None
@@ -369,8 +387,12 @@ def _route_slice(copy: _RangeCopy, producer: IdempotentProducer, fetched_togethe
         copy.stalls = 0
     size = rebuilt = 0
     newest = stats.max_timestamp
+    waiting = unacked.get(copy.request.tp)
+    if waiting is None:
+        waiting = unacked[copy.request.tp] = OrderedDict()
     for out in outgoing:
         producer.enqueue(out.tp, out.data, out.records, out)
+        waiting[id(out)] = out.first
         if trace is not None:
             trace.routed(out, copy.request.tp)
         size += len(out.data)

@@ -152,8 +152,8 @@ class FetchedSet:
         """The one-batch-at-a-time walk from :attr:`_position`, while it is the one in use."""
         self._held: object = _NOTHING
         """A step of the walk taken but not yet routed (see :meth:`_advance`)."""
-        self._below = route.policy.coalesce_below_bytes if checked else 0
-        """Batches smaller than this are coalesced (0: none is)."""
+        self._below = 0
+        """Batches smaller than this are coalesced (0: none is); set by each :meth:`route_slice`."""
         self._runs = not batch_by_batch and not fetched.aborted_transactions
         self._checked = checked
         self._committed = ReadCommitted(fetched.aborted_transactions)
@@ -163,14 +163,22 @@ class FetchedSet:
     def progressed(self) -> bool:
         return self.offset > self.start
 
-    def route_slice(self, limit: int | None = SLICE) -> Outgoing:
+    @property
+    def destination(self) -> TopicPartition:
+        """The destination partition of the set's unkeyed records (all of them, under ``preserve``)."""
+        return self._destination
+
+    def route_slice(self, limit: int | None = SLICE, *, backlog: bool = False) -> Outgoing:
         """Route up to ``limit`` more batches (``None``: all the rest); :attr:`done` once the
-        record set or the range ends. A batch that fails its check raises
+        record set or the range ends. ``backlog`` says that batches for :attr:`destination`
+        already queue behind its requests in flight, so the policy may merge larger batches
+        (:meth:`~mirror.routing.RoutingPolicy.coalesces_below`). A batch that fails its check raises
         :class:`~.errors.CorruptSourceError` naming the partition and offset; the batches
         routed before it stand (the copy stops there, and its caller's retry or
         transaction decides what they become)."""
         outgoing: Outgoing = []
         routed = 0
+        self._below = self.route.policy.coalesces_below(backlog) if self._checked else 0
         try:
             while routed != limit:
                 if self._runs and self._held is _NOTHING:

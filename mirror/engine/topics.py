@@ -213,7 +213,8 @@ def _route(config: MirrorConfig, pair: _Pair) -> TopicRoute:
     policy = RoutingPolicy(partitioning=pair.partitioning, destination_partitions=pair.destination_partitions,
                            compression=None if config.routing.compression == "source" else config.routing.compression,
                            coalesce_below_bytes=config.routing.coalesce_below_bytes,
-                           coalesce_target_bytes=config.routing.coalesce_target_bytes)
+                           coalesce_target_bytes=config.routing.coalesce_target_bytes,
+                           coalesce_under_backlog=config.routing.coalesce_under_backlog)
     return TopicRoute(pair.source_topic, pair.topic, pair.source_partitions, policy, created=pair.created)
 
 

@@ -200,6 +200,12 @@ class IdempotentProducer:
         for part in self._partitions.values():
             part.next_sequence = 0
 
+    def queued(self, tp: TopicPartition) -> int:
+        """Batches of ``tp`` enqueued and not yet sent: they wait for a place among its requests
+        in flight, or for a backoff to end."""
+        part = self._partitions.get(tp)
+        return 0 if part is None else len(part.pending) + len(part.failed)
+
     def take_acks(self) -> list[Enqueued]:
         """Acknowledgements since the last call, in the order they came."""
         acks, self._acks = self._acks, []

@@ -61,7 +61,9 @@ class RoutingPolicy:
 
     A source batch smaller than ``coalesce_below_bytes`` (0: never) is merged with the small
     batches after it in the same fetch, up to ``coalesce_target_bytes`` of source batches
-    (:mod:`.coalescer`).
+    (:mod:`.coalescer`). With ``coalesce_under_backlog``, while the batches of a destination
+    partition queue behind its requests in flight, every batch smaller than
+    ``coalesce_target_bytes`` is merged so (:meth:`coalesces_below`).
     """
 
     partitioning: Partitioning = Partitioning.BY_KEY
@@ -70,6 +72,21 @@ class RoutingPolicy:
     max_decompressed_size: int = DEFAULT_MAX_DECOMPRESSED_SIZE
     coalesce_below_bytes: int = 0
     coalesce_target_bytes: int = DEFAULT_COALESCE_TARGET_BYTES
+    coalesce_under_backlog: bool = False
+
+    def coalesces_below(self, backlog: bool) -> int:
+        """The size under which a source batch is merged with the ones after it (0: none is).
+
+        A Produce request carries one batch per partition (v3 and later) and a producer keeps
+        five requests in flight, so forwarding source batches one to one caps a partition at
+        five source batches a round trip. That is plenty while the destination keeps up; once
+        a partition's batches queue (a slow answer, a burst), the queue drains only as fast as
+        it grew, and every record behind it waits. Java's producer fills ``batch.size`` from its
+        queue then; this merges the queued-to-be batches instead, so one round trip drains a
+        backlog. Without a backlog the batches go as they are, byte for byte."""
+        if backlog and self.coalesce_under_backlog:
+            return self.coalesce_target_bytes
+        return self.coalesce_below_bytes
 
     def __post_init__(self) -> None:
         try:

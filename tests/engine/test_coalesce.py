@@ -16,6 +16,7 @@ import random
 import struct
 
 import crc32c
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from kafka.partitioner.default import murmur2 as their_murmur2
@@ -115,14 +116,14 @@ def _home(key: bytes | None) -> int:
     return (their_murmur2(key) & 0x7FFFFFFF) % PARTITIONS
 
 
-def _walk(data: bytearray, aborted: tuple, policy: RoutingPolicy, limit: int | None):
+def _walk(data: bytearray, aborted: tuple, policy: RoutingPolicy, limit: int | None, backlog: bool = False):
     counters = RouteCounters()
     route = TopicRoute("src", "dst", PARTITIONS, policy)
     fetched = FetchedData(memoryview(data), 10**6, 0, 10**6, aborted)
     fetched_set = FetchedSet(fetched, SOURCE, 100, 10**6, route, counters)
     outgoing = []
     while not fetched_set.done:
-        outgoing += fetched_set.route_slice(limit)
+        outgoing += fetched_set.route_slice(limit, backlog=backlog)
     return outgoing, counters, fetched_set.offset
 
 
@@ -147,12 +148,14 @@ def _check_destination_ready(data) -> list[tuple]:
 @given(specs=st.lists(batch_st, min_size=1, max_size=10),
        partitioning=st.sampled_from([Partitioning.PRESERVE, Partitioning.BY_KEY]),
        target=st.sampled_from([BELOW, 1000, 65536]),
-       limit=st.sampled_from([1, 3, 8, None]))
-def test_coalesced_batches_hold_exactly_the_source_records(specs, partitioning, target, limit):
+       limit=st.sampled_from([1, 3, 8, None]),
+       backlog=st.booleans())
+def test_coalesced_batches_hold_exactly_the_source_records(specs, partitioning, target, limit, backlog):
+    """``backlog`` merges the big batches too (those below ``target``)."""
     data, expected, aborted = _source(specs)
     policy = RoutingPolicy(partitioning=partitioning, destination_partitions=PARTITIONS,
-                           coalesce_below_bytes=BELOW, coalesce_target_bytes=target)
-    outgoing, counters, reached = _walk(data, aborted, policy, limit)
+                           coalesce_below_bytes=BELOW, coalesce_target_bytes=target, coalesce_under_backlog=True)
+    outgoing, counters, reached = _walk(data, aborted, policy, limit, backlog)
 
     by_partition: dict[int, list[tuple]] = {}
     for out in outgoing:
@@ -214,6 +217,27 @@ def test_batches_at_or_above_the_threshold_and_lone_small_ones_are_not_coalesced
     assert len(outgoing) == 4 and all(out.exact for out in outgoing)
     assert counters.by_class[RouteClass.COALESCED].batches == 0
     assert counters.by_class[RouteClass.PASSED_THROUGH].batches == 4
+
+
+@pytest.mark.parametrize("under_backlog", [True, False])
+def test_under_a_backlog_batches_below_the_target_are_coalesced_too(under_backlog):
+    """Four batches above ``coalesce_below_bytes``: forwarded as they are without a backlog (or
+    with the policy's ``coalesce_under_backlog`` off), one exact batch under one."""
+    big = {"records": [(None, b"v%d" % i, [], i, 1) for i in range(3)], "codec": "lz4", "txn": None, "lat": False,
+           "big": True}
+    data, expected, aborted = _source([big] * 4)
+    policy = RoutingPolicy(partitioning=Partitioning.PRESERVE, destination_partitions=PARTITIONS,
+                           coalesce_below_bytes=BELOW, coalesce_under_backlog=under_backlog)
+    calm, _, _ = _walk(data, aborted, policy, None, backlog=False)
+    assert len(calm) == 4 and all(out.exact for out in calm)
+    outgoing, counters, _ = _walk(data, aborted, policy, None, backlog=True)
+    if not under_backlog:
+        assert len(outgoing) == 4 and counters.by_class[RouteClass.COALESCED].batches == 0
+        return
+    (out,) = outgoing
+    assert (out.first, out.last, out.exact, out.records) == (100, 111, True, 12)
+    assert [row[1:] for row in _check_destination_ready(out.data)] == [row[1:] for row in expected]
+    assert counters.by_class[RouteClass.COALESCED].batches == 4
 
 
 def test_markers_and_aborted_batches_are_left_out_of_a_run_and_make_its_span_a_bound():

@@ -22,6 +22,7 @@ from mirror.engine import (
     copy_ranges,
     sync_destination_topics,
 )
+from mirror.engine.copy import TAIL, CopyLoop
 from mirror.kafka import IdempotentProducer, KafkaClient, NewTopic, TopicPartition
 from mirror.routing import RouteClass
 
@@ -213,3 +214,86 @@ def test_objects_alive_before_a_copy_are_frozen_for_it_and_thawed_after(clusters
         assert gc.get_freeze_count() > 0, "the copy thawed a freeze it did not make"
     finally:
         gc.unfreeze()
+
+
+def _tail(loop: CopyLoop, tp: TopicPartition, until: int) -> None:
+    """Turn a tailing loop until ``tp`` is routed to ``until`` and all of it acknowledged."""
+    turns = 0
+    while loop.position(tp) < until or not loop.producer.idle:
+        loop.turn(max_wait_s=0.05)
+        turns += 1
+        assert turns < 10_000, f"stuck at {loop.position(tp)} of {until}"
+
+
+@pytest.mark.parametrize("under_backlog", [True, False])
+def test_a_tailing_copy_merges_the_batches_that_queue_and_only_those(clusters, under_backlog):
+    """A resident copier's loop follows the source's end with one request in flight, so the
+    batches of a burst queue at the producer: from the second slice on they are merged (under
+    a backlog), while the catch-up before, which always has a queue, went byte for byte. The
+    destination's records, read by kafka-python, are the source's, in order, either way."""
+    src, dst, source, destination = clusters
+    source.create_topics([NewTopic("t", 1)])
+    tp = TopicPartition("t", 0)
+    before = _fill(source, "t", batches=24, per_batch=10, codec="lz4")
+    routes = sync_destination_topics(_config(src, dst, coalesce_under_backlog=under_backlog), source, destination)
+    producer = IdempotentProducer(destination, max_in_flight=1)
+    loop = CopyLoop(routes, source, producer, fetch_max_bytes=FETCH)
+    try:
+        loop.assign(CopyRequest(tp, 0, TAIL))
+        _tail(loop, tp, 240)
+        caught_up = loop.take_stats().ranges[0].counters
+        assert caught_up.by_class[RouteClass.PASSED_THROUGH].batches == 24
+        while not loop.caught_up:
+            loop.turn(max_wait_s=0.05)
+        burst = _fill(source, "t", batches=24, per_batch=10, codec="lz4")
+        _tail(loop, tp, 480)
+        following = loop.take_stats().ranges[0].counters
+    finally:
+        loop.close()
+        producer.close()
+    merged = following.by_class[RouteClass.COALESCED].batches
+    passed = following.by_class[RouteClass.PASSED_THROUGH].batches
+    if under_backlog:
+        assert merged >= 8 and passed + merged == 24
+    else:
+        assert (merged, passed) == (0, 24)
+    copied = _consume(dst.bootstrap, "t")
+    assert [r.value for r in copied] == [r.value for r in before + burst]
+    assert [r.timestamp for r in copied] == [r.timestamp for r in before + burst]
+
+
+def test_durable_is_where_the_oldest_unacknowledged_batch_begins(clusters):
+    """At-least-once, a resident copier answers a waiting task from :meth:`CopyLoop.durable`,
+    with no flush: it must never run ahead of the destination's acknowledgements. Under
+    ``by-key`` a source batch becomes one batch per destination partition, acknowledged
+    separately: the source batch is durable once all of them are."""
+    src, dst, source, destination = clusters
+    source.create_topics([NewTopic("t", 1)])
+    destination.create_topics([NewTopic("t", 3)])  # by-key: keyed batches split three ways
+    tp = TopicPartition("t", 0)
+    produced = _fill(source, "t", batches=12, per_batch=20, keyed=True)
+    routes = sync_destination_topics(_config(src, dst, partitioning="by-key"), source, destination)
+    producer = IdempotentProducer(destination, max_in_flight=1)
+    loop = CopyLoop(routes, source, producer, fetch_max_bytes=FETCH)
+    seen_behind = False
+    try:
+        loop.assign(CopyRequest(tp, 0, TAIL))
+        assert loop.durable(tp) == 0
+        turns = 0
+        while loop.position(tp) < 240 or not producer.idle:
+            loop.turn(max_wait_s=0.05)
+            durable, position = loop.durable(tp), loop.position(tp)
+            assert durable <= position and durable % 20 == 0  # batch starts only
+            if not producer.idle:
+                # Something routed is unacknowledged, so not all of it is durable.
+                assert durable < position
+                seen_behind = True
+            turns += 1
+            assert turns < 10_000
+        assert loop.durable(tp) == 240
+    finally:
+        loop.close()
+        producer.close()
+    assert seen_behind
+    copied = sorted(r.value for p in range(3) for r in _consume(dst.bootstrap, "t", p))
+    assert copied == sorted(r.value for r in produced)

@@ -14,9 +14,11 @@ offsets they reach commit in one destination transaction, as a copy task's do
 - a second passed while catching up: a long backlog is committed in pieces, each costing
   a flush and an EndTxn, so not every few milliseconds.
 
-At-least-once, the first two wait, but for a waiting task, until nothing is in flight: its
-records are visible once acknowledged, so its commit (a flush) only records how far the copy
-is durable, and a flush that waits for every batch in flight stops the copy meanwhile.
+At-least-once there is no flush but the last: a record is visible once acknowledged, and the
+acknowledgements, as they come, say how far each partition is durable
+(:meth:`~mirror.engine.copy.CopyLoop.durable`). A waiting task is answered from them, and a
+commit every ``commit_interval_ms`` only writes the offset syncs (once a second) and notes
+the durable positions: a flush would wait for every batch in flight while the copy stops.
 
 Each commit writes every partition's position, so the last transaction alone says where the
 copier got to.
@@ -81,7 +83,11 @@ class Copier:
             self.positions.setdefault(request.tp, start)
 
     def reached(self, ends: dict[TopicPartition, int]) -> bool:
-        """Whether every one of ``ends`` is committed."""
+        """Whether every one of ``ends`` is committed (at-least-once: acknowledged, as the
+        acknowledgements come, with no commit)."""
+        if not self.committer.exactly_once:
+            copies = self.loop.copies
+            return all(tp in copies and self.loop.durable(tp) >= end for tp, end in ends.items())
         return all(self.positions.get(tp, -1) >= end for tp, end in ends.items())
 
     def routed(self, ends: dict[TopicPartition, int]) -> bool:
@@ -92,30 +98,37 @@ class Copier:
         """Whether to commit now (see the module's docstring)."""
         if not self._pending():
             return False
+        since = now - self.last_commit
+        if not self.committer.exactly_once:
+            # At-least-once, a record is visible once acknowledged, and the acknowledgements
+            # say how far the copy is durable: a commit only writes that down, with the offset
+            # syncs, and flushes nothing (a flush would stop the copy until every batch in
+            # flight is answered: docs/performance.md, "The copier's trace").
+            return since >= self.job.commit_interval_ms / 1000
         if any(self.routed(ends) and not self.reached(ends) for ends in ends_waited):
             return True
-        if not self.committer.exactly_once and not self.committer.producer.idle:
-            # At-least-once, a record is visible once acknowledged: its commit only records
-            # how far the copy is durable, and would wait for every batch in flight while
-            # the copy stops (docs/performance.md, "The copier's trace"). It waits for a
-            # moment with nothing in flight, when the flush is free, unless a task waits.
-            return False
-        since = now - self.last_commit
         if self.loop.caught_up:
             return since >= self.job.commit_interval_ms / 1000
         return since >= CATCH_UP_COMMIT_S
 
     def _pending(self) -> bool:
+        if not self.committer.exactly_once:
+            return any(self.loop.durable(tp) != self.positions.get(tp) for tp in self.loop.copies)
         return (any(self.loop.position(tp) != self.positions.get(tp) for tp in self.loop.copies)
                 or not self.committer.producer.idle)
 
     def commit(self, *, last: bool = False) -> None:
         """Make everything routed so far durable (:class:`~.commit.Committer`), with the offset
-        syncs once a second and at the ``last`` commit."""
-        positions = {tp: self.loop.position(tp) for tp in self.loop.copies}
+        syncs once a second and at the ``last`` commit. At-least-once, but for the ``last``
+        one, write down what the acknowledgements made durable, and flush nothing."""
         step = self.loop.step
-        with step("flush"):
-            self.loop.flush()  # acknowledged: only then do the syncs know where the records landed
+        flush = last or self.committer.exactly_once
+        if flush:
+            positions = {tp: self.loop.position(tp) for tp in self.loop.copies}
+            with step("flush"):
+                self.loop.flush()  # acknowledged: only then do the syncs know where the records landed
+        else:
+            positions = {tp: self.loop.durable(tp) for tp in self.loop.copies}
         now = time.monotonic()
         syncs = SyncLog()
         if last or now - self.last_syncs >= SYNCS_INTERVAL_S:
@@ -123,7 +136,7 @@ class Copier:
             self.last_syncs = now
         began = time.time()
         with step("commit"):
-            self.committer.commit(positions, syncs)
+            self.committer.commit(positions, syncs, flush=flush)
         if self.trace is not None:
             self.trace.committed(began, time.time())
         self.positions = positions

@@ -13,7 +13,8 @@ clusters, one mode after the other:
   loop          MirrorMaker 2's data path in librdkafka: a consumer (read_committed) -> producer
                 loop, the producer as Java's defaults, same partition and timestamp
 
-Also reported: the mirror's CPU (its whole process tree: for kmirror the driver, Spark's JVM
+Also reported: the load's own records' latency at the source (CreateTime to the source's
+acknowledgement), a floor no mode can go under; the mirror's CPU (its whole process tree: for kmirror the driver, Spark's JVM
 and every Python process) as a share of one core, under the load and then idle for
 --idle-seconds once the destination has caught up, and how many records arrived of those
 produced. Clusters: two embedded brokers, each a process of its own (default), or two real
@@ -41,16 +42,24 @@ from typing import Iterator, Sequence
 
 from ..broker import BrokerProcess
 from ..engine.trace import TRACE_ENV
-from ..kafka import KafkaClient, NewTopic
+from kcodecs import KMirrorError
+
+from ..kafka import KafkaClient, NewTopic, TopicPartition
 from .proctree import TreeMeter
 from .stats import percentile
 from .trace_report import TraceReport, read_trace
-from .steady import LoadSpec, loop_mirror, measure_latency, produce_steadily
+from .steady import LoadSpec, loop_mirror, measure_latency, produce_steadily, produce_transactions, record_values
 
 __all__ = ["add_arguments", "run", "LatencyResult", "MODES", "percentile"]
 
-MODES = ("kmirror-eos", "kmirror-alo", "loop")
+MODES = ("kmirror-eos", "kmirror-alo", "loop", "mirrormaker2", "mirrormaker2-eos")
+MIRRORMAKER_MODES = ("mirrormaker2", "mirrormaker2-eos")
+"""Real MirrorMaker 2, on real Kafka only (--cluster kafka)."""
 _DELIVERY = {"kmirror-eos": "exactly-once", "kmirror-alo": "at-least-once"}
+_PROBE_TIMEOUT_S = 180.0
+JAVA_CLIENTS = Path(__file__).with_name("LatencyClients.java")
+"""Java's producer and read_committed consumer in the load's and the reader's roles
+(``--java-clients``), run from source by ``java`` with the Kafka jars on the class path."""
 _READY_TIMEOUT_S = 180.0
 
 
@@ -67,6 +76,10 @@ class LatencyResult:
     p99_ms: float
     p999_ms: float
     max_ms: float
+    source_p50_ms: float
+    source_p99_ms: float
+    """The load's own records, created in the measured window, from CreateTime to the source's
+    acknowledgement: a floor under every mode (the source broker on the same machine)."""
     busy_cpu: float
     """The mirror's CPU seconds per second under the load (1.0 = one core)."""
     idle_cpu: float
@@ -77,7 +90,8 @@ class LatencyResult:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--modes", default=",".join(MODES), help=f"comma-separated, of {', '.join(MODES)} (default all)")
+    parser.add_argument("--modes", help=f"comma-separated, of {', '.join(MODES)} (default all; the MirrorMaker 2 "
+                                         "modes only with --cluster kafka)")
     parser.add_argument("--rate", type=int, default=5000, help="records per second (default 5000)")
     parser.add_argument("--record-bytes", type=int, default=1024, help="value size (default 1024)")
     parser.add_argument("--partitions", type=int, default=4, help="source partitions (default 4)")
@@ -86,6 +100,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seconds", type=float, default=60, help="measured seconds of load per mode (default 60)")
     parser.add_argument("--warmup", type=float, default=10, help="seconds of load before measuring (default 10)")
     parser.add_argument("--idle-seconds", type=float, default=20, help="idle CPU measured this long (default 20)")
+    parser.add_argument("--cluster-warmup", type=float, default=30,
+                        help="seconds of the load through the loop, and of transactions at the destination, before "
+                             "the first mode, so that no mode runs on brokers whose JIT is still compiling (default "
+                             "30; 0: none)")
     parser.add_argument("--cluster", choices=("embedded", "kafka"), default="embedded",
                         help="embedded brokers (default) or real Apache Kafka (needs Java 17 and mvn)")
     parser.add_argument("--kmirror-arg", action="append", default=[], metavar="ARG",
@@ -94,20 +112,34 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="kmirror modes: trace every copied batch through its copier (fetched, routed, produce "
                              "sent and acknowledged, commit began and ended) and every stall of a copier's loop over "
                              "20 ms, and print their percentiles (mirror/engine/trace.py; costs nothing when off)")
+    parser.add_argument("--java-clients", action="store_true",
+                        help="the load and the reader are Java's producer (its defaults, the codec) and a "
+                             "read_committed Java consumer, from the Kafka jars the bench fetches, instead of "
+                             "librdkafka's (needs Java 17)")
     parser.add_argument("--json", type=Path, metavar="FILE", help="write the results as JSON")
 
 
 def run(args: argparse.Namespace) -> int:
-    modes = [m for m in args.modes.split(",") if m]
+    if args.modes is None:
+        modes = [m for m in MODES if args.cluster == "kafka" or m not in MIRRORMAKER_MODES]
+    else:
+        modes = [m for m in args.modes.split(",") if m]
     unknown = set(modes) - set(MODES)
     if unknown:
         print(f"kmirror bench latency: unknown modes {', '.join(sorted(unknown))}", file=sys.stderr)
+        return 2
+    if args.cluster != "kafka" and set(modes) & set(MIRRORMAKER_MODES):
+        print("kmirror bench latency: the MirrorMaker 2 modes run on real Kafka only (--cluster kafka)",
+              file=sys.stderr)
         return 2
     results = []
     with tempfile.TemporaryDirectory(prefix="kmirror-latency-") as tmp, _clusters(args.cluster, Path(tmp)) as (src, dst):
         print(f"kmirror bench latency: {args.rate} records/s of {args.record_bytes} B, {args.codec}, "
               f"{args.partitions} partitions, {args.cluster} clusters; {args.warmup:g} s warm-up + {args.seconds:g} s "
-              f"measured per mode", flush=True)
+              f"measured per mode; load and reader: {'Java' if args.java_clients else 'librdkafka'} clients",
+              flush=True)
+        if args.cluster_warmup > 0:
+            _warm_clusters(src, dst, Path(tmp) / "cluster-warm-up", args)
         for mode in modes:
             result = bench_mode(mode, src, dst, Path(tmp) / mode, args)
             results.append(result)
@@ -125,59 +157,163 @@ def run(args: argparse.Namespace) -> int:
 
 
 def table(results: Sequence[LatencyResult]) -> str:
-    lines = ["| mode | p50 ms | p90 ms | p99 ms | p99.9 ms | max ms | arrived / produced | CPU busy | CPU idle |",
-             "|---|--:|--:|--:|--:|--:|--:|--:|--:|"]
+    lines = ["| mode | p50 ms | p90 ms | p99 ms | p99.9 ms | max ms | source ack p50 / p99 ms | arrived / produced "
+             "| CPU busy | CPU idle |",
+             "|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|"]
     for r in results:
         lines.append(f"| {r.mode} | {r.p50_ms:.1f} | {r.p90_ms:.1f} | {r.p99_ms:.1f} | {r.p999_ms:.1f} | {r.max_ms:.0f} | "
-                     f"{r.arrived:,} / {r.produced:,} | {r.busy_cpu * 100:.0f}% | {r.idle_cpu * 100:.1f}% |")
+                     f"{r.source_p50_ms:.1f} / {r.source_p99_ms:.1f} | {r.arrived:,} / {r.produced:,} | "
+                     f"{r.busy_cpu * 100:.0f}% | {r.idle_cpu * 100:.1f}% |")
     return "\n".join(lines)
 
 
-def bench_mode(mode: str, source: str, destination: str, work: Path, args: argparse.Namespace) -> LatencyResult:
+def _warm_clusters(source: str, destination: str, work: Path, args: argparse.Namespace) -> None:
+    """The load through the loop for ``--cluster-warmup`` seconds, on a topic of its own, with
+    transactions at the destination meanwhile; printed, not reported. A broker's JVM compiles
+    its hot code in the first tens of seconds of load, taking CPU from everything on this
+    machine: without this, the first mode of a run paid for it (a copier of the first mode
+    fell seconds behind and caught up for half a minute, docs/performance.md)."""
+    transactions_topic = "latency-warm-up-transactions"
+    with KafkaClient(destination) as client:
+        client.create_topics([NewTopic(transactions_topic, 1)])
+    warm = argparse.Namespace(**{**vars(args), "warmup": 0.0, "seconds": args.cluster_warmup, "idle_seconds": 0.0,
+                                 "trace": False})
+    spawn = multiprocessing.get_context("spawn")
+    with spawn.Pool(1) as pool:
+        transactions = pool.apply_async(produce_transactions, (destination, transactions_topic, args.cluster_warmup))
+        result = bench_mode("loop", source, destination, work, warm, topic="latency-warm-up")
+        committed = transactions.get(timeout=args.cluster_warmup + 120)
+    print(f"  cluster warm-up: {args.cluster_warmup:g} s of the load through the loop (p50 {result.p50_ms:.1f} ms, "
+          f"p99 {result.p99_ms:.1f} ms) and {committed:,} transactions at the destination", flush=True)
+
+
+def bench_mode(mode: str, source: str, destination: str, work: Path, args: argparse.Namespace,
+               topic: str | None = None) -> LatencyResult:
     work.mkdir(parents=True)
-    topic = f"latency-{mode}"
+    topic = topic or f"latency-{mode}"
     with KafkaClient(source) as client:
         client.create_topics([NewTopic(topic, args.partitions)])
-    if mode == "loop":
+    if mode == "loop" or mode in MIRRORMAKER_MODES:
         with KafkaClient(destination) as client:
             client.create_topics([NewTopic(topic, args.partitions)])
     spawn = multiprocessing.get_context("spawn")
     with _mirror(mode, source, destination, topic, work, args, spawn) as pid:
+        # Started is not copying: kmirror's copiers begin with the first micro-batch after its
+        # executors are ready, MirrorMaker 2's tasks after Connect assigned them, and either
+        # took longer than a warm-up (a backlog then drained in the measured window).
+        probes = _probe(source, destination, topic, args.partitions, pid)
         began_ms = int(time.time() * 1000)
         measured_from = began_ms + int(args.warmup * 1000)
         measured_until = measured_from + int(args.seconds * 1000)
         latencies_file = work / "latencies.txt"
-        load = LoadSpec(source, topic, args.rate, args.record_bytes, args.codec, args.warmup + args.seconds)
-        expected = int(args.rate * (args.warmup + args.seconds))
-        consumer = spawn.Process(target=measure_latency, args=(destination, topic, args.partitions, measured_from,
-                                                               measured_until, expected, load.seconds + 120,
-                                                               str(latencies_file)))
-        consumer.start()
-        with spawn.Pool(1) as pool:
-            producing = pool.apply_async(produce_steadily, (load,))
-            time.sleep(args.warmup)
-            with TreeMeter(pid) as busy:
-                time.sleep(args.seconds)
-            produced = producing.get(timeout=args.seconds + 120)
-        consumer.join(180)
-        if consumer.is_alive():
-            consumer.terminate()
+        acks_file = work / "source-acks.txt"
+        load = LoadSpec(source, topic, args.rate, args.record_bytes, args.codec, args.warmup + args.seconds,
+                        (measured_from, measured_until), str(acks_file))
+        expected = int(args.rate * (args.warmup + args.seconds)) + probes
+        expected_file = work / "expected.txt"
+        with _reader(args.java_clients, spawn, destination, topic, args.partitions, measured_from, measured_until,
+                     expected, load.seconds + 120, latencies_file, expected_file) as reader:
+            with _load(args.java_clients, spawn, load, work) as producing:
+                time.sleep(args.warmup)
+                with TreeMeter(pid) as busy:
+                    time.sleep(args.seconds)
+                produced = producing(args.seconds + 120)
+            expected_file.write_text(f"{produced + probes}\n")  # the reader stops once it has read them all
+            reader(180)
         with TreeMeter(pid) as idle:
             time.sleep(args.idle_seconds)
-    lines = latencies_file.read_text().splitlines()
-    arrived = int(lines[-1].split()[-1]) if lines and lines[-1].startswith("#") else 0
+    lines = latencies_file.read_text().splitlines() if latencies_file.exists() else []
+    arrived = int(lines[-1].split()[-1]) - probes if lines and lines[-1].startswith("#") else 0
     latencies = sorted(float(line) for line in lines if line and not line.startswith("#"))
+    acks = sorted(float(line) for line in acks_file.read_text().split()) if acks_file.exists() else []
     traced = (read_trace(work / "trace", measured_from / 1000, measured_until / 1000)
-              if args.trace and mode != "loop" else None)
+              if args.trace and mode.startswith("kmirror") else None)
     return LatencyResult(mode, produced, len(latencies), arrived, percentile(latencies, 0.5),
                          percentile(latencies, 0.9), percentile(latencies, 0.99), percentile(latencies, 0.999),
-                         latencies[-1] if latencies else float("nan"), busy.cpu_s / args.seconds,
-                         idle.cpu_s / args.idle_seconds, trace=traced)
+                         latencies[-1] if latencies else float("nan"), percentile(acks, 0.5), percentile(acks, 0.99),
+                         busy.cpu_s / args.seconds, idle.cpu_s / args.idle_seconds if args.idle_seconds else 0.0,
+                         trace=traced)
+
+
+@contextlib.contextmanager
+def _load(java: bool, spawn, load: LoadSpec, work: Path) -> Iterator:
+    """The steady producer, running; yields a function that waits (at most its argument's
+    seconds) for it to end and returns how many records the source acknowledged."""
+    if not java:
+        with spawn.Pool(1) as pool:
+            producing = pool.apply_async(produce_steadily, (load,))
+            yield lambda timeout: producing.get(timeout=timeout)
+        return
+    values, count = work / "values.txt", work / "produced.txt"
+    values.write_text("".join(value.decode("ascii") + "\n" for value in record_values(load.record_bytes)))
+    since, until = load.window_ms
+    process = _java(["produce", load.bootstrap, load.topic, str(load.rate), load.codec, str(load.seconds),
+                     str(values), str(since), str(until), str(count), str(load.acks_path)], work / "java-producer.log")
+
+    def produced(timeout: float) -> int:
+        process.wait(timeout)
+        if process.returncode != 0:
+            raise RuntimeError(f"Java's producer exited with {process.returncode} (log: {work / 'java-producer.log'})")
+        return int(count.read_text())
+
+    try:
+        yield produced
+    finally:
+        if process.poll() is None:
+            process.kill()
+
+
+@contextlib.contextmanager
+def _reader(java: bool, spawn, destination: str, topic: str, partitions: int, measured_from: int, measured_until: int,
+            expected: int, timeout_s: float, out: Path, expected_file: Path) -> Iterator:
+    """The read_committed consumer at the destination, running; yields a function that waits
+    (at most its argument's seconds) for it to have read ``expected`` records."""
+    if java:
+        process = _java(["read", destination, topic, str(partitions), str(measured_from), str(measured_until),
+                         str(expected), str(timeout_s), str(out), str(expected_file)], out.with_name("java-reader.log"))
+        try:
+            yield lambda timeout: _join(process, timeout)
+        finally:
+            if process.poll() is None:
+                process.kill()
+        return
+    consumer = spawn.Process(target=measure_latency, args=(destination, topic, partitions, measured_from,
+                                                           measured_until, expected, timeout_s, str(out),
+                                                           str(expected_file)))
+    consumer.start()
+    try:
+        yield consumer.join
+    finally:
+        if consumer.is_alive():
+            consumer.terminate()
+
+
+def _join(process: subprocess.Popen, timeout: float) -> None:
+    """As :meth:`multiprocessing.Process.join`: waits at most ``timeout``, quietly."""
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        process.wait(timeout)
+
+
+def _java(arguments: list[str], log: Path) -> subprocess.Popen:
+    """:data:`JAVA_CLIENTS` with ``arguments``, the Kafka clients of the brokers the bench runs on the class path."""
+    from ..realkafka import KAFKA_4
+    from ..realkafka.distribution import java_command
+
+    java = java_command()
+    if java is None:
+        raise RuntimeError("--java-clients needs Java 17: neither $JAVA_HOME/bin/java nor java on the PATH")
+    with open(log, "wb") as out:
+        return subprocess.Popen([java, "-cp", f"{KAFKA_4.resolve()}/*", str(JAVA_CLIENTS), *arguments],
+                                stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
 
 
 @contextlib.contextmanager
 def _mirror(mode: str, source: str, destination: str, topic: str, work: Path, args, spawn) -> Iterator[int]:
-    """The mirror of ``mode``, running and ready; yields its pid (the root of what is metered)."""
+    """The mirror of ``mode``, started; yields its pid (the root of what is metered)."""
+    if mode in MIRRORMAKER_MODES:
+        with _mirrormaker(mode, source, destination, topic, work, args) as running:
+            yield running
+        return
     if mode == "loop":
         ready = work / "ready"
         process = spawn.Process(target=loop_mirror, args=(source, destination, topic, topic, args.codec,
@@ -215,8 +351,65 @@ def _mirror(mode: str, source: str, destination: str, topic: str, work: Path, ar
                 os.killpg(job.pid, signal.SIGKILL)
 
 
-def _wait(predicate, what: str) -> None:
-    deadline = time.monotonic() + _READY_TIMEOUT_S
+@contextlib.contextmanager
+def _mirrormaker(mode: str, source: str, destination: str, topic: str, work: Path, args) -> Iterator[int]:
+    """Real MirrorMaker 2 (dedicated mode), configured as ``kmirror bench mirror``'s peer is
+    (:mod:`.mirrormaker`), the configuration printed and kept in the mode's directory."""
+    from .latency_proxy import free_port
+    from .mirrormaker import CONFIGURATION_FILE, launch, properties
+
+    exactly_once = mode == "mirrormaker2-eos"
+    config = properties(source, destination, topic, args.partitions, exactly_once=exactly_once, alias="latency",
+                        rest_port=free_port() if exactly_once else None)
+    print(f"  {mode}: MirrorMaker 2 ({CONFIGURATION_FILE}):\n" + "".join(f"    {k} = {v}\n" for k, v in config.items()),
+          end="", flush=True)
+    process = launch(work, config)
+    try:
+        yield process.pid
+    finally:
+        if process.poll() is None:
+            process.terminate()
+            try:
+                process.wait(30)
+            except subprocess.TimeoutExpired:
+                os.killpg(process.pid, signal.SIGKILL)
+
+
+def _probe(source: str, destination: str, topic: str, partitions: int, pid: int) -> int:
+    """Write a record to every partition of ``topic`` and wait until the destination's copy
+    holds them all: the mirror's data path runs. Returns how many were written (they are read
+    at the destination, and counted apart from the load's)."""
+    from confluent_kafka import Producer
+
+    producer = Producer({"bootstrap.servers": source, "acks": "all"})
+    for partition in range(partitions):
+        producer.produce(topic, b"probe", partition=partition)  # created before the measured window
+    producer.flush(30)
+    tps = [TopicPartition(topic, p) for p in range(partitions)]
+
+    def copied(client: KafkaClient) -> bool:
+        if not _alive(pid):
+            raise RuntimeError(f"the mirror (pid {pid}) exited before it copied its probe records")
+        try:
+            return sum(client.list_offsets(tps, "latest").values()) >= partitions
+        except KMirrorError:  # the destination topic is not there yet
+            return False
+
+    with KafkaClient(destination) as client:
+        _wait(lambda: copied(client), "the mirror to copy its probe records", _PROBE_TIMEOUT_S)
+    return partitions
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def _wait(predicate, what: str, timeout_s: float = _READY_TIMEOUT_S) -> None:
+    deadline = time.monotonic() + timeout_s
     while not predicate():
         if time.monotonic() > deadline:
             raise RuntimeError(f"timed out waiting for {what}")

@@ -42,7 +42,7 @@ from .latency_proxy import free_port
 from .mode_run import ModeRun
 from .stats import Sample
 
-__all__ = ["MM2", "MAIN", "CONFIGURATION_FILE", "properties", "copy_mirrormaker"]
+__all__ = ["MM2", "MAIN", "CONFIGURATION_FILE", "properties", "launch", "copy_mirrormaker"]
 
 MM2 = Distribution("connect-mirror", "4.3.1")
 """connect-mirror 4.4.0 is not on Maven Central here; 4.3.1 talks to 4.4 brokers as any 4.x client."""
@@ -54,26 +54,28 @@ CONFIGURATION_FILE = "mm2.properties"
 """What a run writes its configuration to, in its work directory (the bench keeps it)."""
 
 
-def properties(spec: ModeRun, *, exactly_once: bool, alias: str, rest_port: int | None = None) -> dict[str, str]:
-    """The dedicated-mode configuration of one run (see the module's docstring)."""
+def properties(source: str, destination: str, topic: str, tasks: int, *, exactly_once: bool, alias: str,
+               rest_port: int | None = None) -> dict[str, str]:
+    """The dedicated-mode configuration of one run (see the module's docstring): ``topic`` from
+    ``source`` to ``destination`` by ``tasks`` tasks."""
     flow = f"{alias}->{TARGET}"
     config = {
         "clusters": f"{alias}, {TARGET}",
-        f"{alias}.bootstrap.servers": spec.source,
-        f"{TARGET}.bootstrap.servers": spec.destination,
+        f"{alias}.bootstrap.servers": source,
+        f"{TARGET}.bootstrap.servers": destination,
         f"{flow}.enabled": "true",
-        f"{flow}.topics": re.escape(spec.source_topic),
+        f"{flow}.topics": re.escape(topic),
         f"{TARGET}->{alias}.enabled": "false",
         "replication.policy.class": "org.apache.kafka.connect.mirror.IdentityReplicationPolicy",
-        "tasks.max": str(len(spec.end_offsets)),
+        "tasks.max": str(tasks),
         "emit.heartbeats.enabled": "false",
         "emit.checkpoints.enabled": "false",
         "sync.group.offsets.enabled": "false",
     }
-    for topic in ("replication.factor", "offset-syncs.topic.replication.factor", "heartbeats.topic.replication.factor",
-                  "checkpoints.topic.replication.factor", "offset.storage.replication.factor",
-                  "status.storage.replication.factor", "config.storage.replication.factor"):
-        config[topic] = "1"
+    for key in ("replication.factor", "offset-syncs.topic.replication.factor", "heartbeats.topic.replication.factor",
+                "checkpoints.topic.replication.factor", "offset.storage.replication.factor",
+                "status.storage.replication.factor", "config.storage.replication.factor"):
+        config[key] = "1"
     if exactly_once:
         if rest_port is None:
             raise ValueError("exactly-once MirrorMaker 2 needs its internal REST port")
@@ -86,12 +88,9 @@ def properties(spec: ModeRun, *, exactly_once: bool, alias: str, rest_port: int 
     return config
 
 
-def copy_mirrormaker(spec: ModeRun) -> Sample:
-    """Run MirrorMaker 2 on ``spec`` until the destination holds every record; measure it."""
-    exactly_once = spec.mode == "mirrormaker2-eos"
-    work = Path(spec.work_dir)
-    alias = "source" + re.sub(r"\W", "", work.name)  # fresh internal topics for every run
-    config = properties(spec, exactly_once=exactly_once, alias=alias, rest_port=free_port() if exactly_once else None)
+def launch(work: Path, config: dict[str, str]) -> subprocess.Popen:
+    """MirrorMaker 2 in dedicated mode on ``config``, written to :data:`CONFIGURATION_FILE` in
+    ``work`` (kept beside the results), its log in ``work``: as ``connect-mirror-maker.sh`` runs it."""
     config_file = work / CONFIGURATION_FILE
     config_file.write_text("".join(f"{key} = {value}\n" for key, value in config.items()))
     logging_file = work / "log4j2.properties"
@@ -100,12 +99,22 @@ def copy_mirrormaker(spec: ModeRun) -> Sample:
     java = java_command()
     if java is None:
         raise MirrorProcessError("no Java to run MirrorMaker 2")
+    with open(work / "mm2.out", "wb") as out:
+        return subprocess.Popen([java, *HEAP, "-XX:+UseG1GC", "-Djava.awt.headless=true",
+                                 f"-Dlog4j2.configurationFile={logging_file}", "-cp", f"{libs}/*", MAIN,
+                                 str(config_file)], stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                start_new_session=True)
+
+
+def copy_mirrormaker(spec: ModeRun) -> Sample:
+    """Run MirrorMaker 2 on ``spec`` until the destination holds every record; measure it."""
+    exactly_once = spec.mode == "mirrormaker2-eos"
+    work = Path(spec.work_dir)
+    alias = "source" + re.sub(r"\W", "", work.name)  # fresh internal topics for every run
+    config = properties(spec.source, spec.destination, spec.source_topic, len(spec.end_offsets),
+                        exactly_once=exactly_once, alias=alias, rest_port=free_port() if exactly_once else None)
     partitions = [TopicPartition(spec.destination_topic, p) for p in range(spec.destination_partitions)]
     began_process = time.perf_counter()
-    with open(work / "mm2.out", "wb") as out:
-        process = subprocess.Popen([java, *HEAP, "-XX:+UseG1GC", "-Djava.awt.headless=true",
-                                    f"-Dlog4j2.configurationFile={logging_file}", "-cp", f"{libs}/*", MAIN,
-                                    str(config_file)], stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                   start_new_session=True)
+    process = launch(work, config)
     return measure_mirror(Watched("MirrorMaker 2", process, [work / "mm2.out", work / "mm2.log"]), began_process,
                           spec.destination, partitions, spec.records, transactional=exactly_once, stop_timeout_s=30)

@@ -12,6 +12,7 @@ the time it reads them.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
 import time
@@ -31,6 +32,11 @@ class LoadSpec:
     record_bytes: int
     codec: str
     seconds: float
+    window_ms: tuple[int, int] = (0, 0)
+    """Records created in ``[from, until)`` ms have their own produce latency written down."""
+    acks_path: str | None = None
+    """Where the producer writes, one a line, the ms from each such record's CreateTime to the
+    source's acknowledgement: the floor no mirror can go under (None: not written)."""
 
 
 def record_values(record_bytes: int, count: int = 256, seed: int = 7) -> list[bytes]:
@@ -54,10 +60,15 @@ def produce_steadily(spec: LoadSpec, stop_at: float | None = None) -> int:
                          "batch.size": 16384, "acks": "all", "enable.idempotence": True})
     values = record_values(spec.record_bytes)
     delivered = [0]
+    acked: list[float] = []
+    since, until = spec.window_ms
 
-    def on_delivery(error, _message) -> None:
+    def on_delivery(error, message) -> None:
         if error is None:
             delivered[0] += 1
+            created = message.timestamp()[1]
+            if since <= created < until:
+                acked.append(time.time() * 1000 - created)
 
     began = time.monotonic()
     sent = 0
@@ -76,15 +87,19 @@ def produce_steadily(spec: LoadSpec, stop_at: float | None = None) -> int:
         producer.poll(0)
         time.sleep(max(0.0, TICK_S - (time.monotonic() - now)))
     producer.flush(60)
+    if spec.acks_path is not None:
+        with open(spec.acks_path, "w") as out:
+            out.writelines(f"{latency:.2f}\n" for latency in acked)
     return delivered[0]
 
 
 def measure_latency(bootstrap: str, topic: str, partitions: int, from_ms: int, until_ms: int, expected: int,
-                    timeout_s: float, out_path: str) -> None:
+                    timeout_s: float, out_path: str, expected_path: str | None = None) -> None:
     """Read ``topic`` as a read_committed consumer from the start, and write one latency in ms per
     line to ``out_path`` for every record created in ``[from_ms, until_ms)``: arrival - CreateTime;
     then ``# seen N``, the records read in all. Stops once ``expected`` records in all were read,
-    or after ``timeout_s``."""
+    or after ``timeout_s``. Once the file ``expected_path`` exists, the number it holds replaces
+    ``expected`` (the load's producer knows how many it wrote only when it is done)."""
     from confluent_kafka import Consumer
     from confluent_kafka import TopicPartition as CTP
 
@@ -94,8 +109,13 @@ def measure_latency(bootstrap: str, topic: str, partitions: int, from_ms: int, u
     consumer.assign([CTP(topic, p, 0) for p in range(partitions)])
     seen = 0
     deadline = time.monotonic() + timeout_s
+    looked = time.monotonic()
     with open(out_path, "w") as out:
         while seen < expected and time.monotonic() < deadline:
+            if expected_path is not None and time.monotonic() - looked > 0.5:
+                looked = time.monotonic()
+                with contextlib.suppress(OSError, ValueError):
+                    expected = int(open(expected_path).read())
             # poll(), not consume(n): consume waits for n messages or its timeout, and a record
             # it holds back would be timed late.
             message = consumer.poll(0.1)
@@ -142,3 +162,23 @@ def loop_mirror(source: str, destination: str, topic: str, destination_topic: st
             ready = True
     producer.flush(30)
     consumer.close()
+
+
+def produce_transactions(bootstrap: str, topic: str, seconds: float, interval_s: float = 0.02) -> int:
+    """Write a small transaction to ``topic`` every ``interval_s`` for ``seconds``, as an
+    exactly-once mirror does (the cluster warm-up's: a broker's transaction coordinator and its
+    markers are code the JIT compiles only once they run). Returns the transactions committed."""
+    from confluent_kafka import Producer
+
+    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": f"latency-warm-up-{os.getpid()}",
+                         "linger.ms": 5})
+    producer.init_transactions(30)
+    committed = 0
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        producer.begin_transaction()
+        producer.produce(topic, b"warm-up")
+        producer.commit_transaction(30)
+        committed += 1
+        time.sleep(interval_s)
+    return committed

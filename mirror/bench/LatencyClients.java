@@ -24,12 +24,13 @@ import org.apache.kafka.common.serialization.ByteArraySerializer;
  * Run from source by {@code java -cp <kafka libs>/* LatencyClients.java} (no build step).
  *
  * <ul>
- * <li>{@code produce BOOTSTRAP TOPIC RATE CODEC SECONDS VALUES FROM_MS UNTIL_MS COUNT ACKS}:
+ * <li>{@code produce BOOTSTRAP TOPIC RATE CODEC SECONDS VALUES FROM_MS UNTIL_MS COUNT ACKS [COMMIT_MS]}:
  * RATE records a second for SECONDS, values taken in turn from the file VALUES (one a line),
  * with Java's producer defaults but the codec (batch.size 16384, linger.ms 5, acks all,
  * idempotence); writes to COUNT how many records the source acknowledged, and to ACKS, one a
  * line, the latency at the source (acknowledgement minus CreateTime, ms) of those created in
- * [FROM_MS, UNTIL_MS), as steady.produce_steadily does.</li>
+ * [FROM_MS, UNTIL_MS), as steady.produce_steadily does. With COMMIT_MS (above 0) the producer is
+ * transactional and commits that often: Kafka's own floor for exactly-once.</li>
  * <li>{@code read BOOTSTRAP TOPIC PARTITIONS FROM_MS UNTIL_MS EXPECTED TIMEOUT_S OUT EXPECTED_FILE}:
  * a read_committed consumer of every partition from the start; writes one latency (arrival
  * minus CreateTime, ms) a line for the records created in [FROM_MS, UNTIL_MS), then
@@ -42,7 +43,7 @@ public final class LatencyClients {
         switch (args[0]) {
             case "produce" -> produce(args[1], args[2], Integer.parseInt(args[3]), args[4],
                     Double.parseDouble(args[5]), Path.of(args[6]), Long.parseLong(args[7]), Long.parseLong(args[8]),
-                    Path.of(args[9]), Path.of(args[10]));
+                    Path.of(args[9]), Path.of(args[10]), args.length > 11 ? Long.parseLong(args[11]) : 0);
             case "read" -> read(args[1], args[2], Integer.parseInt(args[3]), Long.parseLong(args[4]),
                     Long.parseLong(args[5]), Long.parseLong(args[6]), Double.parseDouble(args[7]), Path.of(args[8]),
                     Path.of(args[9]));
@@ -56,7 +57,7 @@ public final class LatencyClients {
     }
 
     static void produce(String bootstrap, String topic, int rate, String codec, double seconds, Path valuesFile,
-                        long fromMs, long untilMs, Path countFile, Path acksFile) throws Exception {
+                        long fromMs, long untilMs, Path countFile, Path acksFile, long commitMs) throws Exception {
         List<byte[]> values = new ArrayList<>();
         for (String line : Files.readAllLines(valuesFile, StandardCharsets.US_ASCII)) {
             values.add(line.getBytes(StandardCharsets.US_ASCII));
@@ -66,9 +67,17 @@ public final class LatencyClients {
         props.put("compression.type", codec);
         props.put("key.serializer", ByteArraySerializer.class.getName());
         props.put("value.serializer", ByteArraySerializer.class.getName());
+        if (commitMs > 0) {
+            props.put("transactional.id", "latency-floor-" + ProcessHandle.current().pid());
+        }
         AtomicLong delivered = new AtomicLong();
         List<Double> latencies = new ArrayList<>();
         try (KafkaProducer<byte[], byte[]> producer = new KafkaProducer<>(props)) {
+            if (commitMs > 0) {
+                producer.initTransactions();
+                producer.beginTransaction();
+            }
+            long committedAt = System.nanoTime();
             long began = System.nanoTime();
             long end = began + (long) (seconds * 1e9);
             long sent = 0;
@@ -92,7 +101,15 @@ public final class LatencyClients {
                         }
                     });
                 }
+                if (commitMs > 0 && System.nanoTime() - committedAt >= commitMs * 1_000_000L) {
+                    producer.commitTransaction();  // flushes; records wait for it as a mirror's do
+                    producer.beginTransaction();
+                    committedAt = System.nanoTime();
+                }
                 Thread.sleep(1);
+            }
+            if (commitMs > 0) {
+                producer.commitTransaction();
             }
             producer.flush();
         }

@@ -12,6 +12,10 @@ clusters, one mode after the other:
   kmirror-alo   kmirror run --delivery at-least-once
   loop          MirrorMaker 2's data path in librdkafka: a consumer (read_committed) -> producer
                 loop, the producer as Java's defaults, same partition and timestamp
+  mirrormaker2, mirrormaker2-eos
+                real MirrorMaker 2 (--cluster kafka only), configured as kmirror bench mirror's peer
+  transactions  no mirror: the load itself, written at the destination by a bare transactional
+                producer committing every 20 ms, Kafka's own floor for exactly-once
 
 Also reported: the load's own records' latency at the source (CreateTime to the source's
 acknowledgement), a floor no mode can go under; the mirror's CPU (its whole process tree: for kmirror the driver, Spark's JVM
@@ -52,7 +56,11 @@ from .steady import LoadSpec, loop_mirror, measure_latency, produce_steadily, pr
 
 __all__ = ["add_arguments", "run", "LatencyResult", "MODES", "percentile"]
 
-MODES = ("kmirror-eos", "kmirror-alo", "loop", "mirrormaker2", "mirrormaker2-eos")
+MODES = ("kmirror-eos", "kmirror-alo", "loop", "mirrormaker2", "mirrormaker2-eos", "transactions")
+FLOOR = "transactions"
+"""No mirror: the load itself, at the destination, as a bare transactional producer committing
+every 20 ms (kmirror's commit interval): Kafka's own floor for exactly-once on these clusters."""
+_FLOOR_COMMIT_S = 0.020
 MIRRORMAKER_MODES = ("mirrormaker2", "mirrormaker2-eos")
 """Real MirrorMaker 2, on real Kafka only (--cluster kafka)."""
 _DELIVERY = {"kmirror-eos": "exactly-once", "kmirror-alo": "at-least-once"}
@@ -193,7 +201,7 @@ def bench_mode(mode: str, source: str, destination: str, work: Path, args: argpa
     topic = topic or f"latency-{mode}"
     with KafkaClient(source) as client:
         client.create_topics([NewTopic(topic, args.partitions)])
-    if mode == "loop" or mode in MIRRORMAKER_MODES:
+    if mode == "loop" or mode in MIRRORMAKER_MODES or mode == FLOOR:
         with KafkaClient(destination) as client:
             client.create_topics([NewTopic(topic, args.partitions)])
     spawn = multiprocessing.get_context("spawn")
@@ -201,27 +209,29 @@ def bench_mode(mode: str, source: str, destination: str, work: Path, args: argpa
         # Started is not copying: kmirror's copiers begin with the first micro-batch after its
         # executors are ready, MirrorMaker 2's tasks after Connect assigned them, and either
         # took longer than a warm-up (a backlog then drained in the measured window).
-        probes = _probe(source, destination, topic, args.partitions, pid)
+        probes = _probe(source, destination, topic, args.partitions, pid) if pid is not None else 0
         began_ms = int(time.time() * 1000)
         measured_from = began_ms + int(args.warmup * 1000)
         measured_until = measured_from + int(args.seconds * 1000)
         latencies_file = work / "latencies.txt"
         acks_file = work / "source-acks.txt"
-        load = LoadSpec(source, topic, args.rate, args.record_bytes, args.codec, args.warmup + args.seconds,
-                        (measured_from, measured_until), str(acks_file))
+        floor = mode == FLOOR
+        load = LoadSpec(destination if floor else source, topic, args.rate, args.record_bytes, args.codec,
+                        args.warmup + args.seconds, (measured_from, measured_until), str(acks_file),
+                        _FLOOR_COMMIT_S if floor else None)
         expected = int(args.rate * (args.warmup + args.seconds)) + probes
         expected_file = work / "expected.txt"
         with _reader(args.java_clients, spawn, destination, topic, args.partitions, measured_from, measured_until,
                      expected, load.seconds + 120, latencies_file, expected_file) as reader:
             with _load(args.java_clients, spawn, load, work) as producing:
                 time.sleep(args.warmup)
-                with TreeMeter(pid) as busy:
+                with _meter(pid) as busy:
                     time.sleep(args.seconds)
                 produced = producing(args.seconds + 120)
             expected_file.write_text(f"{produced + probes}\n")  # the reader stops once it has read them all
             reader(180)
-        with TreeMeter(pid) as idle:
-            time.sleep(args.idle_seconds)
+        with _meter(pid) as idle:
+            time.sleep(args.idle_seconds if pid is not None else 0)
     lines = latencies_file.read_text().splitlines() if latencies_file.exists() else []
     arrived = int(lines[-1].split()[-1]) - probes if lines and lines[-1].startswith("#") else 0
     latencies = sorted(float(line) for line in lines if line and not line.startswith("#"))
@@ -231,7 +241,8 @@ def bench_mode(mode: str, source: str, destination: str, work: Path, args: argpa
     return LatencyResult(mode, produced, len(latencies), arrived, percentile(latencies, 0.5),
                          percentile(latencies, 0.9), percentile(latencies, 0.99), percentile(latencies, 0.999),
                          latencies[-1] if latencies else float("nan"), percentile(acks, 0.5), percentile(acks, 0.99),
-                         busy.cpu_s / args.seconds, idle.cpu_s / args.idle_seconds if args.idle_seconds else 0.0,
+                         busy.cpu_s / args.seconds,
+                         idle.cpu_s / args.idle_seconds if args.idle_seconds and pid is not None else 0.0,
                          trace=traced)
 
 
@@ -248,7 +259,8 @@ def _load(java: bool, spawn, load: LoadSpec, work: Path) -> Iterator:
     values.write_text("".join(value.decode("ascii") + "\n" for value in record_values(load.record_bytes)))
     since, until = load.window_ms
     process = _java(["produce", load.bootstrap, load.topic, str(load.rate), load.codec, str(load.seconds),
-                     str(values), str(since), str(until), str(count), str(load.acks_path)], work / "java-producer.log")
+                     str(values), str(since), str(until), str(count), str(load.acks_path),
+                     str(round((load.commit_interval_s or 0) * 1000))], work / "java-producer.log")
 
     def produced(timeout: float) -> int:
         process.wait(timeout)
@@ -288,6 +300,11 @@ def _reader(java: bool, spawn, destination: str, topic: str, partitions: int, me
             consumer.terminate()
 
 
+def _meter(pid: int | None):
+    """A :class:`TreeMeter` of the mirror's process tree; for no mirror, a meter of nothing."""
+    return TreeMeter(pid) if pid is not None else contextlib.nullcontext(argparse.Namespace(cpu_s=0.0))
+
+
 def _join(process: subprocess.Popen, timeout: float) -> None:
     """As :meth:`multiprocessing.Process.join`: waits at most ``timeout``, quietly."""
     with contextlib.suppress(subprocess.TimeoutExpired):
@@ -309,7 +326,10 @@ def _java(arguments: list[str], log: Path) -> subprocess.Popen:
 
 @contextlib.contextmanager
 def _mirror(mode: str, source: str, destination: str, topic: str, work: Path, args, spawn) -> Iterator[int]:
-    """The mirror of ``mode``, started; yields its pid (the root of what is metered)."""
+    """The mirror of ``mode``, started; yields its pid (the root of what is metered; None: no mirror)."""
+    if mode == FLOOR:
+        yield None
+        return
     if mode in MIRRORMAKER_MODES:
         with _mirrormaker(mode, source, destination, topic, work, args) as running:
             yield running

@@ -37,6 +37,9 @@ class LoadSpec:
     acks_path: str | None = None
     """Where the producer writes, one a line, the ms from each such record's CreateTime to the
     source's acknowledgement: the floor no mirror can go under (None: not written)."""
+    commit_interval_s: float | None = None
+    """Transactional: a transaction committed this often (a bare transactional producer, Kafka's
+    own floor for exactly-once); None: idempotent, no transactions."""
 
 
 def record_values(record_bytes: int, count: int = 256, seed: int = 7) -> list[bytes]:
@@ -56,8 +59,16 @@ def produce_steadily(spec: LoadSpec, stop_at: float | None = None) -> int:
     """Produce ``spec.rate`` records a second for ``spec.seconds``; return how many were delivered."""
     from confluent_kafka import Producer
 
-    producer = Producer({"bootstrap.servers": spec.bootstrap, "compression.type": spec.codec, "linger.ms": 5,
-                         "batch.size": 16384, "acks": "all", "enable.idempotence": True})
+    config = {"bootstrap.servers": spec.bootstrap, "compression.type": spec.codec, "linger.ms": 5,
+              "batch.size": 16384, "acks": "all", "enable.idempotence": True}
+    transactional = spec.commit_interval_s is not None
+    if transactional:
+        config["transactional.id"] = f"latency-floor-{os.getpid()}"
+    producer = Producer(config)
+    if transactional:
+        producer.init_transactions(60)
+        producer.begin_transaction()
+        committed_at = time.monotonic()
     values = record_values(spec.record_bytes)
     delivered = [0]
     acked: list[float] = []
@@ -85,7 +96,13 @@ def produce_steadily(spec: LoadSpec, stop_at: float | None = None) -> int:
             except BufferError:
                 producer.poll(0.005)
         producer.poll(0)
+        if transactional and time.monotonic() - committed_at >= spec.commit_interval_s:
+            producer.commit_transaction(60)  # flushes; records wait for it as a mirror's do
+            producer.begin_transaction()
+            committed_at = time.monotonic()
         time.sleep(max(0.0, TICK_S - (time.monotonic() - now)))
+    if transactional:
+        producer.commit_transaction(60)
     producer.flush(60)
     if spec.acks_path is not None:
         with open(spec.acks_path, "w") as out:

@@ -30,6 +30,7 @@ from ..metrics import MirrorMetrics
 from ..progress import MicroBatchReport, RunTotals
 from .pyspark_internals import planner_error
 from .runner import MicroBatchRunner, MirrorJobError, RunOutcome, first_line
+from .restarts import QueryRestarts, transient_failure
 from .session import spark_session
 from .stopping import Stopper
 
@@ -93,23 +94,35 @@ def run_mirror(config: MirrorConfig, *, stop: threading.Event | None = None,
     shape = ShapeSync(config, lambda: runner.routes)
     if not config.streaming.once:
         shape.start()
+    restarts = QueryRestarts()
     try:
-        stopper.watch(query)
-    except Exception as exc:
-        outcome = runner.outcome()
-        if outcome.failure is not None:
-            raise outcome.failure from None
-        if stopper.requested:
-            # Asked to stop, and Spark did not finish: it was waiting out an outage (then the
-            # runner says so), or its JVM got the signal too and ended (systemd's default
-            # KillMode signals every process of the service). Either way a restart goes on
-            # from what the destination and the checkpoint hold.
-            log.debug("the query ended while stopping: %s", exc)
-            if not outcome.interrupted:
-                log.info("stopped: Spark ended with the stop; a restart resumes from the checkpoint")
-        else:
-            log.debug("the query failed in Spark: %s", exc)
-            raise _job_failure(exc) from None
+        while True:
+            try:
+                stopper.watch(query)
+                break
+            except Exception as exc:
+                outcome = runner.outcome()
+                if outcome.failure is not None:
+                    raise outcome.failure from None
+                if stopper.requested:
+                    # Asked to stop, and Spark did not finish: it was waiting out an outage (then
+                    # the runner says so), or its JVM got the signal too and ended (systemd's
+                    # default KillMode signals every process of the service). Either way a restart
+                    # goes on from what the destination and the checkpoint hold.
+                    log.debug("the query ended while stopping: %s", exc)
+                    if not outcome.interrupted:
+                        log.info("stopped: Spark ended with the stop; a restart resumes from the checkpoint")
+                    break
+                kind = transient_failure(str(exc))
+                if kind is None or not restarts.allow():
+                    log.debug("the query failed in Spark: %s", exc)
+                    raise _job_failure(exc) from None
+                log.warning("Spark's query failed (%s: %s); starting it again from the checkpoint (restart %d, "
+                            "at most %d in %d minutes)", kind, first_line(str(exc)), restarts.count,
+                            restarts.limit, int(restarts.window_s // 60))
+                if metrics is not None:
+                    metrics.error(kind)
+                query = writer.start()
     finally:
         shape.stop()
         if renewer is not None:

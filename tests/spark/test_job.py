@@ -168,3 +168,86 @@ def test_a_running_job_picks_up_a_new_topic_and_stops_when_asked(tmp_path):
             job.join(120)
         assert not job.is_alive() and totals, "the job did not stop when asked"
     assert totals[0].counters.total_records == len(first) + len(second)
+
+
+_WORKER_TIMEOUT = ("org.apache.spark.SparkException: Python worker failed to connect back.\n"
+                   "\tat org.apache.spark.api.python.PythonWorkerFactory.createSimpleWorker")
+
+
+def _failing_watch(monkeypatch, times: int) -> list:
+    """Make the job's watch of its query end the query the first ``times`` times, after its
+    first micro-batch, as Spark ends it when a Python worker does not connect back in time
+    (it reports that through ``query.exception()``; the message is Spark's)."""
+    from mirror.spark import stopping
+
+    real_watch = stopping.Stopper.watch
+    ended = []
+
+    def watch(self, query):
+        if len(ended) >= times:
+            return real_watch(self, query)
+        deadline = time.monotonic() + 120
+        while query.lastProgress is None and time.monotonic() < deadline:
+            time.sleep(0.1)
+        query.stop()
+        ended.append(query.id)
+        raise RuntimeError(_WORKER_TIMEOUT)
+
+    monkeypatch.setattr(stopping.Stopper, "watch", watch)
+    return ended
+
+
+@pytest.mark.slow
+def test_a_query_ended_by_a_python_worker_start_timeout_is_started_again_from_its_checkpoint(
+        tmp_path, monkeypatch, caplog):
+    """Spark waits a fixed 10 s for a Python worker to connect back; on a machine whose CPU is
+    taken that long, the wait fails and ends the query. The job starts it again from its
+    checkpoint: the records written afterwards are copied, each once, and the restart is logged."""
+    import threading
+
+    from mirror.spark.job import run_mirror
+
+    ended = _failing_watch(monkeypatch, times=1)
+    with EmbeddedBroker(tmp_path / "src") as src, EmbeddedBroker(tmp_path / "dst") as dst, \
+            KafkaClient(src.bootstrap) as source:
+        source.create_topics([NewTopic("live", 1)])
+        first = _produce(source, "live", batches=2)
+        config = load_config(None, {"source.bootstrap": src.bootstrap, "destination.bootstrap": dst.bootstrap,
+                                    "topics": "live", "trigger_interval_s": 0.2, "checkpoint": str(tmp_path / "ck")})
+        stop, totals = threading.Event(), []
+        job = threading.Thread(target=lambda: totals.append(run_mirror(config, stop=stop)))
+        with caplog.at_level("WARNING", logger="mirror.spark.job"):
+            job.start()
+            try:
+                assert _eventually(lambda: _values(dst.bootstrap, "live"), first) == first
+                deadline = time.monotonic() + 60
+                while not ended and time.monotonic() < deadline:
+                    time.sleep(0.1)
+                assert ended, "the query was not ended"
+                second = _produce(source, "live", batches=3)
+                assert _eventually(lambda: _values(dst.bootstrap, "live"), first + second) == first + second
+            finally:
+                stop.set()
+                job.join(120)
+    assert not job.is_alive() and totals, "the job did not stop when asked"
+    restarts = [r.getMessage() for r in caplog.records if "starting it again from the checkpoint" in r.getMessage()]
+    assert len(restarts) == 1 and "PythonWorkerStartTimeout" in restarts[0] and "restart 1" in restarts[0]
+
+
+@pytest.mark.slow
+def test_a_query_ended_again_and_again_fails_the_job_with_sparks_error(tmp_path, monkeypatch):
+    """More restarts than the budget allows is no passing burst: the job fails, naming Spark's error."""
+    from mirror.spark import job as job_module
+    from mirror.spark.restarts import QueryRestarts
+    from mirror.spark.runner import MirrorJobError
+
+    _failing_watch(monkeypatch, times=10)
+    monkeypatch.setattr(job_module, "QueryRestarts", lambda: QueryRestarts(limit=1))
+    with EmbeddedBroker(tmp_path / "src") as src, EmbeddedBroker(tmp_path / "dst") as dst, \
+            KafkaClient(src.bootstrap) as source:
+        source.create_topics([NewTopic("live", 1)])
+        _produce(source, "live", batches=1)
+        config = load_config(None, {"source.bootstrap": src.bootstrap, "destination.bootstrap": dst.bootstrap,
+                                    "topics": "live", "trigger_interval_s": 0.2, "checkpoint": str(tmp_path / "ck")})
+        with pytest.raises(MirrorJobError, match="Python worker failed to connect back"):
+            job_module.run_mirror(config)

@@ -1,0 +1,24 @@
+"""Which query failures the job rides out by starting the query again, and how often."""
+
+from __future__ import annotations
+
+from mirror.spark.restarts import QueryRestarts, transient_failure
+
+
+def test_only_a_python_worker_start_timeout_is_transient():
+    assert transient_failure("org.apache.spark.SparkException: Python worker failed to connect back.\n\tat ...") \
+        == "PythonWorkerStartTimeout"
+    assert transient_failure("org.apache.spark.SparkException: Job aborted due to stage failure") is None
+    assert transient_failure("") is None
+
+
+def test_restarts_are_limited_within_a_window_and_free_again_after_it():
+    now = [0.0]
+    restarts = QueryRestarts(limit=2, window_s=600, clock=lambda: now[0])
+    assert restarts.allow() and restarts.allow()
+    now[0] = 599
+    assert not restarts.allow()
+    now[0] = 601  # the first one left the window
+    assert restarts.allow()
+    assert not restarts.allow()
+    assert restarts.count == 3

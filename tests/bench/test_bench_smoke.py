@@ -43,3 +43,35 @@ def test_broker_bench_reports_batches_per_second_and_profiles_both_phases(capsys
     assert produce.split()[0] == "produce" and fetch.split()[0] == "fetch"
     assert "broker profile, produce phase" in printed and "broker profile, fetch phase" in printed
     assert "topics.py" in printed  # the broker's append path, not only the client, was profiled
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("java_clients", [False, True], ids=["librdkafka", "java"])
+def test_tiny_latency_bench_reads_every_record_of_each_mode(tmp_path, capsys, java_clients):
+    """``kmirror bench latency`` end to end on two embedded brokers: the loop, and Kafka's own
+    floor (a bare transactional producer), with librdkafka's clients and with Java's. Every
+    record the load wrote is read at the destination (the probes apart), the percentiles are
+    over records of the measured window, and the reader stops once it has read them all."""
+    if java_clients:
+        from mirror.realkafka import toolchain_problem
+
+        if toolchain_problem() is not None:
+            pytest.skip(toolchain_problem())
+    from mirror.bench import latency_bench
+
+    parser = argparse.ArgumentParser()
+    latency_bench.add_arguments(parser)
+    out = tmp_path / "latency.json"
+    # Java's clients start from source (a few seconds of compiling): the warm-up covers it.
+    args = parser.parse_args(["--modes", "loop,transactions", "--rate", "400", "--seconds", "2",
+                              "--warmup", "8" if java_clients else "1", "--idle-seconds", "0", "--cluster-warmup", "0",
+                              "--json", str(out), *(["--java-clients"] if java_clients else [])])
+    assert latency_bench.run(args) == 0
+    results = json.loads(out.read_text())["results"]
+    assert [r["mode"] for r in results] == ["loop", "transactions"]
+    for r in results:
+        assert r["produced"] >= 400 * (args.warmup + args.seconds) * 0.9
+        assert r["arrived"] == r["produced"]
+        assert 0 < r["measured"] < r["arrived"] and 0 < r["p50_ms"] <= r["p99_ms"] <= r["max_ms"]
+        assert 0 < r["source_p50_ms"] <= r["source_p99_ms"]
+    assert "source ack p50 / p99 ms" in capsys.readouterr().out

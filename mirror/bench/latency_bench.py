@@ -18,8 +18,9 @@ clusters, one mode after the other:
                 producer committing every 20 ms, Kafka's own floor for exactly-once
 
 Also reported: the load's own records' latency at the source (CreateTime to the source's
-acknowledgement), a floor no mode can go under; the mirror's CPU (its whole process tree: for kmirror the driver, Spark's JVM
-and every Python process) as a share of one core, under the load and then idle for
+acknowledgement), a floor no mode can go under; the mirror's CPU (its whole process tree: for
+kmirror the driver, Spark's JVM and every Python process) as a share of one core, under the
+load and then idle for
 --idle-seconds once the destination has caught up, and how many records arrived of those
 produced. Clusters: two embedded brokers, each a process of its own (default), or two real
 Apache Kafka clusters (--cluster kafka, KRaft, one node each, fetched with Maven on first use).
@@ -44,15 +45,16 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Iterator, Sequence
 
-from ..broker import BrokerProcess
-from ..engine.trace import TRACE_ENV
 from kcodecs import KMirrorError
 
+from ..broker import BrokerProcess
+from ..engine.trace import TRACE_ENV
 from ..kafka import KafkaClient, NewTopic, TopicPartition
+from .arrival import stop_process
 from .proctree import TreeMeter
 from .stats import percentile
 from .trace_report import TraceReport, read_trace
-from .steady import LoadSpec, loop_mirror, measure_latency, produce_steadily, produce_transactions, record_values
+from .steady import LoadSpec, loop_mirror, measure_latency, produce_steadily, record_values
 
 __all__ = ["add_arguments", "run", "LatencyResult", "MODES", "percentile"]
 
@@ -61,6 +63,8 @@ FLOOR = "transactions"
 """No mirror: the load itself, at the destination, as a bare transactional producer committing
 every 20 ms (kmirror's commit interval): Kafka's own floor for exactly-once on these clusters."""
 _FLOOR_COMMIT_S = 0.020
+_WARM_UP_TRANSACTION_RATE = 50
+"""Records a second of the cluster warm-up's transactions: about one a transaction."""
 MIRRORMAKER_MODES = ("mirrormaker2", "mirrormaker2-eos")
 """Real MirrorMaker 2, on real Kafka only (--cluster kafka)."""
 _DELIVERY = {"kmirror-eos": "exactly-once", "kmirror-alo": "at-least-once"}
@@ -181,18 +185,20 @@ def _warm_clusters(source: str, destination: str, work: Path, args: argparse.Nam
     its hot code in the first tens of seconds of load, taking CPU from everything on this
     machine: without this, the first mode of a run paid for it (a copier of the first mode
     fell seconds behind and caught up for half a minute, docs/performance.md)."""
-    transactions_topic = "latency-warm-up-transactions"
+    transactions = LoadSpec(destination, "latency-warm-up-transactions", _WARM_UP_TRANSACTION_RATE, args.record_bytes,
+                            args.codec, args.cluster_warmup, commit_interval_s=_FLOOR_COMMIT_S)
     with KafkaClient(destination) as client:
-        client.create_topics([NewTopic(transactions_topic, 1)])
+        client.create_topics([NewTopic(transactions.topic, 1)])
     warm = argparse.Namespace(**{**vars(args), "warmup": 0.0, "seconds": args.cluster_warmup, "idle_seconds": 0.0,
                                  "trace": False})
     spawn = multiprocessing.get_context("spawn")
     with spawn.Pool(1) as pool:
-        transactions = pool.apply_async(produce_transactions, (destination, transactions_topic, args.cluster_warmup))
+        committing = pool.apply_async(produce_steadily, (transactions,))
         result = bench_mode("loop", source, destination, work, warm, topic="latency-warm-up")
-        committed = transactions.get(timeout=args.cluster_warmup + 120)
+        committed = committing.get(timeout=args.cluster_warmup + 120)
     print(f"  cluster warm-up: {args.cluster_warmup:g} s of the load through the loop (p50 {result.p50_ms:.1f} ms, "
-          f"p99 {result.p99_ms:.1f} ms) and {committed:,} transactions at the destination", flush=True)
+          f"p99 {result.p99_ms:.1f} ms) and {committed:,} records in transactions committed every "
+          f"{_FLOOR_COMMIT_S * 1000:g} ms at the destination", flush=True)
 
 
 def bench_mode(mode: str, source: str, destination: str, work: Path, args: argparse.Namespace,
@@ -201,7 +207,7 @@ def bench_mode(mode: str, source: str, destination: str, work: Path, args: argpa
     topic = topic or f"latency-{mode}"
     with KafkaClient(source) as client:
         client.create_topics([NewTopic(topic, args.partitions)])
-    if mode == "loop" or mode in MIRRORMAKER_MODES or mode == FLOOR:
+    if mode not in _DELIVERY:  # kmirror creates its destination topics itself
         with KafkaClient(destination) as client:
             client.create_topics([NewTopic(topic, args.partitions)])
     spawn = multiprocessing.get_context("spawn")
@@ -387,12 +393,7 @@ def _mirrormaker(mode: str, source: str, destination: str, topic: str, work: Pat
     try:
         yield process.pid
     finally:
-        if process.poll() is None:
-            process.terminate()
-            try:
-                process.wait(30)
-            except subprocess.TimeoutExpired:
-                os.killpg(process.pid, signal.SIGKILL)
+        stop_process(process, signal.SIGTERM, 30)
 
 
 def _probe(source: str, destination: str, topic: str, partitions: int, pid: int) -> int:

@@ -17,6 +17,7 @@ import os
 import random
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
 __all__ = ["LoadSpec", "produce_steadily", "measure_latency", "loop_mirror", "record_values"]
 
@@ -132,7 +133,7 @@ def measure_latency(bootstrap: str, topic: str, partitions: int, from_ms: int, u
             if expected_path is not None and time.monotonic() - looked > 0.5:
                 looked = time.monotonic()
                 with contextlib.suppress(OSError, ValueError):
-                    expected = int(open(expected_path).read())
+                    expected = int(Path(expected_path).read_text())
             # poll(), not consume(n): consume waits for n messages or its timeout, and a record
             # it holds back would be timed late.
             message = consumer.poll(0.1)
@@ -180,22 +181,3 @@ def loop_mirror(source: str, destination: str, topic: str, destination_topic: st
     producer.flush(30)
     consumer.close()
 
-
-def produce_transactions(bootstrap: str, topic: str, seconds: float, interval_s: float = 0.02) -> int:
-    """Write a small transaction to ``topic`` every ``interval_s`` for ``seconds``, as an
-    exactly-once mirror does (the cluster warm-up's: a broker's transaction coordinator and its
-    markers are code the JIT compiles only once they run). Returns the transactions committed."""
-    from confluent_kafka import Producer
-
-    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": f"latency-warm-up-{os.getpid()}",
-                         "linger.ms": 5})
-    producer.init_transactions(30)
-    committed = 0
-    end = time.monotonic() + seconds
-    while time.monotonic() < end:
-        producer.begin_transaction()
-        producer.produce(topic, b"warm-up")
-        producer.commit_transaction(30)
-        committed += 1
-        time.sleep(interval_s)
-    return committed

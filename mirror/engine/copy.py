@@ -85,6 +85,9 @@ class _RangeCopy:
         self.offset = request.start
         self.fetched: FetchedSet | None = None
         self.stalls = 0
+        self.unacked: OrderedDict[int, int] = OrderedDict()
+        """Its enqueued batches not yet acknowledged (id -> first source offset), in routing
+        order: what :meth:`CopyLoop.durable` reads."""
         self.caught_up = False
         """A tailing range routed all the source had at its last fetch (reset by new data)."""
         self.stats = RangeStats(request.tp, request.start, request.end)
@@ -162,9 +165,6 @@ class CopyLoop:
         self.rebuilt = 0
         self._peak = 0
         self._syncs = SyncLog()
-        self._unacked: dict[TopicPartition, OrderedDict[int, int]] = {}
-        """Per source partition, its enqueued batches not yet acknowledged (id -> first source
-        offset), in routing order: what :meth:`durable` reads."""
         self._latency = LatencyHistogram()
         self.trace = trace
         self.step = trace.step if trace is not None else _untimed
@@ -191,10 +191,8 @@ class CopyLoop:
         """The offset of ``tp`` below which every record is acknowledged by the destination (or
         was dropped): the first source offset of its oldest batch not yet acknowledged, else
         :meth:`position`. At-least-once, that is how far the copy is durable, with no flush."""
-        unacked = self._unacked.get(tp)
-        if unacked:
-            return next(iter(unacked.values()))
-        return self.copies[tp].offset
+        copy = self.copies[tp]
+        return next(iter(copy.unacked.values()), copy.offset)
 
     @property
     def finished(self) -> bool:
@@ -243,11 +241,11 @@ class CopyLoop:
             # the destination works on the requests in flight. (Answers cannot crowd
             # routing out: none come without requests, and none go without routed batches.)
             with step("route"):
-                grown = sum(_route_slice(copy, producer, len(copies), self._unacked, trace) for copy in routing)
+                grown = sum(_route_slice(copy, producer, len(copies), trace) for copy in routing)
             if grown:
                 self.rebuilt += grown
                 self._peak = max(self._peak, frames.usage().pinned + self.rebuilt)
-        self.rebuilt -= _take_acks(producer, self._syncs, self._latency, self._unacked, trace)
+        self.rebuilt -= _take_acks(producer, self._syncs, self._latency, copies, trace)
         return ours
 
     def flush(self) -> None:
@@ -256,7 +254,7 @@ class CopyLoop:
             self.producer.send_ready()
             for conn in wait_readable(self.producer.connections(), _timeout(self.fetcher, self.producer)):
                 self.producer.on_readable(conn)
-            self.rebuilt -= _take_acks(self.producer, self._syncs, self._latency, self._unacked, self.trace)
+            self.rebuilt -= _take_acks(self.producer, self._syncs, self._latency, self.copies, self.trace)
 
     def take_syncs(self) -> SyncLog:
         """Where the records acknowledged since the last call landed."""
@@ -325,7 +323,7 @@ def _read_fetch(fetcher: Fetcher, conn, copies: Mapping[TopicPartition, _RangeCo
 
 
 def _take_acks(producer: IdempotentProducer, syncs: SyncLog, latency: LatencyHistogram,
-               unacked: Mapping[TopicPartition, OrderedDict[int, int]], trace: CopierTrace | None = None) -> int:
+               copies: Mapping[TopicPartition, _RangeCopy], trace: CopierTrace | None = None) -> int:
     """Record where each acknowledged batch landed, and its replication latency; return the
     bytes of rebuilt batches let go. (A function of its own for the reason :func:`_read_fetch`
     is: no acknowledged batch's view lingers in the loop.)"""
@@ -338,7 +336,7 @@ def _take_acks(producer: IdempotentProducer, syncs: SyncLog, latency: LatencyHis
         batch: OutgoingBatch = ack.token
         if batch is None:
             continue  # a record of the mirror's own (offset syncs), not a copied batch
-        del unacked[batch.source][id(batch)]
+        del copies[batch.source].unacked[id(batch)]
         if trace is not None:
             trace.acked(batch)
         if batch.max_timestamp >= 0:
@@ -365,7 +363,7 @@ def _take(copy: _RangeCopy, outcome, source: KafkaClient, on_data_loss: str, mod
 
 
 def _route_slice(copy: _RangeCopy, producer: IdempotentProducer, fetched_together: int,
-                 unacked: dict[TopicPartition, OrderedDict[int, int]], trace: CopierTrace | None = None) -> int:
+                 trace: CopierTrace | None = None) -> int:
     """Route the next slice of the range's fetched set and enqueue it; return the bytes of the
     batches rebuilt in it (forwarded ones are views of a fetch buffer, counted with it)."""
     fetched_set, stats = copy.fetched, copy.stats
@@ -387,12 +385,10 @@ def _route_slice(copy: _RangeCopy, producer: IdempotentProducer, fetched_togethe
         copy.stalls = 0
     size = rebuilt = 0
     newest = stats.max_timestamp
-    waiting = unacked.get(copy.request.tp)
-    if waiting is None:
-        waiting = unacked[copy.request.tp] = OrderedDict()
+    unacked = copy.unacked
     for out in outgoing:
         producer.enqueue(out.tp, out.data, out.records, out)
-        waiting[id(out)] = out.first
+        unacked[id(out)] = out.first
         if trace is not None:
             trace.routed(out, copy.request.tp)
         size += len(out.data)

@@ -45,6 +45,7 @@ HEADINGS = {
     "streaming": "streaming",
     "delivery": "delivery",
     "limits": "limits and retries",
+    "takeover": "taking over from MirrorMaker 2",
     "security": "security (per cluster; see docs/configuration.md)",
 }
 """The headings of ``--help``, in this order: a field is listed under its section's, or
@@ -184,11 +185,12 @@ def add_arguments(parser: argparse.ArgumentParser, *, shown: frozenset[str] | No
     parser.add_argument("--config", type=Path, metavar="FILE", help="TOML file with any of the settings above")
 
 
-def config_from_args(args: argparse.Namespace) -> MirrorConfig | None:
-    """The job's configuration: the ``--config`` file with the flags over it; None after
-    logging every problem, for the command to exit with :data:`~.exits.EXIT_UNUSABLE`."""
+def config_from_args(args: argparse.Namespace, *, base: Mapping[str, Any] | None = None) -> MirrorConfig | None:
+    """The job's configuration: ``base`` (a MirrorMaker 2 file's settings), the ``--config`` file
+    over it, the flags over both; None after logging every problem, for the command to exit
+    with :data:`~.exits.EXIT_UNUSABLE`."""
     try:
-        return load_config(args.config, overrides_from_args(args))
+        return load_config(args.config, overrides_from_args(args), base=base)
     except (ConfigError, argparse.ArgumentTypeError) as exc:
         log.error("%s", exc)
         return None

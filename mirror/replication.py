@@ -4,7 +4,8 @@ MirrorMaker 2's ``ReplicationPolicy`` with its two shipped policies, and ``--ren
 - ``identity`` (the default, MM2's ``IdentityReplicationPolicy``): the same name. A name says
   nothing of its origin, so cycles are caught by provenance instead (:mod:`mirror.engine.provenance`).
 - ``prefix`` (MM2's ``DefaultReplicationPolicy``): ``{alias}.{topic}``, the source cluster's
-  alias in front. A name then tells its origin, and its origin's origin (``b.a.orders`` came
+  alias in front (``.`` is MM2's ``replication.policy.separator``, which can be another).
+  A name then tells its origin, and its origin's origin (``b.a.orders`` came
   from ``a`` by way of ``b``), so a topic whose chain of aliases holds the destination's is
   never mirrored there again (``MirrorSourceConnector.isCycle``).
 - ``--rename`` (a format string over ``{topic}``): any other name, origin unknown, as under identity.
@@ -21,7 +22,7 @@ from typing import Protocol
 __all__ = ["ReplicationPolicy", "IdentityPolicy", "PrefixPolicy", "RenamePolicy", "SEPARATOR", "alias_of", "is_cycle"]
 
 SEPARATOR = "."
-"""Between an alias and a topic (MM2's ``replication.policy.separator``, default ".")."""
+"""Between an alias and a topic by default (MM2's ``replication.policy.separator``, default ".")."""
 
 
 class ReplicationPolicy(Protocol):
@@ -49,15 +50,19 @@ class IdentityPolicy:
 
 @dataclass(frozen=True)
 class PrefixPolicy:
+    separator: str = SEPARATOR
+    """What MM2 calls ``replication.policy.separator``: a name is cut at its first occurrence,
+    as ``DefaultReplicationPolicy.topicSource`` splits on it, so an alias must not contain it."""
+
     def remote_topic(self, source_alias: str, topic: str) -> str:
-        return f"{source_alias}{SEPARATOR}{topic}"
+        return f"{source_alias}{self.separator}{topic}"
 
     def topic_source(self, topic: str) -> str | None:
-        alias, separator, _ = topic.partition(SEPARATOR)
+        alias, separator, _ = topic.partition(self.separator)
         return alias if separator and alias else None
 
     def upstream_topic(self, topic: str) -> str | None:
-        alias, separator, rest = topic.partition(SEPARATOR)
+        alias, separator, rest = topic.partition(self.separator)
         return rest if separator and alias else None
 
 

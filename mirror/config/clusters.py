@@ -10,14 +10,15 @@ from typing import Any, Literal
 from pydantic import Field, FilePath, field_validator, model_validator
 
 from ..kafka.security import SaslCredentials, Security, TlsSettings
-from ..replication import IdentityPolicy, PrefixPolicy, RenamePolicy, ReplicationPolicy, alias_of, is_cycle
+from ..replication import SEPARATOR, IdentityPolicy, PrefixPolicy, RenamePolicy, ReplicationPolicy, alias_of, is_cycle
 from .base import Secret, Strict, cli, compiles, secret_from_env
 
-__all__ = ["TlsConfig", "SaslConfig", "ClusterConfig", "Clusters", "TOPIC_CHARS"]
+__all__ = ["TlsConfig", "SaslConfig", "ClusterConfig", "Clusters", "TOPIC_CHARS", "ALIAS_CHARS"]
 
 TOPIC_CHARS = re.compile(r"[a-zA-Z0-9._-]{1,249}")
 """Kafka's legal topic names (``Topic.validate``)."""
-_ALIAS = re.compile(r"[a-zA-Z0-9_-]{1,100}")
+ALIAS_CHARS = re.compile(r"[a-zA-Z0-9_-]{1,100}")
+"""A cluster alias kmirror accepts: it starts topic names, so no '.', the default separator."""
 _KAFKA_INTERNAL = "__"
 """Kafka's internal topics (``__consumer_offsets``, ``__transaction_state``); kmirror's own are
 left out by the engine, which names them (:mod:`mirror.engine.own_topics`)."""
@@ -151,6 +152,9 @@ class Clusters(Strict):
     destination_alias: str | None = Field(
         None, description="the destination cluster's name: prefixed source topics that came from it are never "
         "mirrored back (default: derived from its first bootstrap address)", json_schema_extra=cli("NAME"))
+    replication_separator: str = Field(
+        SEPARATOR, description="between the source alias and the topic name under replication_policy prefix "
+        "(MirrorMaker 2's replication.policy.separator); no alias may contain it", json_schema_extra=cli("SEP"))
 
     @field_validator("topics", "exclude")
     @classmethod
@@ -163,8 +167,16 @@ class Clusters(Strict):
     @classmethod
     def _alias(cls, value: str | None) -> str | None:
         # It becomes a topic name's prefix, before the separator it must not contain.
-        if value is not None and not _ALIAS.fullmatch(value):
+        if value is not None and not ALIAS_CHARS.fullmatch(value):
             raise ValueError(f"{value!r} must be letters, digits, '_' or '-' (it starts topic names, before a '.')")
+        return value
+
+    @field_validator("replication_separator")
+    @classmethod
+    def _separator(cls, value: str) -> str:
+        # It becomes part of every prefixed topic name.
+        if not TOPIC_CHARS.fullmatch(value):
+            raise ValueError(f"{value!r} must be letters, digits, '.', '_' or '-' (it is part of topic names)")
         return value
 
     @field_validator("rename")
@@ -185,6 +197,21 @@ class Clusters(Strict):
         return self
 
     @model_validator(mode="after")
+    def _aliases_without_separator(self) -> "Clusters":
+        """Under ``prefix`` a name is cut at the separator's first occurrence to find its source
+        (``DefaultReplicationPolicy.topicSource``): an alias holding it would be cut too, and
+        cycles would go unseen. A derived alias counts, so a separator '-' needs named clusters."""
+        if self.replication_policy != "prefix":
+            return self
+        for name, alias in (("source_alias", self.source_cluster_alias),
+                            ("destination_alias", self.destination_cluster_alias)):
+            separator = self.replication_separator
+            if separator in alias:
+                raise ValueError(f"{name} {alias!r} contains the replication separator {separator!r}: topic names "
+                                 f"could not tell where they came from; set {name} without it")
+        return self
+
+    @model_validator(mode="after")
     def _no_loop(self) -> "Clusters":
         if set(self.source.bootstrap) & set(self.destination.bootstrap) and self.rename == "{topic}":
             raise ValueError("source and destination share a broker and rename is '{topic}': "
@@ -194,7 +221,7 @@ class Clusters(Strict):
     @property
     def policy(self) -> ReplicationPolicy:
         if self.replication_policy == "prefix":
-            return PrefixPolicy()
+            return PrefixPolicy(self.replication_separator)
         return IdentityPolicy() if self.rename == "{topic}" else RenamePolicy(self.rename)
 
     @property

@@ -1,5 +1,6 @@
-"""Reading a configuration: a TOML file, the command line's dotted keys over it, and the keys
-from before the configuration had sections (``partitioning``, ``[source]``, ``[retry]``),
+"""Reading a configuration: dotted keys from elsewhere (a MirrorMaker 2 file) at the bottom, a
+TOML file over them, the command line's dotted keys over both, and the keys from before the
+configuration had sections (``partitioning``, ``[source]``, ``[retry]``),
 each still read at its place in a section. That map is made from the model (each field's
 ``flat`` name, else its own), so it cannot drift from it."""
 
@@ -87,9 +88,36 @@ def _sectioned(data: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-def load_config(path: Path | None = None, overrides: Mapping[str, Any] | None = None) -> MirrorConfig:
+def _dotted(keys: Mapping[str, Any] | None, data: dict[str, Any]) -> dict[str, Any]:
+    """``keys`` (dotted, sectioned or flat; None means "not given") put into ``data``."""
+    for dotted, value in (keys or {}).items():
+        if value is not None:
+            _put(data, _nested(dotted, value), value, merge=True, given={}, how="")
+    return data
+
+
+def _layered(lower: dict[str, Any], upper: dict[str, Any]) -> dict[str, Any]:
+    """``upper`` over ``lower``, table by table, each key ``upper`` gives winning. A secret's
+    ``*_env`` twin wins over it too (and the other way): a file naming ``password_env`` for
+    a password the MirrorMaker 2 file wrote in clear means "read it from there instead"."""
+    out = dict(lower)
+    for key, value in upper.items():
+        below = out.get(key)
+        out[key] = _layered(below, value) if isinstance(value, dict) and isinstance(below, dict) else value
+        twin = key[:-len("_env")] if key.endswith("_env") else key + "_env"
+        if twin not in upper:
+            out.pop(twin, None)
+    return out
+
+
+def load_config(path: Path | None = None, overrides: Mapping[str, Any] | None = None, *,
+                base: Mapping[str, Any] | None = None) -> MirrorConfig:
     """Read ``path`` (TOML), apply ``overrides`` (dotted keys, sectioned or flat; None means
     "not given"), validate.
+
+    ``base`` (dotted keys, as ``overrides``) is the bottom layer: what ``--mirrormaker2-config``
+    read from MirrorMaker 2's file. The file's keys win over it without a "given twice" error,
+    table by table (:func:`_layered`), and the flags win over both.
 
     A table given as an override (``--spark-conf`` flags) adds to the file's table of that
     name, its keys winning, rather than replacing it.
@@ -104,9 +132,7 @@ def load_config(path: Path | None = None, overrides: Mapping[str, Any] | None = 
             raise ConfigError(f"config error: cannot read {path}: {exc.strerror or exc}") from exc
         except tomllib.TOMLDecodeError as exc:
             raise ConfigError(f"config error: {path} is not valid TOML: {exc}") from exc
-    for dotted, value in (overrides or {}).items():
-        if value is not None:
-            _put(data, _nested(dotted, value), value, merge=True, given={}, how="")
+    data = _layered(_dotted(base, {}), _dotted(overrides, data))
     try:
         return MirrorConfig.model_validate(data)
     except ValidationError as exc:

@@ -10,7 +10,7 @@ from pydantic import Field
 
 from .base import Strict
 from .clusters import Clusters
-from .sections import ONCE_MAX_OUTAGE_S, Delivery, Limits, Routing, Streaming, Sync
+from .sections import ONCE_MAX_OUTAGE_S, Delivery, Limits, Routing, Streaming, Sync, Takeover
 
 __all__ = ["MirrorConfig", "SECTIONS"]
 
@@ -27,6 +27,7 @@ class MirrorConfig(Strict):
     streaming: Streaming = Field(default_factory=Streaming)
     delivery: Delivery = Field(default_factory=Delivery)
     limits: Limits = Field(default_factory=Limits)
+    takeover: Takeover = Field(default_factory=Takeover)
 
     @property
     def job_name(self) -> str:
@@ -43,6 +44,18 @@ class MirrorConfig(Strict):
         if self.limits.max_outage_s is not None:
             return self.limits.max_outage_s
         return ONCE_MAX_OUTAGE_S if self.streaming.once else math.inf
+
+    @property
+    def mm2_offsets_topic(self) -> str:
+        return self.takeover.offsets_topic or f"mm2-offsets.{self.clusters.source_cluster_alias}.internal"
+
+    @property
+    def mm2_connect_group(self) -> str:
+        return self.takeover.connect_group or f"{self.clusters.source_cluster_alias}-mm2"
+
+    @property
+    def mm2_offset_syncs_topic(self) -> str:
+        return self.takeover.offset_syncs_topic or f"mm2-offset-syncs.{self.clusters.destination_cluster_alias}.internal"
 
     def replaced(self, section: str, **values) -> "MirrorConfig":
         """A copy with ``values`` set in ``section`` (``replaced("streaming", copy_tasks=4)``)."""

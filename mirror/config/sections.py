@@ -13,7 +13,7 @@ from ..routing.policy import DEFAULT_COALESCE_BELOW_BYTES, DEFAULT_COALESCE_TARG
 from .base import Strict, cli, compiles
 from .clusters import TOPIC_CHARS
 
-__all__ = ["Sync", "Routing", "Streaming", "Delivery", "Limits", "RetryConfig", "DEFAULT_CONFIG_EXCLUDE",
+__all__ = ["Sync", "Routing", "Streaming", "Delivery", "Limits", "RetryConfig", "Takeover", "DEFAULT_CONFIG_EXCLUDE",
            "FETCH_MAX_BYTES", "ONCE_MAX_OUTAGE_S"]
 
 DEFAULT_CONFIG_EXCLUDE = (
@@ -243,3 +243,32 @@ class Limits(Strict):
             raise ValueError(f"max_buffer_bytes ({self.max_buffer_bytes}) must hold at least one fetch "
                              f"(fetch_max_bytes, {self.fetch_max_bytes})")
         return self
+
+
+class Takeover(Strict):
+    """Taking over from a MirrorMaker 2 that copied these topics until it was stopped: a job
+    with no checkpoint of its own starts each source partition just after the last offset MM2
+    recorded, and keeps the groups MM2 translated. ``--mirrormaker2-config`` sets this section
+    from MM2's own file; each topic's default is the name MM2 gives it (``DefaultReplicationPolicy``)."""
+
+    mirrormaker2: bool = Field(
+        False, description="a job with no checkpoint starts each source partition just after the last offset "
+        "MirrorMaker 2 recorded in its offsets topic on the destination (partitions it never copied start at "
+        "streaming.starting_offsets), once MM2 is found stopped (its Connect group empty, its offsets still); "
+        "set by --mirrormaker2-config", json_schema_extra=cli(flat="take_over_mirrormaker2"))
+    exactly_once: bool = Field(
+        False, description="MirrorMaker 2 ran with exactly-once source support (KIP-618): its offsets and records "
+        "committed together, so the takeover is exact; otherwise records it wrote after its last offset flush are "
+        "copied again, and the log gives how many at most", json_schema_extra=cli(flat="mm2_exactly_once"))
+    offsets_topic: str | None = Field(
+        None, description="MirrorMaker 2's Connect offsets topic on the destination (default "
+        "mm2-offsets.<source alias>.internal)", json_schema_extra=cli("TOPIC", flat="mm2_offsets_topic"))
+    connect_group: str | None = Field(
+        None, description="MirrorMaker 2's Connect worker group on the destination, which must have no members "
+        "(default <source alias>-mm2)", json_schema_extra=cli("GROUP", flat="mm2_connect_group"))
+    offset_syncs_topic: str | None = Field(
+        None, description="MirrorMaker 2's offset syncs topic (default mm2-offset-syncs.<destination "
+        "alias>.internal), on the cluster offset_syncs_location names", json_schema_extra=cli("TOPIC", flat="mm2_offset_syncs_topic"))
+    offset_syncs_location: Literal["source", "destination"] = Field(
+        "source", description="where MirrorMaker 2 kept its offset syncs (its offset-syncs.topic.location)",
+        json_schema_extra=cli(flat="mm2_offset_syncs_location"))

@@ -14,6 +14,7 @@ the micro-batch again (see docs/architecture.md).
 
 from __future__ import annotations
 
+import json
 import logging
 import shutil
 import tempfile
@@ -26,8 +27,10 @@ from ..config import REVEAL_SECRETS, ConfigError, MirrorConfig
 from ..engine import (client_for, fence_tasks, offset_syncs_topic_spec, offsets_topic, offsets_topic_spec,
                       sync_destination_topics, transactional_id)
 from ..engine.shape_sync import ShapeSync
+from ..engine.takeover import check_stopped, take_over
 from ..metrics import MirrorMetrics
 from ..progress import MicroBatchReport, RunTotals
+from .offsets import format_offsets
 from .pyspark_internals import planner_error
 from .runner import MicroBatchRunner, MirrorJobError, RunOutcome, first_line
 from .restarts import QueryRestarts, transient_failure
@@ -51,6 +54,9 @@ def run_mirror(config: MirrorConfig, *, stop: threading.Event | None = None,
     """
     source = client_for(config.clusters.source, config.limits.retry)
     destination = client_for(config.clusters.destination, config.limits.retry)
+    taking_over = _taking_over(config)
+    if taking_over:  # before anything is written: a running MirrorMaker 2 is refused untouched
+        check_stopped(destination, config.mm2_connect_group, config.mm2_offsets_topic)
     routes = sync_destination_topics(config, source, destination)
     if not routes:
         # No topic selected yet (they may be created later): nothing above reached the
@@ -68,10 +74,11 @@ def run_mirror(config: MirrorConfig, *, stop: threading.Event | None = None,
     if config.streaming.copy_tasks is None:
         # The reader plans in a Python process of its own, with no SparkContext to ask.
         config = config.replaced("streaming", copy_tasks=spark.sparkContext.defaultParallelism)
-    from .source import CONFIG_FILE_OPTION, STOP_FILE_OPTION, KafkaRangeSource
+    from .source import CONFIG_FILE_OPTION, STARTS_FILE_OPTION, STOP_FILE_OPTION, KafkaRangeSource
 
     spark.dataSource.register(KafkaRangeSource)
     _prepare_destination(config, source, destination)
+    starts = take_over(config, source, destination, {t: r.topic for t, r in routes.items()}) if taking_over else {}
     # The reader plans on the driver's machine, so a local file can tell it to plan no more
     # (:mod:`.stopping`), and another (in mkdtemp's private directory) hands it the
     # configuration: data source options show in Spark's plans and logs, so no password goes there.
@@ -79,9 +86,12 @@ def run_mirror(config: MirrorConfig, *, stop: threading.Event | None = None,
     stopper = Stopper(stop or threading.Event(), work / "stop")
     config_file = work / "config.json"
     config_file.write_text(config.model_dump_json(context=REVEAL_SECRETS))
+    starts_file = work / "starts.json"
+    starts_file.write_text(json.dumps(format_offsets(starts)))
     runner = MicroBatchRunner(config, routes, on_report, stopper, metrics)
     warm_up = _warm_up_executors(spark, runner)
     writer = (spark.readStream.format(KafkaRangeSource.name()).option(CONFIG_FILE_OPTION, str(config_file))
+              .option(STARTS_FILE_OPTION, str(starts_file))
               .option(STOP_FILE_OPTION, str(stopper.file)).load()
               .writeStream.queryName(QUERY_NAME).foreachBatch(runner)
               .option("checkpointLocation", str(config.streaming.checkpoint)))
@@ -153,6 +163,21 @@ def _serve_metrics(port: int | None) -> MirrorMetrics | None:
         raise ConfigError(f"metrics_port {port}: cannot serve metrics: {exc.strerror or exc}") from exc
     log.info("Prometheus metrics on http://0.0.0.0:%d/metrics", port)
     return metrics
+
+
+def _taking_over(config: MirrorConfig) -> bool:
+    """Whether this start takes over from MirrorMaker 2 (:mod:`mirror.engine.takeover`): asked
+    to, with no checkpoint of its own. A checkpoint Spark keeps elsewhere than a local directory
+    cannot be seen from here: MM2 is then checked and its offsets read on every start, and
+    Spark uses them only if it has no checkpoint."""
+    if not config.takeover.mirrormaker2:
+        return False
+    offsets = config.streaming.checkpoint / "offsets"
+    if offsets.is_dir() and any(offsets.iterdir()):
+        log.info("this job has a checkpoint (%s): it goes on from there, not from MirrorMaker 2's offsets",
+                 config.streaming.checkpoint)
+        return False
+    return True
 
 
 def _prepare_destination(config: MirrorConfig, source, destination) -> None:

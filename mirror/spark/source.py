@@ -6,6 +6,9 @@ Options
     ``configFile``: path on the driver's machine of the job's :class:`~mirror.config.MirrorConfig`
     as JSON (source cluster, topic selection, starting offsets, rate limits), passwords
     included; a file because options show in Spark's plans and logs.
+    ``startsFile``: optional path on the driver's machine of ``{"topic/partition": offset}``
+    (JSON): where a job with no checkpoint starts those partitions instead of
+    ``starting_offsets`` (taking over from MirrorMaker 2: :mod:`mirror.engine.takeover`).
     ``stopFile``: optional path on the driver's machine; once it exists the reader plans no new
     micro-batch, so the job can stop between micro-batches.
 Schema
@@ -35,6 +38,7 @@ still open. Without open transactions they are the high watermarks.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import time
@@ -62,12 +66,13 @@ from .offsets import Offsets, cap_end_offsets, format_offsets, parse_offsets
 from .outage import Outage, OutageInterrupted, is_outage, ride_out
 
 __all__ = ["KafkaRangeSource", "KafkaRangeReader", "CopyRange", "CopyGroup", "groups_of_rows", "SCHEMA",
-           "STOP_FILE_OPTION", "CONFIG_FILE_OPTION"]
+           "STOP_FILE_OPTION", "STARTS_FILE_OPTION", "CONFIG_FILE_OPTION"]
 
 log = logging.getLogger(__name__)
 
 SCHEMA = "topic string, partition int, start_offset long, end_offset long, task int, floor long"
 STOP_FILE_OPTION = "stopFile"
+STARTS_FILE_OPTION = "startsFile"
 CONFIG_FILE_OPTION = "configFile"
 T = TypeVar("T")
 _STOP_POLL_S = 0.2
@@ -118,16 +123,20 @@ class KafkaRangeSource(DataSource):
 
     def streamReader(self, schema) -> "KafkaRangeReader":
         config = MirrorConfig.model_validate_json(Path(self.options[CONFIG_FILE_OPTION]).read_text())
-        return KafkaRangeReader(config, stop_file=self.options.get(STOP_FILE_OPTION))
+        starts = self.options.get(STARTS_FILE_OPTION)
+        return KafkaRangeReader(config, stop_file=self.options.get(STOP_FILE_OPTION),
+                                starts=parse_offsets(json.loads(Path(starts).read_text())) if starts else None)
 
 
 class KafkaRangeReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     """Plans ranges on the driver side; :meth:`read` (on executors) only emits the descriptor."""
 
-    def __init__(self, config: MirrorConfig, *, stop_file: str | None = None):
+    def __init__(self, config: MirrorConfig, *, stop_file: str | None = None, starts: Offsets | None = None):
         configure_spark_process(logging.INFO)  # the planner's own process: its outage lines
         self.config = config
         self.stop_file = stop_file
+        self.starts = starts or {}
+        """Where a new job starts the partitions named, instead of ``starting_offsets``."""
         self._parent = os.getppid()
         """The process that started this planner's (Spark's): if it dies, so does the job."""
         self._client = None
@@ -163,7 +172,8 @@ class KafkaRangeReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return self.client.list_offsets(tps, which, isolation_level=READ_COMMITTED) if tps else {}
 
     def initialOffset(self) -> dict:
-        self.floors = self._waiting(lambda: self._offsets(self._partitions(), self.config.streaming.starting_offsets))
+        floors = self._waiting(lambda: self._offsets(self._partitions(), self.config.streaming.starting_offsets))
+        self.floors = {tp: self.starts.get(tp, offset) for tp, offset in floors.items()}
         return format_offsets(self.floors)
 
     def prepareForTriggerAvailableNow(self) -> None:

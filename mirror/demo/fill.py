@@ -50,6 +50,10 @@ KMIRROR_BATCH_RECORDS = 250
 """Records per batch of the kmirror producer (fewer when filling only a few)."""
 _PASSED = frozenset({RouteClass.PASSED_THROUGH})
 _INSPECTED = frozenset({RouteClass.INSPECTED})
+_SMALL_MERGED = frozenset({RouteClass.INSPECTED, RouteClass.COALESCED})
+"""librdkafka's batches: opened; and any under ``coalesce_below_bytes`` (4 KiB) merged with the
+small ones after them. librdkafka cuts a batch at ``linger.ms``, so how many come out small
+depends on the machine's load while the demo fills: none on a quiet one, a few on a busy one."""
 
 
 class DemoError(KMirrorError):
@@ -82,13 +86,13 @@ class DemoTopic:
 DEMO_TOPICS: tuple[DemoTopic, ...] = (
     DemoTopic("nokeys.kmirror", 3, "kmirror", ("zstd", "lz4"), RouteExpectation(_PASSED, _PASSED),
               "kmirror's producer sets the no-keys flag: passed through unopened"),
-    DemoTopic("unkeyed.librdkafka", 3, "librdkafka", ("snappy",), RouteExpectation(_INSPECTED, _INSPECTED),
+    DemoTopic("unkeyed.librdkafka", 3, "librdkafka", ("snappy",), RouteExpectation(_SMALL_MERGED, _INSPECTED),
               "librdkafka sets no flag: opened, no keys, original bytes to source partition mod 2",
               destination_partitions=2),
     DemoTopic("keyed.orders", 4, "librdkafka", ("lz4",),
-              RouteExpectation(frozenset({RouteClass.INSPECTED, RouteClass.REBUILT}), frozenset({RouteClass.REBUILT})),
+              RouteExpectation(_SMALL_MERGED | {RouteClass.REBUILT}, frozenset({RouteClass.REBUILT})),
               "keyed, 4 -> 6 partitions: rebuilt by murmur2(key)", keys=200, destination_partitions=6),
-    DemoTopic("appendtime.events", 2, "librdkafka", ("gzip",), RouteExpectation(_INSPECTED, _INSPECTED),
+    DemoTopic("appendtime.events", 2, "librdkafka", ("gzip",), RouteExpectation(_SMALL_MERGED, _INSPECTED),
               "LogAppendTime, keys placed by librdkafka's murmur2: inspected, forwarded, re-stamped",
               keys=50, configs=MappingProxyType({"message.timestamp.type": "LogAppendTime"}), partitioner="murmur2_random"),
 )

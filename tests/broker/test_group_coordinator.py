@@ -564,3 +564,16 @@ def test_a_timed_out_transaction_drops_its_offsets(tmp_path, clock):
     both.transactions.tick()
     assert both.groups.fetch_offsets("g", [("in", 0)], True) == {("in", 0): (-1, -1, "", 0)}
     both.close()
+
+
+def test_a_group_mid_rebalance_with_no_members_left_takes_any_protocol_of_its_type():
+    """Kafka's rule (``ClassicGroup.supportsProtocols``): a protocol every member supports; with
+    no member left that is any protocol, so the next member is not refused for good (a member
+    refused so gives up: kafka-python calls INCONSISTENT_GROUP_PROTOCOL fatal)."""
+    from mirror.broker.groups.group import ClassicGroup, GroupState
+
+    group = ClassicGroup("g")
+    group.protocol_type, group.state = "consumer", GroupState.PREPARING_REBALANCE
+    assert group.supports_protocols("consumer", (("roundrobin", b""),))
+    assert not group.supports_protocols("connect", (("roundrobin", b""),))
+    assert not group.supports_protocols("consumer", ())

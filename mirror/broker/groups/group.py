@@ -108,11 +108,15 @@ class ClassicGroup:
 
     def supports_protocols(self, protocol_type: str, protocols: Protocols) -> bool:
         """A joining member must share the group's protocol type and one protocol every member
-        supports; the first member of an empty group must just name some."""
+        supports; the first member of an empty group must just name some. A group mid-rebalance
+        whose members all left (a session expired under load) has none to agree with: as in
+        Kafka (``ClassicGroup.supportsProtocols``, a protocol supported by all zero members), any
+        protocol of the group's type will do, or the next member would be refused for good."""
         names = {name for name, _ in protocols}
         if self.is_empty:
             return bool(protocol_type) and bool(names)
-        return self.protocol_type == protocol_type and bool(names & self._common_protocols())
+        common = self._common_protocols() if self.members else names
+        return self.protocol_type == protocol_type and bool(names & common)
 
     def select_protocol(self) -> str:
         """The protocol most members prefer among those all support (``ClassicGroup.selectProtocol``)."""

@@ -29,6 +29,10 @@ class _Command:
 
 _COMMANDS: dict[tuple[str, ...], _Command | str] = {
     ("run",): _Command("mirror.run_cli", "mirror topics between clusters with Spark Structured Streaming"),
+    ("pack",): _Command("mirror.pack_cli", "pack this kmirror and its dependencies for Spark workers that do not "
+                        "have it (kmirror run --ship-environment)"),
+    ("submit-file",): _Command("mirror.submit_file_cli", "print the application file spark-submit runs kmirror "
+                               "from: spark-submit ... \"$(kmirror submit-file)\" run ..."),
     ("groups",): "consumer groups across the mirror, for a failover",
     ("groups", "translate"): _Command("mirror.groups_cli",
                                       "where consumer groups resume at the destination; --apply commits it there"),

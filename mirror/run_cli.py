@@ -48,6 +48,7 @@ def run(args: argparse.Namespace) -> int:
     from .engine import TopicMismatchError
     from .engine.takeover import MirrorMakerRunningError, TakeoverError
     from .kafka import AuthenticationError, ClusterUnreachableError
+    from .spark.shipping import MissingOnExecutorsError
 
     mapping = _mirrormaker2(args)
     if mapping is False:
@@ -79,7 +80,7 @@ def run(args: argparse.Namespace) -> int:
         run_mirror(config, stop=stop)
     except KMirrorError as exc:
         return exit_code(exc, (ClusterUnreachableError, AuthenticationError, TopicMismatchError,
-                               MirrorMakerRunningError, TakeoverError), "mirror failed")
+                               MirrorMakerRunningError, TakeoverError, MissingOnExecutorsError), "mirror failed")
     return 0
 
 

@@ -12,10 +12,6 @@ One module-scoped installation (build and install take about half a minute, from
 
 from __future__ import annotations
 
-import os
-import shutil
-import subprocess
-import sys
 import tarfile
 import zipfile
 from pathlib import Path
@@ -26,6 +22,7 @@ from confluent_kafka import Producer
 from mirror.broker.embedded import BrokerProcess
 from mirror.kafka import KafkaClient, NewTopic
 
+from installed_kmirror import Installed, install_kmirror
 from librdkafka_reader import read_values
 
 pytestmark = [pytest.mark.slow, pytest.mark.interop]
@@ -46,51 +43,9 @@ def _source_files() -> set[str]:
     return files
 
 
-def _clean_env(**extra: str) -> dict[str, str]:
-    """The environment of a user's shell: no PYTHONPATH, no virtual environment of ours."""
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV", "PYTHONHOME")}
-    return {**env, "PYTHONUNBUFFERED": "1", **extra}
-
-
-class Installed:
-    def __init__(self, venv: Path, home: Path, wheel: Path, sdist: Path):
-        self.venv, self.home, self.wheel, self.sdist = venv, home, wheel, sdist
-
-    @property
-    def kmirror(self) -> str:
-        return str(self.venv / "bin" / "kmirror")
-
-    def run(self, *args: str, timeout: float = 300) -> subprocess.CompletedProcess:
-        return subprocess.run([*args], cwd=self.home, env=_clean_env(), capture_output=True, text=True,
-                              timeout=timeout)
-
-
-LEFT_BY_BUILDS = shutil.ignore_patterns(".git", ".venv", "build", "dist", "*.egg-info", "__pycache__", ".pytest_cache",
-                                        ".hypothesis")
-"""What a fresh clone does not have. A stale ``*.egg-info`` matters: setuptools takes its
-SOURCES.txt as the sdist's manifest, so an old build's file list would hide a broken one."""
-
-
 @pytest.fixture(scope="module")
 def installed(tmp_path_factory) -> Installed:
-    base = tmp_path_factory.mktemp("wheel")
-    clone = base / "clone"
-    shutil.copytree(ROOT, clone, ignore=LEFT_BY_BUILDS)
-    dist = base / "dist"
-    built = subprocess.run([sys.executable, "-m", "build", "--outdir", str(dist), str(clone)],
-                           capture_output=True, text=True, timeout=600)
-    assert built.returncode == 0, built.stdout + built.stderr
-    (wheel,) = dist.glob("kmirror-*.whl")
-    (sdist,) = dist.glob("kmirror-*.tar.gz")
-    venv = base / "venv"
-    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
-    pip = subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "install", "--quiet",
-                          "--disable-pip-version-check", str(wheel)],
-                         capture_output=True, text=True, timeout=900, env=_clean_env())
-    assert pip.returncode == 0, pip.stdout + pip.stderr
-    home = base / "home"  # somewhere with no source tree in it, nor above it
-    home.mkdir()
-    return Installed(venv, home, wheel, sdist)
+    return install_kmirror(tmp_path_factory.mktemp("wheel"))
 
 
 def test_the_wheel_holds_every_file_of_the_source_packages(installed):

@@ -152,6 +152,10 @@ class Streaming(Strict):
     metrics_port: int | None = Field(
         None, ge=1, le=65535, description="serve Prometheus metrics from the driver on this port (none by default; "
         "see docs/metrics.md)", json_schema_extra=cli("PORT"))
+    ship_environment: Path | None = Field(
+        None, description="an archive made by 'kmirror pack', shipped to the executors (spark.archives) and run as "
+        "their Python: for Spark clusters whose workers do not have kmirror installed at the driver's path",
+        json_schema_extra=cli("FILE"))
     spark_conf: dict[str, str] = Field(default_factory=dict, description="extra Spark settings, e.g. "
                                        "spark.executor.memory", json_schema_extra=cli("KEY=VALUE"))
 

@@ -17,11 +17,14 @@ from __future__ import annotations
 import json
 import logging
 import shutil
+import sys
 import tempfile
 import threading
 import time
 from pathlib import Path
 from typing import Callable
+
+from kcodecs import KMirrorError
 
 from ..config import REVEAL_SECRETS, ConfigError, MirrorConfig
 from ..engine import (client_for, fence_tasks, offset_syncs_topic_spec, offsets_topic, offsets_topic_spec,
@@ -31,10 +34,11 @@ from ..engine.takeover import check_stopped, take_over
 from ..metrics import MirrorMetrics
 from ..progress import MicroBatchReport, RunTotals
 from .offsets import format_offsets
-from .pyspark_internals import planner_error
+from .pyspark_internals import planner_error, python_of
 from .runner import MicroBatchRunner, MirrorJobError, RunOutcome, first_line
 from .restarts import QueryRestarts, transient_failure
 from .session import spark_session
+from .shipping import missing_on_executors
 from .stopping import Stopper
 
 __all__ = ["run_mirror", "MirrorJobError", "RunOutcome", "QUERY_NAME"]
@@ -76,7 +80,8 @@ def run_mirror(config: MirrorConfig, *, stop: threading.Event | None = None,
         config = config.replaced("streaming", copy_tasks=spark.sparkContext.defaultParallelism)
     from .source import CONFIG_FILE_OPTION, STARTS_FILE_OPTION, STOP_FILE_OPTION, KafkaRangeSource
 
-    spark.dataSource.register(KafkaRangeSource)
+    with python_of(spark.sparkContext, sys.executable):  # the planner runs here (.shipping)
+        spark.dataSource.register(KafkaRangeSource)
     _prepare_destination(config, source, destination)
     starts = take_over(config, source, destination, {t: r.topic for t, r in routes.items()}) if taking_over else {}
     # The reader plans on the driver's machine, so a local file can tell it to plan no more
@@ -89,7 +94,7 @@ def run_mirror(config: MirrorConfig, *, stop: threading.Event | None = None,
     starts_file = work / "starts.json"
     starts_file.write_text(json.dumps(format_offsets(starts)))
     runner = MicroBatchRunner(config, routes, on_report, stopper, metrics)
-    warm_up = _warm_up_executors(spark, runner)
+    warm_up = _warm_up_executors(spark, runner, stopper)
     writer = (spark.readStream.format(KafkaRangeSource.name()).option(CONFIG_FILE_OPTION, str(config_file))
               .option(STARTS_FILE_OPTION, str(starts_file))
               .option(STOP_FILE_OPTION, str(stopper.file)).load()
@@ -197,7 +202,7 @@ def _prepare_destination(config: MirrorConfig, source, destination) -> None:
              offsets_topic(job), transactional_id(job, 0), transactional_id(job, tasks - 1))
 
 
-def _warm_up_executors(spark, runner: MicroBatchRunner) -> threading.Thread:
+def _warm_up_executors(spark, runner: MicroBatchRunner, stopper: Stopper) -> threading.Thread:
     """Start, in the background, the Python worker of each copy task, with the copy engine
     imported, and where copies run between micro-batches the resident copiers too. Spark reuses
     its Python workers (``spark.python.worker.reuse``), so the first micro-batch finds them
@@ -206,7 +211,11 @@ def _warm_up_executors(spark, runner: MicroBatchRunner) -> threading.Thread:
     (docs/performance.md, "The Spark job"). A copier's own start (its process, its imports, its
     producer's ``InitProducerId``), paid inside the first micro-batch, held a catch-up of 1 GB to
     0.68-0.85x of ``--once`` (docs/performance.md, "Catch-up throughput"). Returns the thread, to
-    join before the session can go."""
+    join before the session can go.
+
+    It is also the first thing to run on the executors: executors whose Python has no kmirror
+    fail it, and the run ends there, with one line (:func:`~.shipping.missing_on_executors`),
+    even when there is nothing to copy yet."""
 
     def warm() -> None:
         began = time.perf_counter()
@@ -215,7 +224,12 @@ def _warm_up_executors(spark, runner: MicroBatchRunner) -> threading.Thread:
             if not started:
                 slots = runner.config.streaming.copy_tasks
                 spark.sparkContext.parallelize(range(slots), slots).mapPartitions(_import_copy_engine).collect()
-        except Exception as exc:  # only an optimisation: the copy reports what is broken
+        except Exception as exc:  # otherwise only an optimisation: the copy reports what is broken
+            missing = missing_on_executors(str(exc))
+            if missing is not None:
+                runner.fail(missing)
+                stopper.request()
+                return
             log.warning("warming up the executors failed: %s", first_line(str(exc)))
             return
         log.info("executors ready in %.1f s (%s)", time.perf_counter() - began,
@@ -233,11 +247,11 @@ def _import_copy_engine(_):
     return iter(())
 
 
-def _job_failure(exc: Exception) -> MirrorJobError:
+def _job_failure(exc: Exception) -> KMirrorError:
     """The error kmirror code raised in a Python process of Spark's that has no other way to
     the driver (the source's planner), recovered from the Python traceback Spark wraps it in.
     (Copy tasks report theirs as data, :mod:`.tasks`.)"""
     found = planner_error(str(exc))
     if found is not None:
         return MirrorJobError(*found)
-    return MirrorJobError(type(exc).__name__, first_line(str(exc)))
+    return missing_on_executors(str(exc)) or MirrorJobError(type(exc).__name__, first_line(str(exc)))

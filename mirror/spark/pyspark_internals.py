@@ -20,11 +20,12 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import pickle
 import re
 import signal
 import socket
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Iterator
 
 if TYPE_CHECKING:
     from .source import CopyGroup
@@ -75,6 +76,53 @@ def context_running() -> bool:
     from pyspark import SparkContext
 
     return SparkContext._active_spark_context is not None
+
+
+def under_spark_submit() -> bool:
+    """Whether ``spark-submit`` started this process (its JVM is this driver's parent, and
+    hands PySpark its gateway's port)."""
+    return "PYSPARK_GATEWAY_PORT" in os.environ
+
+
+class _SignalToDriver:
+    """A JVM signal handler (``sun.misc.SignalHandler``, implemented over py4j's callback
+    server) that sends the signal on to this Python process, whose own handler stops the job."""
+
+    def __init__(self, signal_number: int):
+        self.signal_number = signal_number
+
+    def handle(self, _signal) -> None:
+        os.kill(os.getpid(), self.signal_number)
+
+    class Java:
+        implements = ["sun.misc.SignalHandler"]
+
+
+def forward_jvm_signals(context) -> None:
+    """Under ``spark-submit``, SIGTERM and SIGINT reach the JVM, whose default is to exit at
+    once: its shutdown hook would stop the SparkContext under the micro-batch the driver is
+    finishing. Its handlers are replaced by ones that hand the signal to the driver (this
+    process), which stops after the current micro-batch and exits; the JVM ends with it."""
+    from pyspark.java_gateway import ensure_callback_server_started
+
+    gateway = context._gateway
+    ensure_callback_server_started(gateway)
+    jvm_signal = gateway.jvm.sun.misc.Signal
+    for name, number in (("TERM", signal.SIGTERM), ("INT", signal.SIGINT)):
+        jvm_signal.handle(jvm_signal(name), _SignalToDriver(number))
+
+
+@contextlib.contextmanager
+def python_of(context, python: str) -> Iterator[None]:
+    """Python functions made in the block run under ``python`` (PySpark's ``pythonExec``, which
+    each function takes from its SparkContext when made: :mod:`.shipping` registers the
+    source's planner under the driver's interpreter, while copy tasks run the shipped one)."""
+    previous = context.pythonExec
+    context.pythonExec = python
+    try:
+        yield
+    finally:
+        context.pythonExec = previous
 
 
 @contextlib.contextmanager

@@ -33,6 +33,7 @@ from .copiers import CopierLeases, Renewer
 from .outage import Outage, OutageInterrupted, is_outage
 from .pyspark_internals import planned_groups
 from .session import task_attempts
+from .shipping import missing_on_executors
 from .source import CopyGroup, groups_of_rows
 from .stopping import Stopper
 
@@ -117,6 +118,10 @@ class MicroBatchRunner:
 
     def outcome(self) -> RunOutcome:
         return self._outcome
+
+    def fail(self, error: KMirrorError) -> None:
+        """End the run on ``error``, found outside a micro-batch (the executors' warm-up)."""
+        self._outcome = RunOutcome(failure=error)
 
     def __call__(self, rows, batch_id: int) -> None:
         began = time.perf_counter()
@@ -214,7 +219,7 @@ class MicroBatchRunner:
                 functools.partial(spark_tasks.copy_tasks, job)).collect()
         except Exception as exc:  # a task that failed every attempt: not on a kmirror error, which tasks report
             log.debug("the copy failed in Spark: %s", exc)
-            raise MirrorJobError(type(exc).__name__, first_line(str(exc))) from None
+            raise missing_on_executors(str(exc)) or MirrorJobError(type(exc).__name__, first_line(str(exc))) from None
 
     def job(self) -> CopyJob:
         """What a copy task needs, as of this micro-batch's routes."""

@@ -11,7 +11,8 @@ import sys
 import threading
 
 from ..config import MirrorConfig
-from .pyspark_internals import context_running, start_context
+from .pyspark_internals import context_running, forward_jvm_signals, start_context, under_spark_submit
+from .shipping import EXECUTOR_PYTHON, check_archive, shipping_settings
 
 __all__ = ["spark_session", "spark_settings", "JVM_OPTIONS", "with_task_retries", "task_attempts",
            "LOCAL_TASK_ATTEMPTS"]
@@ -31,12 +32,20 @@ def spark_session(config: MirrorConfig):
     reach the driver only (:func:`~.pyspark_internals.start_context`), and PySpark's SIGINT
     handler, which cancels the running jobs and raises KeyboardInterrupt mid-micro-batch, is
     replaced by the one the caller had installed."""
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    if config.streaming.ship_environment is not None:
+        check_archive(config.streaming.ship_environment)
+        os.environ["PYSPARK_PYTHON"] = EXECUTOR_PYTHON  # the source's planner keeps this one (.shipping)
+    else:
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from pyspark import SparkConf
     from pyspark.sql import SparkSession
 
-    settings = {"spark.master": with_task_retries(config.streaming.master), "spark.app.name": "kmirror",
-                **spark_settings(config)}
+    settings = {"spark.app.name": "kmirror", **spark_settings(config)}
+    submitted = under_spark_submit()
+    if not submitted or "master" in config.streaming.model_fields_set:
+        settings["spark.master"] = with_task_retries(config.streaming.master)
+    else:
+        log.info("under spark-submit: the master is spark-submit's")
     if not context_running():
         with _keeping_sigint():
             start_context(SparkConf(loadDefaults=False).setAll(settings.items()))
@@ -45,6 +54,8 @@ def spark_session(config: MirrorConfig):
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("WARN" if log.isEnabledFor(logging.DEBUG) else "FATAL")
+    if submitted:
+        forward_jvm_signals(spark.sparkContext)
     return spark
 
 
@@ -81,14 +92,19 @@ def spark_settings(config: MirrorConfig) -> dict[str, str]:
     Linux) per task. (Unix domain sockets,
     ``spark.python.unix.domain.socket.enabled``, would too, but then PySpark's idle workers
     print a ``BrokenPipeError`` traceback when the application ends: docs/performance.md,
-    "What changed: the Spark job's 40 ms per micro-batch".)"""
+    "What changed: the Spark job's 40 ms per micro-batch".)
+
+    With ``ship_environment``, the archive goes to the executors and runs as their Python
+    (:mod:`.shipping`)."""
+    archive = config.streaming.ship_environment
+    shipped = shipping_settings(archive) if archive is not None else {}
     return {
         "spark.ui.enabled": "false",
         "spark.ui.showConsoleProgress": "false",  # its bar garbles the progress lines
         "spark.driver.extraJavaOptions": JVM_OPTIONS,
         "spark.executor.extraJavaOptions": JVM_OPTIONS,
         "spark.python.daemon.module": "mirror.spark.worker_daemon",
-    } | config.streaming.spark_conf
+    } | shipped | config.streaming.spark_conf
 
 
 LOCAL_TASK_ATTEMPTS = 4

@@ -41,6 +41,11 @@ class Stopper:
     def requested(self) -> bool:
         return self._requested.is_set()
 
+    def request(self) -> None:
+        """Ask for the stop, as a signal does (the job's own reasons: a failure found outside a
+        micro-batch)."""
+        self._requested.set()
+
     def wait(self, seconds: float) -> bool:
         """Wait ``seconds``, or less if a stop is requested; whether one was (as ``Event.wait``)."""
         return self._requested.wait(seconds)

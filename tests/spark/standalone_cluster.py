@@ -56,6 +56,7 @@ class StandaloneCluster:
     port: int = field(default_factory=free_port)
     ui_port: int = field(default_factory=free_port)
     processes: dict[str, subprocess.Popen] = field(default_factory=dict)
+    killed: set[str] = field(default_factory=set)
 
     @property
     def master_url(self) -> str:
@@ -68,10 +69,27 @@ class StandaloneCluster:
     def start(self) -> None:
         self._spawn("master", "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
                     "--port", str(self.port), "--webui-port", str(self.ui_port))
-        self._spawn("worker", "org.apache.spark.deploy.worker.Worker", self.master_url, "--host", "127.0.0.1",
+        self._spawn_worker("worker")
+        self._wait_for_worker(1)
+
+    def add_worker(self, name: str) -> None:
+        """Start one more worker, ``name``, and wait until the master counts it alive (a worker
+        killed a moment ago may still count: the master notices a dead one after a minute)."""
+        alive = self.state().get("aliveworkers", 0)
+        self._spawn_worker(name)
+        self._wait_for_worker(alive + 1)
+
+    def _spawn_worker(self, name: str) -> None:
+        self._spawn(name, "org.apache.spark.deploy.worker.Worker", self.master_url, "--host", "127.0.0.1",
                     "--cores", str(self.cores), "--memory", self.memory, "--webui-port", str(free_port()),
                     "--work-dir", str(self.work_dir))
-        self._wait_for_worker()
+
+    def kill_worker(self, name: str) -> None:
+        """SIGKILL a worker's whole process group: its JVM, its executors and their Python
+        workers, as a machine that dies takes them."""
+        _signal_group(self.processes[name], signal.SIGKILL)
+        self.processes[name].wait()
+        self.killed.add(name)
 
     def state(self) -> dict:
         """The master's own view of the cluster: the JSON its web UI serves at ``/json/``."""
@@ -117,14 +135,14 @@ class StandaloneCluster:
                 [str(SPARK_HOME / "bin" / "spark-class"), main_class, *args], stdout=log, stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL, env=loopback_env(), cwd=self.root, start_new_session=True)
 
-    def _wait_for_worker(self) -> None:
+    def _wait_for_worker(self, count: int = 1) -> None:
         deadline = time.monotonic() + START_TIMEOUT_S
         while True:
             for name, process in self.processes.items():
-                if process.poll() is not None:
+                if name not in self.killed and process.poll() is not None:
                     raise RuntimeError(f"the Spark {name} exited with code {process.returncode} while starting")
             try:
-                if self.state().get("aliveworkers", 0) >= 1:
+                if self.state().get("aliveworkers", 0) >= count:
                     return
             except (OSError, urllib.error.URLError, ValueError):
                 pass  # the master's web UI is not up yet

@@ -1,0 +1,64 @@
+"""kmirror installed the way users install it: built with ``python -m build`` from a copy of the
+source tree (as a fresh clone has it) and the wheel installed with pip into a new virtual
+environment, with a home directory that has no source tree in it, nor above it. Shared by the
+wheel's tests and the tests of shipping kmirror to Spark workers (``kmirror pack``).
+
+Imported as ``installed_kmirror`` (tests/support/ is on ``sys.path``)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def clean_env(**extra: str) -> dict[str, str]:
+    """The environment of a user's shell: no PYTHONPATH, no virtual environment of ours."""
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV", "PYTHONHOME")}
+    return {**env, "PYTHONUNBUFFERED": "1", **extra}
+
+
+class Installed:
+    def __init__(self, venv: Path, home: Path, wheel: Path, sdist: Path):
+        self.venv, self.home, self.wheel, self.sdist = venv, home, wheel, sdist
+
+    @property
+    def kmirror(self) -> str:
+        return str(self.venv / "bin" / "kmirror")
+
+    def run(self, *args: str, timeout: float = 300, **env: str) -> subprocess.CompletedProcess:
+        """``args`` run in the home directory, with the shell's environment and ``env``."""
+        return subprocess.run([*args], cwd=self.home, env=clean_env(**env), capture_output=True, text=True,
+                              timeout=timeout)
+
+
+LEFT_BY_BUILDS = shutil.ignore_patterns(".git", ".venv", "build", "dist", "*.egg-info", "__pycache__", ".pytest_cache",
+                                        ".hypothesis")
+"""What a fresh clone does not have. A stale ``*.egg-info`` matters: setuptools takes its
+SOURCES.txt as the sdist's manifest, so an old build's file list would hide a broken one."""
+
+
+def install_kmirror(base: Path) -> Installed:
+    """Build kmirror's sdist and wheel under ``base`` and install the wheel into ``base/venv``
+    (about half a minute, from pip's cache)."""
+    clone = base / "clone"
+    shutil.copytree(ROOT, clone, ignore=LEFT_BY_BUILDS)
+    dist = base / "dist"
+    built = subprocess.run([sys.executable, "-m", "build", "--outdir", str(dist), str(clone)],
+                           capture_output=True, text=True, timeout=600)
+    assert built.returncode == 0, built.stdout + built.stderr
+    (wheel,) = dist.glob("kmirror-*.whl")
+    (sdist,) = dist.glob("kmirror-*.tar.gz")
+    venv = base / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
+    pip = subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "install", "--quiet",
+                          "--disable-pip-version-check", str(wheel)],
+                         capture_output=True, text=True, timeout=900, env=clean_env())
+    assert pip.returncode == 0, pip.stdout + pip.stderr
+    home = base / "home"
+    home.mkdir()
+    return Installed(venv, home, wheel, sdist)

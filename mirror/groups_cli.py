@@ -44,6 +44,7 @@ from typing import TYPE_CHECKING, Iterable, Mapping
 from kcodecs import KMirrorError
 
 from . import options
+from .columns import columns
 from .exits import EXIT_UNUSABLE, exit_code
 from .kafka import TopicPartition
 
@@ -150,9 +151,7 @@ def rows(translation: GroupTranslation, destinations: Mapping[TopicPartition, fr
 
 def table(lines: Iterable[TranslationRow]) -> str:
     """``lines`` under :data:`HEADER`, in columns two spaces apart."""
-    cells = [HEADER, *(_cells(line) for line in lines)]
-    widths = [max(len(row[i]) for row in cells) for i in range(len(HEADER))]
-    return "\n".join("  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip() for row in cells)
+    return columns([HEADER, *(_cells(line) for line in lines)])
 
 
 def _cells(line: TranslationRow) -> tuple[str, ...]:

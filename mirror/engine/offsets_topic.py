@@ -34,7 +34,7 @@ import kcodecs
 from kcodecs import KMirrorError, Record
 
 from ..kafka import KafkaClient, NewTopic, TopicPartition
-from .topic_tail import CommittedTail
+from .topic_tail import CommittedTail, latest_by_key
 
 __all__ = ["OFFSETS_TOPIC_PREFIX", "offsets_topic", "offsets_topic_spec", "encode_offsets", "decode_offsets",
            "CommittedOffsets", "OffsetsTopicError"]
@@ -53,9 +53,6 @@ def offsets_topic(job: str) -> str:
 COMPACTION = {"cleanup.policy": "compact", "segment.ms": str(10 * 60_000), "min.cleanable.dirty.ratio": "0.1",
               "delete.retention.ms": str(10 * 60_000)}
 """The offsets topic's configs: compacted, and cleaned often enough to keep up with copiers."""
-_TAIL_SPAN = 1024
-"""Offsets :meth:`CommittedOffsets.latest` reads first, from the end; four times more each time
-a wanted partition is not among them."""
 
 
 def offsets_topic_spec(job: str) -> NewTopic:
@@ -103,31 +100,18 @@ class CommittedOffsets:
 
     def latest(self, wanted: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
         """The committed offsets of ``wanted`` (those committed at all), read from the end of the
-        topic backwards: the last :data:`_TAIL_SPAN` offsets, then four times as many, until
-        every wanted partition is found or the log's start is reached. A copier that commits
-        every partition it follows at every commit finds them in its last transaction."""
-        wanted = set(wanted)
-        client, tp = self._tail._client, self._tail.tp
-        end = client.list_offsets([tp], "latest")[tp]
-        start = client.list_offsets([tp], "earliest")[tp]
-        span = _TAIL_SPAN
-        while True:
-            since = max(start, end - span)
-            tail = CommittedTail(client, tp, max_wait_s=self._tail._max_wait_s)
-            tail.position = since
-            found: dict[TopicPartition, int] = {}
-            seen: set[TopicPartition] = set()  # a tombstone decides a partition too
-            for record in tail.read_to_end():
-                source, offset = decode_offsets(record)
-                seen.add(source)
-                if offset is None:
-                    found.pop(source, None)
-                else:
-                    found[source] = offset
-            if wanted <= seen or since <= start:
-                self._offsets.update(found)
-                return {source: offset for source, offset in found.items() if source in wanted}
-            span *= 4
+        topic backwards (:func:`~.topic_tail.latest_by_key`): a copier that commits every
+        partition it follows at every commit finds them in its last transaction."""
+        found = self.latest_commits(wanted)
+        offsets = {source: offset for source, (offset, _) in found.items()}
+        self._offsets.update(offsets)
+        return offsets
+
+    def latest_commits(self, wanted: Iterable[TopicPartition]) -> dict[TopicPartition, tuple[int, int]]:
+        """As :meth:`latest`, each offset with the time it was committed (ms since the epoch)."""
+        found = latest_by_key(self._tail._client, self._tail.tp, lambda record: [decode_offsets(record)], wanted,
+                              max_wait_s=self._tail._max_wait_s)
+        return {source: (offset, record.timestamp) for source, (offset, record) in found.items()}
 
     def record(self, ends: Mapping[TopicPartition, int]) -> None:
         """What this process just committed (the next :meth:`refresh` reads it back too)."""

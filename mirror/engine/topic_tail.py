@@ -14,7 +14,7 @@ than miss that record.
 from __future__ import annotations
 
 import time
-from typing import Callable, Iterator, TypeVar
+from typing import Callable, Iterable, Iterator, TypeVar
 
 from kcodecs import KMirrorError, Record, iter_batches
 
@@ -25,9 +25,12 @@ from ..routing.transactions import ReadCommitted
 K = TypeVar("K")
 V = TypeVar("V")
 
-__all__ = ["CommittedTail", "TopicTailError"]
+__all__ = ["CommittedTail", "TopicTailError", "latest_by_key"]
 
 _FETCH_BYTES = 1024 * 1024
+_TAIL_SPAN = 1024
+"""Offsets :func:`latest_by_key` reads first, from the end; four times more each time a wanted
+key is not among them."""
 
 
 class TopicTailError(KMirrorError):
@@ -89,3 +92,33 @@ class CommittedTail:
             if not read_committed.is_aborted(batch) and not batch.is_control:
                 yield from batch.records()
             self.position = batch.last_offset + 1
+
+
+def latest_by_key(client: KafkaClient, tp: TopicPartition, decode: Callable[[Record], Iterable[tuple[K, V | None]]],
+                  wanted: Iterable[K], *, max_wait_s: float) -> dict[K, tuple[V, Record]]:
+    """The latest value of each ``wanted`` key (and the record that said it), read from the end
+    of ``tp`` backwards: the last :data:`_TAIL_SPAN` offsets, then four times as many, until
+    every wanted key is seen or the log's start is reached. ``decode`` gives a record's
+    ``(key, value)`` pairs, a value None for a tombstone (which decides its key too). Keys
+    never seen are left out. For topics whose writers say every key they own at every write
+    (kmirror's offsets and offset syncs), the last write alone answers."""
+    wanted = set(wanted)
+    end = client.list_offsets([tp], "latest")[tp]
+    start = client.list_offsets([tp], "earliest")[tp]
+    span = _TAIL_SPAN
+    while True:
+        since = max(start, end - span)
+        tail = CommittedTail(client, tp, max_wait_s=max_wait_s)
+        tail.position = since
+        found: dict[K, tuple[V, Record]] = {}
+        seen: set[K] = set()
+        for record in tail.read_to_end():
+            for key, value in decode(record):
+                seen.add(key)
+                if value is None:
+                    found.pop(key, None)
+                else:
+                    found[key] = (value, record)
+        if wanted <= seen or since <= start:
+            return {key: found[key] for key in found if key in wanted}
+        span *= 4

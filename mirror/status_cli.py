@@ -1,0 +1,118 @@
+"""``kmirror status``: how far behind a mirror is, read from the clusters, with no running job.
+
+It reads what the job keeps on the destination (its offsets, or at-least-once its offset syncs,
+and kmirror-provenance) and the source's end offsets as a read_committed consumer sees them. It
+takes every option of ``kmirror run`` (those not listed below are accepted and ignored), so the
+job's --config file and flags name the clusters, the job and its topics; the job's name is
+--name, or derived from --checkpoint as the job derives it.
+
+One line per mirrored topic (with --partitions, one per partition too):
+  MIRRORED      offsets of the source the job has committed as copied, of the source's end
+  LAG           offsets between the two (a source transaction's markers count as offsets)
+  LAST-COMMIT   when the job last committed the topic (UTC), or '-' if never
+  PARTITIONING  preserve or by-key, as the job chose it for the pair; '-' if not yet
+  DESTINATION   the destination topic, and whether kmirror created it or found it there
+
+Exit codes: 0 done; 1 with --max-lag, a partition further behind than that; 2 invalid
+configuration, a cluster unreachable after retries or credentials refused, or no state of the
+job on the destination (a wrong --name or --checkpoint).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from datetime import datetime, timezone
+from typing import TYPE_CHECKING
+
+from kcodecs import KMirrorError
+
+from . import options
+from .columns import columns
+from .exits import EXIT_FAILED, EXIT_UNUSABLE, exit_code
+
+if TYPE_CHECKING:
+    from .engine.status import TopicStatus
+
+__all__ = ["add_arguments", "run", "lines", "as_json"]
+
+log = logging.getLogger("kmirror")
+
+_SHOWN = frozenset({"clusters.source", "clusters.destination", "clusters.topics", "clusters.exclude",
+                    "clusters.rename", "clusters.replication_policy", "clusters.source_alias",
+                    "clusters.destination_alias", "streaming.checkpoint", "delivery.name", "limits.retry"})
+"""The ``kmirror run`` settings this command uses; the others are accepted, ignored and not listed."""
+_HELP = {
+    "streaming.checkpoint": "the job's Spark checkpoint directory, which names the job when --name is not given",
+    "delivery.name": "the job's --name: its state is kmirror-offsets.NAME (or kmirror-offset-syncs.NAME) on the "
+                     "destination",
+}
+HEADER = ("TOPIC", "MIRRORED", "LAG", "LAST-COMMIT", "PARTITIONING", "DESTINATION")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    options.add_arguments(parser, shown=_SHOWN, help=_HELP)
+    parser.add_argument("--partitions", action="store_true", help="a line per partition too")
+    parser.add_argument("--json", action="store_true", help="print JSON (every partition) instead of the table")
+    parser.add_argument("--max-lag", type=int, metavar="N",
+                        help="exit 1 when any partition is more than N offsets behind (for cron and readiness probes)")
+
+
+def run(args: argparse.Namespace) -> int:
+    from .engine import client_for
+    from .engine.status import NoSuchJobError, mirror_status
+    from .kafka import AuthenticationError, ClusterUnreachableError
+
+    config = options.config_from_args(args)
+    if config is None:
+        return EXIT_UNUSABLE
+    try:
+        with client_for(config.clusters.source, config.limits.retry) as source, \
+                client_for(config.clusters.destination, config.limits.retry) as destination:
+            topics = mirror_status(config, source, destination)
+    except KMirrorError as exc:
+        return exit_code(exc, (NoSuchJobError, ClusterUnreachableError, AuthenticationError), "status failed")
+    if args.json:
+        json.dump(as_json(topics), sys.stdout, indent=2)
+        print()
+    else:
+        print(columns(lines(topics, partitions=args.partitions)))
+    behind = [p for topic in topics for p in topic.partitions if args.max_lag is not None and p.lag > args.max_lag]
+    if behind:
+        worst = max(behind, key=lambda p: p.lag)
+        log.error("%d partitions are more than %d offsets behind (the furthest: %s, %d)", len(behind), args.max_lag,
+                  worst.source, worst.lag)
+        return EXIT_FAILED
+    return 0
+
+
+def lines(topics: list[TopicStatus], *, partitions: bool = False) -> list[tuple[str, ...]]:
+    """The table's rows, the header first."""
+    rows = [HEADER]
+    for topic in topics:
+        mirrored = sum(p.mirrored_to - p.start for p in topic.partitions if p.mirrored_to is not None)
+        total = sum(p.end - p.start for p in topic.partitions)
+        made = {True: "created", False: "found", None: "not yet seen"}[topic.created]
+        rows.append((topic.topic, f"{mirrored}/{total}", str(topic.lag), _when(topic.committed_ms),
+                     topic.partitioning or "-", f"{topic.destination_topic} ({made})"))
+        if partitions:
+            for p in topic.partitions:
+                rows.append((f"  {p.source}", f"{p.mirrored_to if p.mirrored_to is not None else '-'}/{p.end}",
+                             str(p.lag), _when(p.committed_ms), "", ""))
+    return rows
+
+
+def as_json(topics: list[TopicStatus]) -> list[dict]:
+    return [{"topic": t.topic, "destination_topic": t.destination_topic, "partitioning": t.partitioning,
+             "created": t.created, "lag": t.lag, "last_commit_ms": t.committed_ms,
+             "partitions": [{"partition": p.source.partition, "mirrored_to": p.mirrored_to, "start": p.start,
+                             "end": p.end, "lag": p.lag, "last_commit_ms": p.committed_ms} for p in t.partitions]}
+            for t in topics]
+
+
+def _when(ms: int | None) -> str:
+    if ms is None:
+        return "-"
+    return datetime.fromtimestamp(ms / 1000, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")

@@ -43,6 +43,8 @@ class MirrorMetrics:
         self._duration = Histogram("kmirror_micro_batch_duration_seconds", "Wall time of a micro-batch on the driver",
                                    buckets=MICRO_BATCH_BUCKETS, registry=self.registry)
         self._micro_batches = Counter("kmirror_micro_batches", "Micro-batches completed", registry=self.registry)
+        self._last_micro_batch = Gauge("kmirror_last_micro_batch_timestamp_seconds", "When the last micro-batch "
+                                       "completed (seconds since the epoch)", registry=self.registry)
         self._errors = Counter("kmirror_errors", "Errors the driver saw, by class name (outages included)", ["kind"],
                                registry=self.registry)
         self._collected = _Collected()
@@ -52,6 +54,7 @@ class MirrorMetrics:
     def observe(self, report: MicroBatchReport) -> None:
         """One completed micro-batch."""
         self._micro_batches.inc()
+        self._last_micro_batch.set_to_current_time()
         self._duration.observe(report.seconds)
         records: dict[tuple[str, str], int] = defaultdict(int)
         size: dict[tuple[str, str], int] = defaultdict(int)

@@ -13,6 +13,9 @@ One line per mirrored topic (with --partitions, one per partition too):
   PARTITIONING  preserve or by-key, as the job chose it for the pair; '-' if not yet
   DESTINATION   the destination topic, and whether kmirror created it or found it there
 
+With --metrics-url, a last line for the running job: whether it answers, its micro-batches,
+how long ago it completed the last one, and its errors by kind.
+
 Exit codes: 0 done; 1 with --max-lag, a partition further behind than that; 2 invalid
 configuration, a cluster unreachable after retries or credentials refused, or no state of the
 job on the destination (a wrong --name or --checkpoint).
@@ -58,6 +61,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print JSON (every partition) instead of the table")
     parser.add_argument("--max-lag", type=int, metavar="N",
                         help="exit 1 when any partition is more than N offsets behind (for cron and readiness probes)")
+    parser.add_argument("--metrics-url", metavar="URL",
+                        help="the running job's metrics (http://HOST:PORT/metrics, its --metrics-port): adds whether "
+                        "it answers, its micro-batches and when it last completed one, and its errors by kind")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -74,11 +80,14 @@ def run(args: argparse.Namespace) -> int:
             topics = mirror_status(config, source, destination)
     except KMirrorError as exc:
         return exit_code(exc, (NoSuchJobError, ClusterUnreachableError, AuthenticationError), "status failed")
+    job = running_job(args.metrics_url) if args.metrics_url else None
     if args.json:
-        json.dump(as_json(topics), sys.stdout, indent=2)
+        json.dump({"topics": as_json(topics), **({"job": job} if job is not None else {})}, sys.stdout, indent=2)
         print()
     else:
         print(columns(lines(topics, partitions=args.partitions)))
+        if job is not None:
+            print(_job_line(job))
     behind = [p for topic in topics for p in topic.partitions if args.max_lag is not None and p.lag > args.max_lag]
     if behind:
         worst = max(behind, key=lambda p: p.lag)
@@ -110,6 +119,37 @@ def as_json(topics: list[TopicStatus]) -> list[dict]:
              "partitions": [{"partition": p.source.partition, "mirrored_to": p.mirrored_to, "start": p.start,
                              "end": p.end, "lag": p.lag, "last_commit_ms": p.committed_ms} for p in t.partitions]}
             for t in topics]
+
+
+def running_job(url: str) -> dict:
+    """What the running job's metrics say: ``up`` (it answered), and if so its micro-batches,
+    seconds since the last one completed, and errors by kind."""
+    import time
+    import urllib.request
+
+    from prometheus_client.parser import text_string_to_metric_families
+
+    try:
+        with urllib.request.urlopen(url, timeout=5) as answer:
+            text = answer.read().decode()
+    except OSError as exc:
+        return {"up": False, "error": str(getattr(exc, "reason", exc))}
+    samples = {(sample.name, tuple(sorted(sample.labels.items()))): sample.value
+               for family in text_string_to_metric_families(text) for sample in family.samples}
+    last = samples.get(("kmirror_last_micro_batch_timestamp_seconds", ()))
+    return {"up": True, "micro_batches": int(samples.get(("kmirror_micro_batches_total", ()), 0)),
+            "since_last_micro_batch_s": round(time.time() - last, 1) if last else None,  # 0: none yet
+            "errors": {dict(labels)["kind"]: int(value) for (name, labels), value in samples.items()
+                       if name == "kmirror_errors_total" and value}}
+
+
+def _job_line(job: dict) -> str:
+    if not job["up"]:
+        return f"job: not answering ({job['error']})"
+    since = job["since_last_micro_batch_s"]
+    errors = ", ".join(f"{kind} {n}" for kind, n in sorted(job["errors"].items())) or "none"
+    return (f"job: up, {job['micro_batches']} micro-batches, the last "
+            f"{'none yet' if since is None else f'{since:g} s ago'}; errors: {errors}")
 
 
 def _when(ms: int | None) -> str:

@@ -106,3 +106,23 @@ def _free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
+
+
+def test_status_reads_a_running_jobs_endpoint():
+    """``kmirror status --metrics-url``: what the job's endpoint says, read as a scraper reads it."""
+    from mirror.status_cli import running_job
+
+    metrics = MirrorMetrics()
+    port = _free_port()
+    metrics.serve(port)
+    try:
+        url = f"http://127.0.0.1:{port}/metrics"
+        assert running_job(url) == {"up": True, "micro_batches": 0, "since_last_micro_batch_s": None, "errors": {}}
+        metrics.observe(MicroBatchReport(0, 0.5, [], latency=_histogram()))
+        metrics.error("ConnectionFailedError")
+        job = running_job(url)
+    finally:
+        metrics.close()
+    assert job["up"] and job["micro_batches"] == 1 and job["errors"] == {"ConnectionFailedError": 1}
+    assert 0 <= job["since_last_micro_batch_s"] < 60
+    assert running_job(url)["up"] is False  # closed: not answering

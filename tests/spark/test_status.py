@@ -48,7 +48,7 @@ def test_status_reports_what_the_job_copied_and_what_came_since(tmp_path, delive
                                       "checkpoint": str(tmp_path / "ck"), "delivery": delivery}))
         caught_up = _status(src.bootstrap, dst.bootstrap, "--name", "ops", "--json", "--max-lag", "0")
         assert caught_up.returncode == 0, caught_up.stderr
-        (topic,) = json.loads(caught_up.stdout)
+        (topic,) = json.loads(caught_up.stdout)["topics"]
         ends = _watermarks(src.bootstrap, "orders")
         assert {p["partition"]: (p["start"], p["end"]) for p in topic["partitions"]} == ends
         assert all(p["mirrored_to"] == p["end"] and p["lag"] == 0 for p in topic["partitions"])
@@ -66,6 +66,9 @@ def test_status_reports_what_the_job_copied_and_what_came_since(tmp_path, delive
         assert table[0].split() == ["TOPIC", "MIRRORED", "LAG", "LAST-COMMIT", "PARTITIONING", "DESTINATION"]
         assert table[1].split()[:3] == ["orders", "120/127", "7"] and "orders (created)" in table[1]
         assert table[3].split()[:3] == ["orders/1", "40/47", "7"]
+
+        down = _status(src.bootstrap, dst.bootstrap, "--name", "ops", "--metrics-url", "http://127.0.0.1:9/metrics")
+        assert down.returncode == 0 and down.stdout.splitlines()[-1].startswith("job: not answering")
 
         unknown = _status(src.bootstrap, dst.bootstrap, "--name", "nope")
         assert unknown.returncode == 2

@@ -59,7 +59,7 @@ from ..kafka.fetcher import MAX_FETCHES_IN_FLIGHT
 from .collector import collecting_new_objects_only
 from .errors import CorruptSourceError, DataLossError, SourceTruncatedError
 from .fetched_set import FetchedSet, OutgoingBatch, RouteMode
-from .latency import LatencyHistogram
+from .latency import Invisible, LatencyHistogram
 from .offset_syncs import SyncLog
 from .ranges import CopyRequest, RangeStats, TaskStats
 from .topics import TopicRoute
@@ -126,6 +126,7 @@ def copy_ranges(requests: Sequence[CopyRequest], routes: Mapping[str, TopicRoute
     finally:
         loop.close()
     stats = loop.take_stats()
+    stats.invisible = loop.take_invisible()
     stats.seconds = time.perf_counter() - began
     return stats
 
@@ -166,6 +167,9 @@ class CopyLoop:
         self._peak = 0
         self._syncs = SyncLog()
         self._latency = LatencyHistogram()
+        self._invisible = Invisible() if producer.transactional_id is not None else None
+        """Exactly-once: acknowledged batches are visible once their transaction commits
+        (:meth:`committed`), and only then is their latency counted."""
         self.trace = trace
         self.step = trace.step if trace is not None else _untimed
         """Times one step of the loop under a trace: ``with loop.step("kind"): ...``."""
@@ -245,7 +249,7 @@ class CopyLoop:
             if grown:
                 self.rebuilt += grown
                 self._peak = max(self._peak, frames.usage().pinned + self.rebuilt)
-        self.rebuilt -= _take_acks(producer, self._syncs, self._latency, copies, trace)
+        self.rebuilt -= _take_acks(producer, self._syncs, self._counted_at_ack, copies, trace)
         return ours
 
     def flush(self) -> None:
@@ -254,7 +258,25 @@ class CopyLoop:
             self.producer.send_ready()
             for conn in wait_readable(self.producer.connections(), _timeout(self.fetcher, self.producer)):
                 self.producer.on_readable(conn)
-            self.rebuilt -= _take_acks(self.producer, self._syncs, self._latency, self.copies, self.trace)
+            self.rebuilt -= _take_acks(self.producer, self._syncs, self._counted_at_ack, self.copies, self.trace)
+
+    @property
+    def _counted_at_ack(self) -> LatencyHistogram | Invisible:
+        return self._latency if self._invisible is None else self._invisible
+
+    def take_invisible(self) -> Invisible:
+        """The acknowledged batches still waiting for their transaction's commit, handed over
+        to whoever commits it (:func:`copy_ranges`'s caller)."""
+        taken = self._invisible or Invisible()
+        if self._invisible is not None:
+            self._invisible = Invisible()
+        return taken
+
+    def committed(self, at: float) -> None:
+        """The transaction holding every batch acknowledged so far committed at ``at`` (seconds
+        since the epoch): their latency counts from then. Nothing at-least-once."""
+        if self._invisible is not None:
+            self._invisible.visible(at, self._latency)
 
     def take_syncs(self) -> SyncLog:
         """Where the records acknowledged since the last call landed."""
@@ -322,15 +344,17 @@ def _read_fetch(fetcher: Fetcher, conn, copies: Mapping[TopicPartition, _RangeCo
         _take(copies[tp], outcome, source, on_data_loss, mode)
 
 
-def _take_acks(producer: IdempotentProducer, syncs: SyncLog, latency: LatencyHistogram,
+def _take_acks(producer: IdempotentProducer, syncs: SyncLog, latency: LatencyHistogram | Invisible,
                copies: Mapping[TopicPartition, _RangeCopy], trace: CopierTrace | None = None) -> int:
-    """Record where each acknowledged batch landed, and its replication latency; return the
-    bytes of rebuilt batches let go. (A function of its own for the reason :func:`_read_fetch`
-    is: no acknowledged batch's view lingers in the loop.)"""
+    """Record where each acknowledged batch landed, and its replication latency (``latency``:
+    counted now, or in a transaction kept until it commits); return the bytes of rebuilt
+    batches let go. (A function of its own for the reason :func:`_read_fetch` is: no
+    acknowledged batch's view lingers in the loop.)"""
     acks = producer.take_acks()
     if not acks:
         return 0
     now = time.time()
+    invisible = isinstance(latency, Invisible)
     released = 0
     for ack in acks:
         batch: OutgoingBatch = ack.token
@@ -340,7 +364,10 @@ def _take_acks(producer: IdempotentProducer, syncs: SyncLog, latency: LatencyHis
         if trace is not None:
             trace.acked(batch)
         if batch.max_timestamp >= 0:
-            latency.observe(now - batch.max_timestamp / 1000)
+            if invisible:
+                latency.add(batch.max_timestamp / 1000)
+            else:
+                latency.observe(now - batch.max_timestamp / 1000)
         if ack.base_offset >= 0:  # -1: a retry found it written, and the broker did not say where
             syncs.add(batch.source, batch.first, batch.last, batch.tp, ack.base_offset,
                       ack.base_offset + batch.records, batch.exact)

@@ -78,6 +78,7 @@ def copy_exactly_once(requests: Sequence[CopyRequest], routes, source: KafkaClie
         producer.add_partitions([committer.offsets.partition, *_preserved_partitions(todo, routes)])
         stats = copy_ranges(todo, routes, source, producer, **copy_options) if todo else TaskStats([])
         committer.commit(ends, stats.syncs)
+        stats.invisible.visible(time.time(), stats.latency)
     except BaseException as exc:
         committer.abort(exc)
         raise

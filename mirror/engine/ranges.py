@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from ..kafka import TopicPartition
 from ..routing import RouteCounters
 from .failures import TaskFailure
-from .latency import LatencyHistogram
+from .latency import Invisible, LatencyHistogram
 from .offset_syncs import SyncLog
 
 __all__ = ["CopyRequest", "RangeStats", "TaskStats"]
@@ -64,4 +64,7 @@ class TaskStats:
     syncs: SyncLog = field(default_factory=SyncLog)
     """Where each acknowledged batch's records landed (:mod:`.offset_syncs`)."""
     latency: LatencyHistogram = field(default_factory=LatencyHistogram)
-    """Replication latency of each acknowledged batch (:mod:`.latency`)."""
+    """Replication latency of each batch made visible (:mod:`.latency`)."""
+    invisible: Invisible = field(default_factory=Invisible)
+    """Exactly-once, from :func:`~.copy.copy_ranges`: batches acknowledged in the transaction its
+    caller commits, counted into :attr:`latency` then."""

@@ -277,3 +277,25 @@ def test_replays_still_skip_committed_ranges_once_the_destination_compacted_the_
     stats = _copy(replay, routes, source, _producer(destination), destination)
     assert all(r.already_committed and r.produced_batches == 0 for r in stats.ranges)
     assert _read_committed(dst.bootstrap, "t", 2) == {0: _expected(0), 1: _expected(1)}
+
+
+def test_replication_latency_counts_from_the_commit_that_makes_records_visible(mirror_setup, monkeypatch):
+    """A read_committed consumer sees nothing before the commit: a commit held back half a second
+    after every batch was acknowledged shows in every batch's latency, measured against the
+    batches' own source timestamps (NOW_MS, from the test's clock)."""
+    (src, dst, source, destination), routes = mirror_setup
+    requests = [CopyRequest(TopicPartition("t", p), 0, 60) for p in (0, 1)]
+    producer = _producer(destination)
+    real_commit = producer.commit
+
+    def slow_commit() -> None:
+        time.sleep(0.5)
+        real_commit()
+
+    monkeypatch.setattr(producer, "commit", slow_commit)
+    began = time.time()
+    stats = _copy(requests, routes, source, producer, destination)
+    newest_s = (NOW_MS + 9) / 1000
+    assert stats.latency.count == 12  # every batch, once
+    assert stats.latency.sum / stats.latency.count >= began + 0.5 - newest_s
+    assert not stats.invisible.newest

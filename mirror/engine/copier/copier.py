@@ -137,8 +137,10 @@ class Copier:
         began = time.time()
         with step("commit"):
             self.committer.commit(positions, syncs, flush=flush)
+        ended = time.time()
+        self.loop.committed(ended)  # exactly-once: the records are visible from now
         if self.trace is not None:
-            self.trace.committed(began, time.time())
+            self.trace.committed(began, ended)
         self.positions = positions
         self.last_commit = time.monotonic()
 

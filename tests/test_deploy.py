@@ -9,6 +9,7 @@ tests/spark/test_standalone_cluster.py is the cluster run that is tested.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -134,3 +135,28 @@ def test_the_spark_settings_agree_with_the_manifests(k8s):
     container_ports = {port["name"]: port["containerPort"] for port in container["ports"]}
     assert set(container_ports.values()) == ports
     assert container_ports[container["livenessProbe"]["httpGet"]["port"]] == config.streaming.metrics_port
+
+
+def test_the_grafana_dashboard_is_what_its_script_builds_from_kmirrors_own_metrics():
+    """deploy/grafana/kmirror.json is generated (deploy/grafana/dashboard.py, with Grafana's
+    grafana-foundation-sdk), never edited by hand, and queries only metrics kmirror exports
+    (docs/metrics.md's table), each panel a query."""
+    import importlib.util
+
+    script = Path(__file__).parents[1] / "deploy" / "grafana" / "dashboard.py"
+    spec = importlib.util.spec_from_file_location("kmirror_dashboard", script)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclass looks its module up there
+    spec.loader.exec_module(module)
+    assert (script.parent / "kmirror.json").read_text() == module.rendered(), \
+        "kmirror.json is stale: run python deploy/grafana/dashboard.py"
+    exported = set(re.findall(r"^\| `(kmirror_\w+)`", (Path(__file__).parents[1] / "docs" / "metrics.md").read_text(),
+                                 re.M))
+    board = json.loads((script.parent / "kmirror.json").read_text())
+    queries = [target["expr"] for panel in board["panels"] for target in panel.get("targets", [])]
+    assert len(queries) == len(module.PANELS)
+    for query in queries:
+        for name in re.findall(r"kmirror_\w+", query):
+            base = re.sub(r"_(bucket|sum|count)$", "", name)
+            assert base in exported or base.removesuffix("_total") in {e.removesuffix("_total") for e in exported}, \
+                f"{query}: {name} is not a metric kmirror exports"

@@ -160,3 +160,16 @@ def test_the_grafana_dashboard_is_what_its_script_builds_from_kmirrors_own_metri
             base = re.sub(r"_(bucket|sum|count)$", "", name)
             assert base in exported or base.removesuffix("_total") in {e.removesuffix("_total") for e in exported}, \
                 f"{query}: {name} is not a metric kmirror exports"
+
+
+def test_every_alert_rule_uses_kmirrors_metrics_and_is_explained_in_operations_docs():
+    root = Path(__file__).parents[1]
+    rules = yaml.safe_load((root / "deploy" / "prometheus" / "kmirror-rules.yml").read_text())
+    exported = set(re.findall(r"^\| `(kmirror_\w+)`", (root / "docs" / "metrics.md").read_text(), re.M))
+    operations = (root / "docs" / "operations.md").read_text()
+    alerts = [rule for group in rules["groups"] for rule in group["rules"]]
+    assert {rule["alert"] for rule in alerts} == set(re.findall(r"^\| `(Kmirror\w+)`", operations, re.M))
+    for rule in alerts:
+        for name in re.findall(r"kmirror_\w+", rule["expr"]):
+            assert name in exported, f"{rule['alert']}: {name} is not a metric kmirror exports"
+        assert rule["annotations"]["summary"]

@@ -32,10 +32,13 @@ def spark_session(config: MirrorConfig):
     reach the driver only (:func:`~.pyspark_internals.start_context`), and PySpark's SIGINT
     handler, which cancels the running jobs and raises KeyboardInterrupt mid-micro-batch, is
     replaced by the one the caller had installed."""
-    if config.streaming.ship_environment is not None:
+    if _shipping(config):
         check_archive(config.streaming.ship_environment)
         os.environ["PYSPARK_PYTHON"] = EXECUTOR_PYTHON  # the source's planner keeps this one (.shipping)
     else:
+        if config.streaming.ship_environment is not None:
+            log.warning("--ship-environment is for a cluster's executors: a local master runs them in this "
+                        "process's Spark, with this Python, so the archive is not shipped")
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from pyspark import SparkConf
     from pyspark.sql import SparkSession
@@ -96,8 +99,7 @@ def spark_settings(config: MirrorConfig) -> dict[str, str]:
 
     With ``ship_environment``, the archive goes to the executors and runs as their Python
     (:mod:`.shipping`)."""
-    archive = config.streaming.ship_environment
-    shipped = shipping_settings(archive) if archive is not None else {}
+    shipped = shipping_settings(config.streaming.ship_environment) if _shipping(config) else {}
     return {
         "spark.ui.enabled": "false",
         "spark.ui.showConsoleProgress": "false",  # its bar garbles the progress lines
@@ -105,6 +107,17 @@ def spark_settings(config: MirrorConfig) -> dict[str, str]:
         "spark.executor.extraJavaOptions": JVM_OPTIONS,
         "spark.python.daemon.module": "mirror.spark.worker_daemon",
     } | shipped | config.streaming.spark_conf
+
+
+def _shipping(config: MirrorConfig) -> bool:
+    """Whether the archive goes to the executors: one is given and the master is a cluster's (a
+    local master runs them in the driver's JVM, with the driver's Python). Under spark-submit,
+    its ``--master`` is the master unless the configuration names one."""
+    if config.streaming.ship_environment is None:
+        return False
+    if under_spark_submit() and "master" not in config.streaming.model_fields_set:
+        return True
+    return not config.streaming.spark_conf.get("spark.master", config.streaming.master).startswith("local")
 
 
 LOCAL_TASK_ATTEMPTS = 4

@@ -28,10 +28,13 @@ SPARK_WORKER_FAILURE = (
 def test_an_archive_is_shipped_under_one_name_and_its_python_runs_the_tasks(tmp_path):
     archive = tmp_path / "env.tar.gz"
     archive.write_bytes(b"")
-    settings = spark_settings(load_config(None, {**_BASE, "ship_environment": str(archive)}))
+    cluster = {**_BASE, "master": "spark://spark-master:7077"}
+    settings = spark_settings(load_config(None, {**cluster, "ship_environment": str(archive)}))
     assert settings["spark.archives"] == f"{archive}#kmirror-env"
     assert EXECUTOR_PYTHON == "./kmirror-env/bin/python"
-    assert "spark.archives" not in spark_settings(load_config(None, _BASE))
+    assert "spark.archives" not in spark_settings(load_config(None, cluster))
+    # A local master's executors are the driver's JVM, with the driver's Python: nothing to ship.
+    assert "spark.archives" not in spark_settings(load_config(None, {**_BASE, "ship_environment": str(archive)}))
 
 
 def test_a_missing_archive_is_one_line_and_an_old_one_a_warning(tmp_path, caplog):

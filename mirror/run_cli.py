@@ -39,7 +39,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                      "them; keys kmirror cannot honour are listed and the job is not started), and a job with no "
                      "checkpoint takes over where that MirrorMaker 2 stopped, once it is found stopped")
     mm2.add_argument("--flow", metavar="SOURCE->TARGET",
-                     help="the MirrorMaker 2 flow to take over (e.g. A->B), where its file enables several")
+                     help="the MirrorMaker 2 flow to take over, where its file enables several (quote it in a shell: "
+                     "--flow 'A->B')")
     parser.add_argument("--print-config", action="store_true",
                         help="print the resulting configuration as TOML (secrets masked) and exit without copying")
 

@@ -94,7 +94,7 @@ def run_mirror(config: MirrorConfig, *, stop: threading.Event | None = None,
     starts_file = work / "starts.json"
     starts_file.write_text(json.dumps(format_offsets(starts)))
     runner = MicroBatchRunner(config, routes, on_report, stopper, metrics)
-    warm_up = _warm_up_executors(spark, runner, stopper)
+    warm_up = _warm_up_executors(spark, runner)
     writer = (spark.readStream.format(KafkaRangeSource.name()).option(CONFIG_FILE_OPTION, str(config_file))
               .option(STARTS_FILE_OPTION, str(starts_file))
               .option(STOP_FILE_OPTION, str(stopper.file)).load()
@@ -202,7 +202,7 @@ def _prepare_destination(config: MirrorConfig, source, destination) -> None:
              offsets_topic(job), transactional_id(job, 0), transactional_id(job, tasks - 1))
 
 
-def _warm_up_executors(spark, runner: MicroBatchRunner, stopper: Stopper) -> threading.Thread:
+def _warm_up_executors(spark, runner: MicroBatchRunner) -> threading.Thread:
     """Start, in the background, the Python worker of each copy task, with the copy engine
     imported, and where copies run between micro-batches the resident copiers too. Spark reuses
     its Python workers (``spark.python.worker.reuse``), so the first micro-batch finds them
@@ -228,7 +228,6 @@ def _warm_up_executors(spark, runner: MicroBatchRunner, stopper: Stopper) -> thr
             missing = missing_on_executors(str(exc))
             if missing is not None:
                 runner.fail(missing)
-                stopper.request()
                 return
             log.warning("warming up the executors failed: %s", first_line(str(exc)))
             return

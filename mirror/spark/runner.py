@@ -120,8 +120,10 @@ class MicroBatchRunner:
         return self._outcome
 
     def fail(self, error: KMirrorError) -> None:
-        """End the run on ``error``, found outside a micro-batch (the executors' warm-up)."""
+        """End the run on ``error``, found outside a micro-batch (the executors' warm-up): the
+        outcome says it, and the stop is requested, so that the query ends before its next one."""
         self._outcome = RunOutcome(failure=error)
+        self.stop.request()
 
     def __call__(self, rows, batch_id: int) -> None:
         began = time.perf_counter()

@@ -44,9 +44,9 @@ def spark_session(config: MirrorConfig):
     from pyspark.sql import SparkSession
 
     settings = {"spark.app.name": "kmirror", **spark_settings(config)}
-    submitted = under_spark_submit()
-    if not submitted or "master" in config.streaming.model_fields_set:
-        settings["spark.master"] = with_task_retries(config.streaming.master)
+    master = _our_master(config)
+    if master is not None:
+        settings["spark.master"] = with_task_retries(master)
     else:
         log.info("under spark-submit: the master is spark-submit's")
     if not context_running():
@@ -57,7 +57,7 @@ def spark_session(config: MirrorConfig):
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("WARN" if log.isEnabledFor(logging.DEBUG) else "FATAL")
-    if submitted:
+    if under_spark_submit():
         forward_jvm_signals(spark.sparkContext)
     return spark
 
@@ -115,9 +115,16 @@ def _shipping(config: MirrorConfig) -> bool:
     its ``--master`` is the master unless the configuration names one."""
     if config.streaming.ship_environment is None:
         return False
+    master = _our_master(config)
+    return master is None or not config.streaming.spark_conf.get("spark.master", master).startswith("local")
+
+
+def _our_master(config: MirrorConfig) -> str | None:
+    """The master kmirror sets: the configuration's, unless spark-submit started this process
+    and the configuration names none (then spark-submit's ``--master`` is it: None)."""
     if under_spark_submit() and "master" not in config.streaming.model_fields_set:
-        return True
-    return not config.streaming.spark_conf.get("spark.master", config.streaming.master).startswith("local")
+        return None
+    return config.streaming.master
 
 
 LOCAL_TASK_ATTEMPTS = 4

@@ -24,7 +24,6 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, Producer
-from confluent_kafka import TopicPartition as CTP
 from confluent_kafka.admin import AdminClient, NewTopic
 from librdkafka_reader import read_to_end, read_values
 from live_source import wait_until

@@ -1,0 +1,193 @@
+"""The rows ``kmirror verify`` compares: one small row per record of a partition range, never the
+record itself, so a Spark shuffle of both sides of a mirror moves hashes, not data.
+
+A record's **identity** is a 128-bit BLAKE2b of what a consumer sees of it: key, value, headers
+and CreateTime (under LogAppendTime the broker stamps the time, so it is left out), each
+length-prefixed so that a null and an empty field differ and no two fields run together. Its
+**near** hash covers only the key and the time: a destination record whose identity the source
+lacks but whose near hash an unmatched source record shares is that record, altered. Its **key
+hash** groups a key's records for the order check. The offset says where it was; for a by-key
+pair, the partition Kafka's murmur2 gives its key says where it should be.
+
+Each row also names the **sync entry** it lies in (:mod:`.verify_plan`): the job's record of
+which source span went to which destination span. A reader notes the entries whose span lost
+offsets from the log since the copy (retention moved the log start, or compaction removed
+records): records missing from such a span are "no longer there", not lost by the mirror.
+A Kafka log's offsets run without a hole except where records were cleaned away; aborted
+records and transaction markers keep their offsets, so they are no hole.
+
+The reader here is kmirror's own (its client and kcodecs): tests/engine/test_verify_rows.py
+proves it against librdkafka's reading of the same ranges, record for record.
+"""
+
+from __future__ import annotations
+
+import bisect
+import hashlib
+import itertools
+import struct
+from dataclasses import dataclass, field
+from typing import Iterator, Sequence
+
+from kcodecs import Batch, TimestampType, iter_batches
+
+from ..kafka import KafkaClient, OffsetOutOfRangeError, TopicPartition
+from ..kafka.client import READ_COMMITTED
+from ..routing.murmur2 import partition_for_key
+from ..routing.transactions import ReadCommitted
+
+__all__ = ["RecordRow", "Spans", "RangeReader", "identity", "near", "key_hash", "NO_ENTRY"]
+
+_FETCH_BYTES = 4 * 1024 * 1024
+_LENGTH = struct.Struct(">q")
+_NULL = _LENGTH.pack(-1)
+NO_ENTRY = -1
+"""The entry of a row no sync entry covers."""
+
+
+@dataclass(frozen=True, slots=True)
+class RecordRow:
+    identity: bytes
+    near: bytes
+    key_hash: bytes | None
+    partition: int
+    offset: int
+    entry: int
+    """The sync entry whose span holds the offset (:class:`Spans`), or :data:`NO_ENTRY`."""
+    key_partition: int | None = None
+    """``murmur2(key) % partitions`` for a keyed record when asked (by-key pairs); else None."""
+
+
+def _field(digest, data: bytes | None) -> None:
+    digest.update(_NULL if data is None else _LENGTH.pack(len(data)) + bytes(data))
+
+
+def identity(key: bytes | None, value: bytes | None, headers: Sequence[tuple[str, bytes | None]],
+             timestamp: int | None) -> bytes:
+    """What a consumer sees of a record, as 16 bytes (``timestamp`` None: LogAppendTime)."""
+    digest = hashlib.blake2b(digest_size=16)
+    _field(digest, key)
+    _field(digest, value)
+    digest.update(_LENGTH.pack(len(headers)))
+    for name, header_value in headers:
+        _field(digest, name.encode())
+        _field(digest, header_value)
+    digest.update(_NULL if timestamp is None else _LENGTH.pack(timestamp))
+    return digest.digest()
+
+
+def near(key: bytes | None, timestamp: int | None) -> bytes:
+    """Key and time only, as 8 bytes: what an altered copy of a record still shares with it."""
+    digest = hashlib.blake2b(digest_size=8, person=b"near")
+    _field(digest, key)
+    digest.update(_NULL if timestamp is None else _LENGTH.pack(timestamp))
+    return digest.digest()
+
+
+def key_hash(key: bytes | None) -> bytes | None:
+    return None if key is None else hashlib.blake2b(bytes(key), digest_size=8, person=b"key").digest()
+
+
+@dataclass(frozen=True)
+class Spans:
+    """A partition's sync entries as offset spans ``[low, high)``, sorted by ``low``, with ids."""
+
+    lows: tuple[int, ...] = ()
+    highs: tuple[int, ...] = ()
+    ids: tuple[int, ...] = ()
+    reach: tuple[int, ...] = ()
+    """``reach[i]``: the highest ``high`` of spans ``0..i``, which ends a backward search."""
+
+    @classmethod
+    def of(cls, spans: Sequence[tuple[int, int, int]]) -> "Spans":
+        """From ``(low, high, id)`` triples in any order."""
+        ordered = sorted(spans)
+        highs = tuple(s[1] for s in ordered)
+        return cls(tuple(s[0] for s in ordered), highs, tuple(s[2] for s in ordered),
+                   tuple(itertools.accumulate(highs, max)))
+
+    def entry_at(self, offset: int) -> int:
+        """The entry holding ``offset``: of those that do (merged bound entries may overlap),
+        the one starting last; :data:`NO_ENTRY` if none."""
+        index = bisect.bisect_right(self.lows, offset) - 1
+        while index >= 0 and self.reach[index] > offset:
+            if offset < self.highs[index]:
+                return self.ids[index]
+            index -= 1
+        return NO_ENTRY
+
+    def overlapping(self, low: int, high: int) -> set[int]:
+        """The entries whose span meets ``[low, high)``."""
+        first = bisect.bisect_right(self.reach, low)  # spans before it all end at or before low
+        stop = bisect.bisect_left(self.lows, high)
+        return {self.ids[i] for i in range(first, stop) if self.highs[i] > low}
+
+
+@dataclass
+class RangeReader:
+    """The committed data records of ``tp`` in ``[start, end)`` as rows, as a read_committed
+    consumer reads them (aborted transactions and markers left out), each tagged with its sync
+    entry in ``spans``; with ``key_partitions``, each keyed record's murmur2 partition too.
+    After :meth:`rows`, :attr:`cleaned` holds the entries whose spans lost offsets."""
+
+    client: KafkaClient
+    tp: TopicPartition
+    start: int
+    end: int
+    spans: Spans = field(default_factory=Spans)
+    key_partitions: int | None = None
+    cleaned: set[int] = field(default_factory=set)
+    _expected: int = 0
+
+    def rows(self) -> Iterator[RecordRow]:
+        self._expected = position = self.start
+        while position < self.end:
+            try:
+                fetched = self.client.fetch(self.tp, position, max_bytes=_FETCH_BYTES, isolation_level=READ_COMMITTED)
+            except OffsetOutOfRangeError as exc:
+                if exc.log_start_offset <= position:
+                    raise
+                position = exc.log_start_offset  # retention or compaction moved the log start past it
+                continue
+            read_committed = ReadCommitted(fetched.aborted_transactions or ())
+            moved = False
+            for batch in iter_batches(fetched.records):
+                if batch.next_offset <= position:
+                    continue
+                moved = True
+                yield from self._batch_rows(batch, read_committed.is_aborted(batch))
+                position = batch.next_offset
+            if not moved:
+                break  # nothing past the position: the range ends at the partition's end
+        self._present(min(position, self.end))
+
+    def _batch_rows(self, batch: Batch, aborted: bool) -> Iterator[RecordRow]:
+        if batch.is_control:
+            self._present(batch.base_offset)
+            self._expected = batch.next_offset
+            return
+        appended = batch.timestamp_type is TimestampType.LOG_APPEND_TIME
+        for record in batch.records():
+            if record.offset < self.start:
+                continue
+            if record.offset >= self.end:
+                break
+            self._present(record.offset)
+            self._expected = record.offset + 1
+            if aborted:
+                continue
+            timestamp = None if appended else record.timestamp
+            placed = (partition_for_key(record.key, self.key_partitions)
+                      if self.key_partitions is not None and record.key is not None else None)
+            yield RecordRow(identity(record.key, record.value, record.headers, timestamp),
+                            near(record.key, timestamp), key_hash(record.key), self.tp.partition, record.offset,
+                            self.spans.entry_at(record.offset), placed)
+        # A cleaned batch keeps its offsets: the next one starts after its last.
+        self._present(min(batch.next_offset, self.end))
+        self._expected = max(self._expected, min(batch.next_offset, self.end))
+
+    def _present(self, offset: int) -> None:
+        """``offset`` is in the log: the offsets between the last one seen and it are not."""
+        low = max(self._expected, self.start)
+        if offset > low:
+            self.cleaned |= self.spans.overlapping(low, offset)

@@ -13,7 +13,7 @@ from ..routing.policy import DEFAULT_COALESCE_BELOW_BYTES, DEFAULT_COALESCE_TARG
 from .base import Strict, cli, compiles
 from .clusters import TOPIC_CHARS
 
-__all__ = ["Sync", "Routing", "Streaming", "Delivery", "Limits", "RetryConfig", "Takeover", "DEFAULT_CONFIG_EXCLUDE",
+__all__ = ["time_ms", "Sync", "Routing", "Streaming", "Delivery", "Limits", "RetryConfig", "Takeover", "DEFAULT_CONFIG_EXCLUDE",
            "FETCH_MAX_BYTES", "ONCE_MAX_OUTAGE_S"]
 
 DEFAULT_CONFIG_EXCLUDE = (
@@ -123,6 +123,17 @@ class Routing(Strict):
                                     "default)")
 
 
+def time_ms(text: str) -> int:
+    """A time given as milliseconds since the epoch or in ISO 8601 (UTC unless it says), in ms.
+    Raises ValueError for anything else."""
+    if text.strip().isdigit():
+        return int(text)
+    moment = datetime.fromisoformat(text.strip())
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=timezone.utc)
+    return int(moment.timestamp() * 1000)
+
+
 class Streaming(Strict):
     """How Spark Structured Streaming drives the copy: where it starts, when micro-batches run,
     how many tasks copy, and the Spark settings."""
@@ -164,16 +175,11 @@ class Streaming(Strict):
     def _starting_time(cls, value: Any) -> Any:
         if not isinstance(value, str) or value in ("earliest", "latest"):
             return value
-        if value.strip().isdigit():
-            return int(value)
         try:
-            moment = datetime.fromisoformat(value.strip())
+            return time_ms(value)
         except ValueError:
             raise ValueError(f"expected earliest, latest, an ISO-8601 time or milliseconds since the epoch, "
                              f"got {value!r}") from None
-        if moment.tzinfo is None:
-            moment = moment.replace(tzinfo=timezone.utc)
-        return int(moment.timestamp() * 1000)
 
     @field_validator("starting_offsets")
     @classmethod

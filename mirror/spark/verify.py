@@ -15,7 +15,9 @@ The comparison:
    records on their source partition modulo the destination's count; ``preserve``: the source
    partition) and for order: along each destination partition, the records of one key from one
    source partition (keyless: of one source partition) keep their source order.
-3. A destination record left over whose identity is at the source is **duplicated**.
+3. A destination record left over whose identity the source has past the verified range was
+   copied after the syncs were read (a live job), and is not a finding. One whose identity
+   is in the range is **duplicated**.
 4. The others are paired by near hash (key and time) with the source records left over: such a
    pair is one record, **altered**. A source record still left over is **missing**, unless the
    destination has cleaned offsets from its span since the copy (**cleaned at the
@@ -26,13 +28,16 @@ The comparison:
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Iterator
+
+from kcodecs import KMirrorError
 
 from ..config import ClusterConfig, RetryConfig
 from ..engine.verify_plan import PairPlan
 
-__all__ = ["Finding", "PairReport", "compare_pair", "FAILURES", "KINDS"]
+__all__ = ["Finding", "PairReport", "VerifyTaskError", "compare_pair", "FAILURES", "KINDS"]
 
 KINDS = {
     "missing": "at the source, not at the destination",
@@ -47,8 +52,30 @@ KINDS = {
 FAILURES = frozenset({"missing", "duplicated", "altered", "misplaced", "reordered"})
 
 _SOURCE, _DESTINATION = 0, 1
-_RECORD, _CLEANED = 0, 1
+_RECORD, _CLEANED, _LATER = 0, 1, 2
 _ARROW_ROWS = 65536
+_ROWS_PER_SHUFFLE_PARTITION = 1_000_000
+
+
+class VerifyTaskError(KMirrorError):
+    """A verify task failed on an executor; ``kind`` is the class name of the error it raised
+    there (e.g. ``ClusterUnreachableError``), so the command's exit code can depend on it."""
+
+    def __init__(self, kind: str, message: str):
+        super().__init__(f"{kind}: {message}")
+        self.kind = kind
+
+
+_RAISED = re.compile(r"^(?:[A-Za-z_][\w.]*\.)?(\w+(?:Error|Exception)): (.+)$", re.M)
+
+
+def _task_error(exc: Exception) -> VerifyTaskError:
+    """The error an executor's Python raised, from Spark's report of it (its traceback's last line)."""
+    text = str(exc).split("\n\tat ")[0]
+    raised = [m for m in _RAISED.finditer(text) if m.group(1) not in ("PythonException", "Py4JJavaError")]
+    if raised:
+        return VerifyTaskError(raised[-1].group(1), raised[-1].group(2).strip())
+    return VerifyTaskError(type(exc).__name__, text.strip().splitlines()[0] if text.strip() else repr(exc))
 
 
 @dataclass(frozen=True)
@@ -119,11 +146,12 @@ def _read_tasks(reading, batches) -> Iterator:
                     plan.destinations[index], config.destination, plan.destination_topic, plan.destination_spans,
                     plan.destination_partitions if plan.by_key else None)
             with client_for(cluster, config.retry) as client:
-                reader = RangeReader(client, TopicPartition(topic, r.partition), r.start, r.end,
+                reader = RangeReader(client, TopicPartition(topic, r.partition), r.start, r.read_to,
                                      spans.get(r.partition, Spans()), key_partitions)
                 columns: list[list] = [[] for _ in range(9)]
                 for row in reader.rows():
-                    for column, value in zip(columns, (side, _RECORD, row.identity, row.near, row.key_hash,
+                    kind = _RECORD if row.offset < r.end else _LATER
+                    for column, value in zip(columns, (side, kind, row.identity, row.near, row.key_hash,
                                                        row.partition, row.offset, row.entry, row.key_partition)):
                         column.append(value)
                     if len(columns[0]) >= _ARROW_ROWS:
@@ -146,6 +174,10 @@ def compare_pair(spark, plan: PairPlan, source: ClusterConfig, destination: Clus
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
+    # Spark's 200 shuffle partitions make a small pair's many stages slow; a large one gets one
+    # per _ROWS_PER_SHUFFLE_PARTITION rows, so each sort stays small (and spills if not).
+    spark.conf.set("spark.sql.shuffle.partitions",
+                   str(max(spark.sparkContext.defaultParallelism, -(-2 * plan.records // _ROWS_PER_SHUFFLE_PARTITION))))
     reading = spark.sparkContext.broadcast(_Reading(plan, source, destination, retry))
     tasks = [(_SOURCE, i) for i in range(len(plan.sources))] + [(_DESTINATION, i) for i in range(len(plan.destinations))]
     if not tasks:
@@ -155,6 +187,10 @@ def compare_pair(spark, plan: PairPlan, source: ClusterConfig, destination: Clus
             .persist(StorageLevel.MEMORY_AND_DISK))
     try:
         return _compare(plan, rows, F, Window)
+    except KMirrorError:
+        raise
+    except Exception as exc:  # Spark's report of an executor's error (PythonException, Py4JJavaError)
+        raise _task_error(exc) from exc
     finally:
         rows.unpersist()
         reading.unpersist()
@@ -191,8 +227,10 @@ def _compare(plan: PairPlan, rows, F, Window) -> PairReport:
 
     source_left = joined.where(F.col("d_offset").isNull()).select(
         "identity", F.col("s_near").alias("near"), "s_partition", "s_offset", F.col("s_entry").alias("entry"))
+    copied_since = rows.where(F.col("kind") == _LATER).select("identity")
     destination_left = joined.where(F.col("s_offset").isNull()).select(
-        "identity", F.col("d_near").alias("near"), "d_partition", "d_offset", F.col("d_entry").alias("entry"))
+        "identity", F.col("d_near").alias("near"), "d_partition", "d_offset", F.col("d_entry").alias("entry")
+    ).join(copied_since, "identity", "left_anti")
     at_source = source.select("identity").distinct()
     found.append(_per_partition(destination_left.join(at_source, "identity", "left_semi"), "duplicated", "d_", F))
     unknown = destination_left.join(at_source, "identity", "left_anti")

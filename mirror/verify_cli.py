@@ -1,0 +1,155 @@
+"""``kmirror verify``: prove, on Spark, that the destination holds exactly what the job copied.
+
+For every topic pair of the job, it reads the source ranges the job has committed as copied
+and the destination ranges its offset syncs say they went to, and compares them record by
+record (key, value, headers, CreateTime): nothing missing, duplicated or altered, each record
+on the partition the pair's partitioning gives it, each key's records in their source order.
+It reads up to the job's last commit, so it runs beside a live job. It takes every option of
+``kmirror run`` (those not listed below are accepted and ignored): the job's --config and flags
+name the clusters, the job and its topics, and --master the Spark cluster it runs on.
+
+What it covers: the ranges the job's offset syncs still describe (kmirror-offset-syncs.NAME
+keeps a week), or those written since --from-time.
+
+Findings, per partition, with a count and the first offset:
+  missing      at the source, not at the destination
+  duplicated   at the destination more often than at the source
+  altered      at the destination with a key, value, header or time its source record lacks
+  misplaced    on another destination partition than the pair's partitioning gives it
+  reordered    before a record of the same key (and source partition) that preceded it there
+  gone         no longer at the source (retention or compaction since the copy): not a failure
+  cleaned      no longer at the destination (its retention or compaction): not a failure
+
+Exit codes: 0 no failure; 1 a failure found (under at-least-once, duplicates alone are
+reported and are not one: that mode's promise allows them); 2 invalid configuration, a
+cluster unreachable or credentials refused, or no state of the job on the destination.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from dataclasses import asdict
+from typing import TYPE_CHECKING
+
+from kcodecs import KMirrorError
+
+from . import options
+from .columns import columns
+from .exits import EXIT_FAILED, EXIT_UNUSABLE, exit_code
+
+if TYPE_CHECKING:
+    from .config import MirrorConfig
+    from .spark.verify import PairReport
+
+__all__ = ["add_arguments", "run", "verify_mirror", "failures"]
+
+log = logging.getLogger("kmirror")
+
+_SHOWN = frozenset({"clusters.source", "clusters.destination", "clusters.topics", "clusters.exclude",
+                    "clusters.rename", "clusters.replication_policy", "clusters.source_alias",
+                    "clusters.destination_alias", "streaming.checkpoint", "streaming.master", "streaming.spark_conf",
+                    "streaming.ship_environment", "delivery.name", "delivery.mode", "limits.retry"})
+"""The ``kmirror run`` settings this command uses; the others are accepted, ignored and not listed."""
+_HELP = {
+    "streaming.checkpoint": "the job's Spark checkpoint directory, which names the job when --name is not given",
+    "delivery.name": "the job's --name: its state is kmirror-offsets.NAME (or kmirror-offset-syncs.NAME) on the "
+                     "destination",
+    "delivery.mode": "the job's delivery mode: under at-least-once, duplicates are reported but are no failure",
+}
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from .config.sections import time_ms
+
+    def moment(text: str) -> int:
+        try:
+            return time_ms(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected an ISO-8601 time or milliseconds since the epoch, "
+                                             f"got {text!r}") from None
+
+    options.add_arguments(parser, shown=_SHOWN, help=_HELP)
+    parser.add_argument("--from-time", type=moment, metavar="TIME",
+                        help="verify only what the job copied at or after TIME (ISO 8601, UTC unless it says; or ms "
+                        "since the epoch): recent data, in a fraction of the time")
+    parser.add_argument("--json", action="store_true", help="print JSON instead of the tables")
+
+
+def run(args: argparse.Namespace) -> int:
+    from .engine.status import NoSuchJobError
+    from .kafka import AuthenticationError, ClusterUnreachableError
+
+    config = options.config_from_args(args)
+    if config is None:
+        return EXIT_UNUSABLE
+    try:
+        reports = verify_mirror(config, from_ms=args.from_time)
+    except KMirrorError as exc:
+        return exit_code(exc, (NoSuchJobError, ClusterUnreachableError, AuthenticationError), "verify failed")
+    if args.json:
+        json.dump([{**asdict(report), "findings": [asdict(f) for f in report.findings]} for report in reports],
+                  sys.stdout, indent=2)
+        print()
+    else:
+        print(report_text(reports))
+    failed = failures(reports, config)
+    if failed:
+        log.error("verify: %d records fail (%s)", sum(f.count for f in failed),
+                  ", ".join(sorted({f.kind for f in failed})))
+        return EXIT_FAILED
+    if not reports:
+        log.warning("verify: the job has committed no copy its offset syncs describe%s: nothing to verify",
+                    " since --from-time" if args.from_time is not None else "")
+    return 0
+
+
+def verify_mirror(config: MirrorConfig, *, from_ms: int | None = None) -> list[PairReport]:
+    """Each topic pair's report (pairs whose partitioning the job has not chosen yet are not
+    copied yet, and left out)."""
+    from .engine import client_for
+    from .engine.verify_plan import plan_mirror
+    from .spark.session import spark_session
+    from .spark.verify import compare_pair
+
+    with client_for(config.clusters.source, config.limits.retry) as source, \
+            client_for(config.clusters.destination, config.limits.retry) as destination:
+        plans = [plan for plan in plan_mirror(config, source, destination, from_ms=from_ms) if plan.sources]
+    if not plans:
+        return []
+    log.info("verify: %d topic pairs, %d source offsets, on Spark", len(plans), sum(p.records for p in plans))
+    spark = spark_session(config)
+    reports = []
+    for plan in plans:
+        reports.append(compare_pair(spark, plan, config.clusters.source, config.clusters.destination,
+                                    config.limits.retry))
+        log.info("verify: %s -> %s: %d records, %s", plan.source_topic, plan.destination_topic,
+                 reports[-1].source_records, "exact" if not reports[-1].failures else "FAILED")
+    return reports
+
+
+def failures(reports: list[PairReport], config: MirrorConfig):
+    """The findings that fail the mirror: duplicates do not under at-least-once."""
+    allowed = {"duplicated"} if config.delivery.mode == "at-least-once" else set()
+    return [f for report in reports for f in report.failures if f.kind not in allowed]
+
+
+def report_text(reports: list[PairReport]) -> str:
+    from .spark.verify import KINDS
+
+    pairs = [("PAIR", "SOURCE-RECORDS", "DESTINATION-RECORDS", "VERDICT")]
+    for report in reports:
+        verdict = ("exact" if not report.findings else
+                   ", ".join(f"{kind} {sum(f.count for f in report.findings if f.kind == kind)}"
+                             for kind in KINDS if any(f.kind == kind for f in report.findings)))
+        pairs.append((f"{report.source_topic} -> {report.destination_topic}", str(report.source_records),
+                      str(report.destination_records), verdict))
+    text = columns(pairs)
+    found = [f for report in reports for f in report.findings]
+    if found:
+        rows = [("KIND", "PARTITION", "RECORDS", "FIRST-OFFSET", "MEANING")]
+        rows += [(f.kind, f"{f.topic}-{f.partition}", str(f.count), str(f.first_offset), KINDS[f.kind]) for f in found]
+        text += "\n\n" + columns(rows)
+    return text

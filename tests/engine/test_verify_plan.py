@@ -1,0 +1,41 @@
+"""What ``kmirror verify`` reads, from a job's syncs and commits (no broker needed): the ranges
+each side covers, and the sync entry each offset falls in, worked out by hand here."""
+
+from __future__ import annotations
+
+from mirror.engine.offset_syncs import SyncEntry
+from mirror.engine.verify_plan import Range, plan_pair
+from mirror.engine.verify_rows import NO_ENTRY, Spans
+from mirror.kafka import TopicPartition
+
+
+def _entry(source: int, first: int, last: int, destination: int, base: int, end: int, topic: str = "t") -> SyncEntry:
+    return SyncEntry(TopicPartition(topic, source), first, last, TopicPartition("m." + topic, destination), base, end,
+                     False)
+
+
+def test_a_source_range_ends_at_what_both_the_commits_and_the_syncs_cover():
+    entries = [
+        _entry(0, 0, 9, 0, 0, 10), _entry(0, 10, 19, 1, 5, 15),  # source 0 split over two partitions
+        _entry(1, 4, 7, 0, 10, 14),                              # source 1, from offset 4 (older syncs gone)
+        _entry(1, 8, 30, 0, 14, 37),                             # past source 1's commit: left out
+        _entry(2, 0, 5, 1, 0, 5, topic="other"),                 # another pair
+    ]
+    plan = plan_pair("t", "m.t", by_key=True, destination_partitions=2, entries=entries,
+                     committed={0: 25, 1: 8}, tails={0: 40, 1: 31})
+    # Source 0 committed 25 but its syncs say where only 0..19 went; source 1 committed 8.
+    assert plan.sources == (Range(0, 0, 20, 40), Range(1, 4, 8, 31))
+    assert plan.destinations == (Range(0, 0, 14), Range(1, 5, 15))
+    assert plan.records == 24
+    assert [plan.source_spans[0].entry_at(o) for o in (0, 9, 10, 19, 20)] == [0, 0, 1, 1, NO_ENTRY]
+    assert [plan.destination_spans[0].entry_at(o) for o in (0, 9, 10, 13, 14)] == [0, 0, 2, 2, NO_ENTRY]
+    assert plan.sources[0].read_to == 40 and plan.destinations[0].read_to == 14
+
+
+def test_overlapping_spans_name_the_latest_start_and_any_they_meet():
+    spans = Spans.of([(0, 100, 7), (10, 20, 8), (30, 40, 9)])  # a merged bound entry reaching over two
+    assert [spans.entry_at(o) for o in (5, 15, 25, 35, 99, 100)] == [7, 8, 7, 9, 7, NO_ENTRY]
+    assert spans.overlapping(20, 30) == {7}
+    assert spans.overlapping(15, 35) == {7, 8, 9}
+    assert spans.overlapping(100, 200) == set()
+    assert Spans().entry_at(3) == NO_ENTRY and Spans().overlapping(0, 10) == set()

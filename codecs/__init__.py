@@ -35,7 +35,7 @@ from ._rewrite import (
     set_wrapper_offset,
     stamp_v2,
 )
-from ._v2 import NO_KEYS_MASK, NO_PARTITION_LEADER_EPOCH, V2Batch, V2Header, check_v2
+from ._v2 import NO_KEYS_MASK, NO_PARTITION_LEADER_EPOCH, V2Batch, V2Header, check_v2, record_content
 from ._v2 import empty_v2 as empty_batch
 from ._v2 import retain_v2 as retain_records
 from ._varint import MAX_UVARINT_BYTES, read_uvarint, write_uvarint
@@ -44,6 +44,7 @@ __all__ = [
     "Batch",
     "V2Batch",
     "V2Header",
+    "record_content",
     "LegacyBatch",
     "iter_batches",
     "iter_v2",

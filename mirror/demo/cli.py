@@ -12,11 +12,12 @@ Steps:
   3. a consumer group reads a third of nokeys.kmirror at the source and commits;
   4. run the Spark mirror once, as `kmirror run --topics '.*' --once --groups ...` would
      (Trigger.AvailableNow), translating the group's offsets;
-  5. read both clusters with kafka-python and check every topic: each record present exactly
-     once with equal key, value and headers; per-key order; keyed records on Kafka's
-     murmur2 partition; passed-through batches byte-identical; timestamps kept (CreateTime)
-     or stamped by the destination broker (LogAppendTime); the routing classes taken; and the
-     group, resumed at the destination, reads exactly what it had not consumed;
+  5. check every topic: the records with `kmirror verify` on the same Spark (each present
+     exactly once with equal key, value, headers and CreateTime; per-key order; keyed
+     records on Kafka's murmur2 partition), then, reading both clusters with kafka-python,
+     passed-through batches byte-identical, LogAppendTime stamped by the destination broker,
+     the routing classes taken, and the group, resumed at the destination, reading exactly
+     what it had not consumed;
   6. print the routing summary, throughput and every check.
 
 Exit codes: 0 every check passed, 1 a check failed or the mirror failed, 2 the demo could not
@@ -33,7 +34,7 @@ import time
 from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from kcodecs import KMirrorError
 
@@ -43,7 +44,11 @@ from ..progress import MicroBatchReport, RunTotals
 from ..routing import RouteCounters
 from .fill import DEMO_TOPICS, DemoError, Say, create_destination_topics, fill_source
 from .groups import DEMO_GROUP, GROUP_TOPIC, consume_part, resume
-from .verify import Check, Verification, read_batches, read_records, verify_group_resume, verify_routes, verify_topic
+from .verify import (Check, Verification, read_batches, read_records, record_checks, verify_group_resume, verify_routes,
+                     verify_topic)
+
+if TYPE_CHECKING:
+    from ..config import MirrorConfig
 
 __all__ = ["add_arguments", "run", "Demo", "MirrorRun", "DEFAULT_RECORDS", "EXIT_FAILED", "EXIT_UNUSABLE"]
 
@@ -143,6 +148,8 @@ class Demo:
         self._unmirrored: dict[str, int] = defaultdict(int)
         self._first_start_ms: int | None = None
         self._group_consumed: dict[int, int] | None = None
+        self.config: MirrorConfig | None = None
+        """The job's configuration, once :meth:`mirror` ran: ``kmirror verify`` reads its state."""
 
     def __enter__(self) -> "Demo":
         self.workdir.mkdir(parents=True, exist_ok=True)
@@ -180,7 +187,7 @@ class Demo:
         from ..config import load_config
         from ..spark.job import run_mirror
 
-        config = load_config(None, {
+        config = self.config = load_config(None, {
             "source.bootstrap": self.source.bootstrap, "destination.bootstrap": self.destination.bootstrap,
             "topics": ".*", "rename": "{topic}", "partitioning": "by-key", "once": True, "groups": DEMO_GROUP,
             "checkpoint": str(self.workdir / "checkpoint"), "master": self.master,
@@ -201,12 +208,17 @@ class Demo:
         return MirrorRun(totals, dict(by_topic), started_ms, expected)
 
     def verify(self, run: MirrorRun) -> Verification:
-        """Read both clusters with kafka-python and check every topic (see :mod:`mirror.demo.verify`)."""
-        self.say("verifying: reading both clusters with kafka-python")
+        """``kmirror verify`` for the records, then what the demo shows beyond them, read with
+        kafka-python (see :mod:`mirror.demo.verify`)."""
+        from ..verify_cli import verify_mirror
+
+        self.say("verifying the records with kmirror verify (Spark)")
+        assert self.config is not None, "verify after mirror"
+        checks: list[Check] = record_checks(verify_mirror(self.config))
+        self.say("verifying timestamps, batches, routes and the group: reading both clusters with kafka-python")
         names = [topic.name for topic in DEMO_TOPICS]
         source = read_records(self.source.bootstrap, names)
         destination = read_records(self.destination.bootstrap, names)
-        checks: list[Check] = []
         for topic in DEMO_TOPICS:
             ours, theirs = source[topic.name], destination[topic.name]
             source_batches = destination_batches = None

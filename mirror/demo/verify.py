@@ -1,39 +1,37 @@
 """Compare a mirrored destination with its source, check by check, reporting every failure.
 
-Records are read with kafka-python's ``KafkaConsumer``, a client independent of kmirror's
-own reader, so a bug in kcodecs cannot hide itself. Only the byte-identity check of
-passed-through batches reads raw batches with kmirror's :func:`kcodecs.iter_batches`: no
-consumer API exposes batch bytes. The comparisons themselves are pure functions over
-:class:`TopicData`, tested without brokers (``tests/demo``).
+The records themselves are ``kmirror verify``'s to check (:mod:`mirror.spark.verify`, one
+verifier for the demo and for users): each source record at the destination exactly once, with
+its key, value, headers and CreateTime, on the partition the pair's partitioning gives it, in
+its source order per key. :func:`record_checks` turns its reports into the demo's checks.
 
-What "mirrored correctly" means, per topic:
+What this module adds, for what the demo shows beyond the records:
 
-* **records**: the multiset of (key, value, headers) is the source's: nothing lost, nothing
-  duplicated, nothing made up;
-* **placement**: a keyed record sits on ``murmur2(key) & 0x7fffffff % N`` (kafka-python's
-  murmur2, Kafka's ``DefaultPartitioner``), an unkeyed one on its source partition mod N;
-* **order**: each key's records, and each source partition's unkeyed records, keep their
-  source order (Kafka orders per partition, so the key's order within each source partition);
-* **timestamps**: CreateTime records keep their source timestamps; on a LogAppendTime source
-  the destination is LogAppendTime too, stamped by its broker after the mirror started;
+* **timestamps** of LogAppendTime topics (``kmirror verify`` leaves a broker's stamp out of a
+  record's identity): the destination is LogAppendTime too, stamped by its broker after the
+  mirror started;
 * **batches** (passed-through topics): each destination batch is a source batch byte for byte
   from the attributes to the max timestamp and from the record count on (bytes 21-42 and 61+
   of the v2 header, ``DefaultRecordBatch``); only base offset, length, leader epoch, CRC,
   producer state (id, epoch, sequence, the transactional bit) and a source cleaner's delete
   horizon bit may be rewritten, in the same order per source partition;
-* **routes**: the run's routing classes for the topic are the ones its data should take.
+* **routes**: the run's routing classes for the topic are the ones its data should take;
+* **group offsets**: a group resumed at the destination reads what it had not consumed.
+
+Records are read with kafka-python's ``KafkaConsumer``, a client independent of kmirror's own
+reader. Only the byte-identity check reads raw batches with kmirror's
+:func:`kcodecs.iter_batches`: no consumer API exposes batch bytes.
 """
 
 from __future__ import annotations
 
 import time
-from collections import Counter, defaultdict
+from collections import Counter
 from dataclasses import dataclass, field
-from typing import Callable, Hashable, Iterable, Mapping, Sequence, TypeVar
+from typing import TYPE_CHECKING, Hashable, Iterable, Mapping, Sequence, TypeVar
 
 from kafka import KafkaConsumer
 from kafka import TopicPartition as KafkaTopicPartition
-from kafka.partitioner.default import murmur2 as kafka_python_murmur2
 
 from kcodecs import KMirrorError, iter_batches
 
@@ -41,6 +39,9 @@ from ..kafka import KafkaClient, TopicPartition
 from ..kafka.client import READ_COMMITTED
 from ..routing import RouteClass, RouteCounters
 from ..routing.transactions import ReadCommitted
+
+if TYPE_CHECKING:
+    from ..spark.verify import PairReport
 
 __all__ = [
     "Rec",
@@ -52,6 +53,7 @@ __all__ = [
     "read_records",
     "read_batches",
     "verify_topic",
+    "record_checks",
     "verify_routes",
     "LOG_APPEND_TIME",
 ]
@@ -68,7 +70,6 @@ _DELETE_HORIZON_BIT = 0x40
 _KEPT_FROM = 57
 
 Headers = tuple[tuple[str, "bytes | None"], ...]
-Content = tuple["bytes | None", "bytes | None", Headers]
 T = TypeVar("T", bound=Hashable)
 
 
@@ -87,10 +88,6 @@ class Rec:
     headers: Headers = ()
     timestamp: int = -1
     timestamp_type: int = 0
-
-    @property
-    def content(self) -> Content:
-        return (self.key, self.value, self.headers)
 
     def show(self) -> str:
         return f"key={_short(self.key)} value={_short(self.value)} (partition {self.partition} offset {self.offset})"
@@ -207,12 +204,26 @@ def read_batches(bootstrap: str, topic: str, partitions: int) -> dict[int, list[
 # ---- checking --------------------------------------------------------------------------------
 
 
+def record_checks(reports: Sequence[PairReport]) -> list[Check]:
+    """A check per topic pair from ``kmirror verify``'s reports: every finding is a problem
+    (the demo's mirror is exactly-once, and nothing is cleaned while it runs)."""
+    from ..spark.verify import KINDS
+
+    return [Check(report.source_topic, "records",
+                  f"{report.destination_records} of {report.source_records} source records at the destination once, "
+                  f"unaltered, placed and in order (kmirror verify)",
+                  tuple(f"{f.count} {f.kind} ({KINDS[f.kind]}), the first at {f.topic}-{f.partition} offset "
+                        f"{f.first_offset}" for f in report.findings))
+            for report in reports]
+
+
 def verify_topic(topic: str, source: TopicData, destination: TopicData, *, mirror_started_ms: int,
                  source_batches: Mapping[int, Sequence[bytes]] | None = None,
                  destination_batches: Mapping[int, Sequence[bytes]] | None = None) -> list[Check]:
-    """Every record-level check of one topic; the batch check too when both batch maps are given."""
-    checks = [_records(topic, source, destination), _placement(topic, source, destination),
-              _order(topic, source, destination), _timestamps(topic, source, destination, mirror_started_ms)]
+    """The checks of one topic beyond its records (see the module's docstring): LogAppendTime
+    stamping, for such a topic; the batch check when both batch maps are given."""
+    checks = [_log_append_time(topic, source, destination, mirror_started_ms)] if any(
+        r.timestamp_type == LOG_APPEND_TIME for r in source.records) else []
     if source_batches is not None and destination_batches is not None:
         checks.append(_batches(topic, source_batches, destination_batches, destination.partitions))
     return checks
@@ -231,102 +242,13 @@ def verify_routes(topic: str, counters: RouteCounters, expected: RouteExpectatio
     return Check(topic, "routes", shown, tuple(problems))
 
 
-def _records(topic: str, source: TopicData, destination: TopicData) -> Check:
-    want = Counter(r.content for r in source.records)
-    have = Counter(r.content for r in destination.records)
-    first_at = _first_by_content(source.records)
-    problems: list[str] = []
-    missing = want - have
-    extra = have - want
-    duplicated = {c: n for c, n in extra.items() if c in want}
-    unknown = {c: n for c, n in extra.items() if c not in want}
-    dest_at = _first_by_content(destination.records)
-    if missing:
-        problems.append(_examples(f"{sum(missing.values())} source records missing",
-                                  [f"source {first_at[c].show()}" for c in missing]))
-    if duplicated:
-        problems.append(_examples(f"{sum(duplicated.values())} extra copies of source records",
-                                  [f"{n + want[c]} copies of source {first_at[c].show()}" for c, n in duplicated.items()]))
-    if unknown:
-        problems.append(_examples(f"{sum(unknown.values())} records not in the source",
-                                  [f"destination {dest_at[c].show()}" for c in unknown]))
-    return Check(topic, "records", f"{len(destination.records)} of {len(source.records)} present exactly once"
-                 if not problems else f"{len(destination.records)} records at the destination, {len(source.records)} at the source",
-                 tuple(problems))
-
-
-def _placement(topic: str, source: TopicData, destination: TopicData) -> Check:
-    n = destination.partitions
-    homes = _homes(source, n)
-    wrong = [f"{r.show()} belongs on partition {' or '.join(map(str, sorted(homes(r))))}"
-             for r in destination.records if not _placed_right(r, homes)]
-    keyed = sum(r.key is not None for r in destination.records)
-    parts = []
-    if keyed:
-        parts.append(f"{keyed} keyed records on murmur2(key) % {n}")
-    if len(destination.records) > keyed:
-        parts.append(f"{len(destination.records) - keyed} unkeyed records on source partition % {n}")
-    return Check(topic, "placement", " and ".join(parts) or "no records",
-                 (_examples(f"{len(wrong)} records on the wrong partition", wrong),) if wrong else ())
-
-
-def _order(topic: str, source: TopicData, destination: TopicData) -> Check:
-    """Per key and source partition (unkeyed: per source partition), the destination keeps the
-    source order. Compared on the records both sides hold on the right partition (the records
-    and placement checks report the rest), first copies only, and only for records whose
-    content is unique at the source."""
-    unique = {c for c, n in Counter(r.content for r in source.records).items() if n == 1}
-    group_of: dict[Content, tuple[bytes | None, int]] = {}
-    wanted: dict[tuple[bytes | None, int], list[Content]] = defaultdict(list)
-    for r in source.records:  # (partition, offset) order
-        if r.content in unique:
-            group_of[r.content] = (r.key, r.partition)
-            wanted[(r.key, r.partition)].append(r.content)
-    homes = _homes(source, destination.partitions)
-    got: dict[tuple[bytes | None, int], list[Content]] = defaultdict(list)
-    for r in destination.records:
-        if r.content in group_of and _placed_right(r, homes):
-            got[group_of[r.content]].append(r.content)
-    problems = []
-    for group, want in wanted.items():
-        have = _first_copies(got.get(group, []))
-        present = set(have)
-        want = [c for c in want if c in present]
-        if have != want:
-            at = next(i for i, (a, b) in enumerate(zip(want, have)) if a != b)
-            key, partition = group
-            who = f"key {_short(key)} from source partition {partition}" if key is not None else f"unkeyed records of source partition {partition}"
-            problems.append(f"{who}: destination order differs from the source at position {at}: "
-                            f"expected value {_short(want[at][1])}, found {_short(have[at][1])}")
-    keys = len({key for key, _ in wanted if key is not None})
-    unkeyed = len({partition for key, partition in wanted if key is None})
-    parts = []
-    if keys:
-        parts.append(f"{keys} keys")
-    if unkeyed:
-        parts.append(f"the unkeyed records of {unkeyed} source partitions")
-    return Check(topic, "order", "source order kept for " + (" and ".join(parts) or "no records"),
-                 (_examples(f"{len(problems)} sequences reordered", problems),) if problems else ())
-
-
-def _timestamps(topic: str, source: TopicData, destination: TopicData, mirror_started_ms: int) -> Check:
-    appended = any(r.timestamp_type == LOG_APPEND_TIME for r in source.records)
-    if appended:
-        early = [f"{r.show()}: timestamp {r.timestamp} < mirror start {mirror_started_ms}" if r.timestamp_type == LOG_APPEND_TIME
-                 else f"{r.show()}: CreateTime, expected LogAppendTime" for r in destination.records
-                 if r.timestamp_type != LOG_APPEND_TIME or r.timestamp < mirror_started_ms]
-        summary = "LogAppendTime, stamped by the destination broker after the mirror started"
-        return Check(topic, "timestamps", summary,
-                     (_examples(f"{len(early)} records not stamped by the destination", early),) if early else ())
-    by_content = defaultdict(set)
-    for r in source.records:
-        by_content[r.content].add(r.timestamp)
-    changed = [f"{r.show()}: {'LogAppendTime' if r.timestamp_type == LOG_APPEND_TIME else f'timestamp {r.timestamp}'}, "
-               f"source {' or '.join(map(str, sorted(by_content[r.content])))}"
-               for r in destination.records if r.content in by_content
-               and (r.timestamp_type == LOG_APPEND_TIME or r.timestamp not in by_content[r.content])]
-    return Check(topic, "timestamps", "CreateTime, source timestamps kept",
-                 (_examples(f"{len(changed)} records with changed timestamps", changed),) if changed else ())
+def _log_append_time(topic: str, source: TopicData, destination: TopicData, mirror_started_ms: int) -> Check:
+    early = [f"{r.show()}: timestamp {r.timestamp} < mirror start {mirror_started_ms}" if r.timestamp_type == LOG_APPEND_TIME
+             else f"{r.show()}: CreateTime, expected LogAppendTime" for r in destination.records
+             if r.timestamp_type != LOG_APPEND_TIME or r.timestamp < mirror_started_ms]
+    summary = "LogAppendTime, stamped by the destination broker after the mirror started"
+    return Check(topic, "timestamps", summary,
+                 (_examples(f"{len(early)} records not stamped by the destination", early),) if early else ())
 
 
 def _batches(topic: str, source: Mapping[int, Sequence[bytes]], destination: Mapping[int, Sequence[bytes]],
@@ -382,31 +304,6 @@ def verify_group_resume(topic: str, group: str, source: TopicData, consumed: Map
 # ---- helpers ---------------------------------------------------------------------------------
 
 
-def _homes(source: TopicData, partitions: int) -> Callable[[Rec], set[int]]:
-    """Where a destination record belongs: keyed, Kafka's ``DefaultPartitioner`` (kafka-python's
-    murmur2); unkeyed, the partition mod N of any source partition holding the same record."""
-    unkeyed: dict[Content, set[int]] = defaultdict(set)
-    for r in source.records:
-        if r.key is None:
-            unkeyed[r.content].add(r.partition % partitions)
-    keyed: dict[bytes, set[int]] = {}  # kafka-python's murmur2 is pure Python: once per key
-
-    def homes(r: Rec) -> set[int]:
-        if r.key is None:
-            return unkeyed.get(r.content, set())
-        if r.key not in keyed:
-            keyed[r.key] = {(kafka_python_murmur2(r.key) & 0x7FFFFFFF) % partitions}
-        return keyed[r.key]
-
-    return homes
-
-
-def _placed_right(r: Rec, homes: Callable[[Rec], set[int]]) -> bool:
-    """An unkeyed record that is not in the source has no home; the records check reports it."""
-    where = homes(r)
-    return r.partition in where or (r.key is None and not where)
-
-
 def _kept(batch: bytes) -> bytes:
     """The bytes a pass-through must not change (see the module docstring); the transactional
     attribute bit is producer state, which an exactly-once mirror sets, and the delete horizon
@@ -431,13 +328,6 @@ def _positions(items: Sequence[T], wanted: Counter) -> list[int]:
 
 def _first_copies(items: Iterable[T]) -> list[T]:
     return list(dict.fromkeys(items))
-
-
-def _first_by_content(records: Iterable[Rec]) -> dict[Content, Rec]:
-    out: dict[Content, Rec] = {}
-    for r in records:
-        out.setdefault(r.content, r)
-    return out
 
 
 def _examples(headline: str, items: Sequence[str]) -> str:

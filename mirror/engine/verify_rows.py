@@ -29,17 +29,18 @@ import struct
 from dataclasses import dataclass, field
 from typing import Iterator, Sequence
 
-from kcodecs import Batch, TimestampType, iter_batches
+from kcodecs import Batch, TimestampType, V2Batch, iter_batches, record_content
 
 from ..kafka import KafkaClient, OffsetOutOfRangeError, TopicPartition
 from ..kafka.client import READ_COMMITTED
 from ..routing.murmur2 import partition_for_key
 from ..routing.transactions import ReadCommitted
 
-__all__ = ["RecordRow", "Spans", "RangeReader", "identity", "near", "key_hash", "NO_ENTRY"]
+__all__ = ["RecordRow", "Spans", "RangeReader", "identity", "content_identity", "near", "key_hash", "NO_ENTRY"]
 
 _FETCH_BYTES = 4 * 1024 * 1024
 _LENGTH = struct.Struct(">q")
+_INT64 = _LENGTH
 _NULL = _LENGTH.pack(-1)
 NO_ENTRY = -1
 """The entry of a row no sync entry covers."""
@@ -48,8 +49,8 @@ NO_ENTRY = -1
 @dataclass(frozen=True, slots=True)
 class RecordRow:
     identity: bytes
-    near: bytes
-    key_hash: bytes | None
+    near: int
+    key_hash: int | None
     partition: int
     offset: int
     entry: int
@@ -58,34 +59,30 @@ class RecordRow:
     """``murmur2(key) % partitions`` for a keyed record when asked (by-key pairs); else None."""
 
 
-def _field(digest, data: bytes | None) -> None:
-    digest.update(_NULL if data is None else _LENGTH.pack(len(data)) + bytes(data))
+def content_identity(encoded: bytes | memoryview, timestamp: int | None) -> bytes:
+    digest = hashlib.blake2b(encoded, digest_size=16)
+    digest.update(_NULL if timestamp is None else _LENGTH.pack(timestamp))
+    return digest.digest()
 
 
 def identity(key: bytes | None, value: bytes | None, headers: Sequence[tuple[str, bytes | None]],
              timestamp: int | None) -> bytes:
     """What a consumer sees of a record, as 16 bytes (``timestamp`` None: LogAppendTime)."""
-    digest = hashlib.blake2b(digest_size=16)
-    _field(digest, key)
-    _field(digest, value)
-    digest.update(_LENGTH.pack(len(headers)))
-    for name, header_value in headers:
-        _field(digest, name.encode())
-        _field(digest, header_value)
+    return content_identity(record_content(key, value, headers), timestamp)
+
+
+def near(key: bytes | None, timestamp: int | None) -> int:
+    """Key and time only, as a signed 64-bit int: what an altered copy of a record still shares
+    with it. (Ints, not bytes: Spark groups and aggregates them in fixed-width rows.)"""
+    digest = hashlib.blake2b(_NULL if key is None else _LENGTH.pack(len(key)) + bytes(key), digest_size=8,
+                             person=b"near")
     digest.update(_NULL if timestamp is None else _LENGTH.pack(timestamp))
-    return digest.digest()
+    return _INT64.unpack(digest.digest())[0]
 
 
-def near(key: bytes | None, timestamp: int | None) -> bytes:
-    """Key and time only, as 8 bytes: what an altered copy of a record still shares with it."""
-    digest = hashlib.blake2b(digest_size=8, person=b"near")
-    _field(digest, key)
-    digest.update(_NULL if timestamp is None else _LENGTH.pack(timestamp))
-    return digest.digest()
-
-
-def key_hash(key: bytes | None) -> bytes | None:
-    return None if key is None else hashlib.blake2b(bytes(key), digest_size=8, person=b"key").digest()
+def key_hash(key: bytes | None) -> int | None:
+    """A key as a signed 64-bit int, None for no key."""
+    return None if key is None else _INT64.unpack(hashlib.blake2b(bytes(key), digest_size=8, person=b"key").digest())[0]
 
 
 @dataclass(frozen=True)
@@ -121,6 +118,14 @@ class Spans:
         first = bisect.bisect_right(self.reach, low)  # spans before it all end at or before low
         stop = bisect.bisect_left(self.lows, high)
         return {self.ids[i] for i in range(first, stop) if self.highs[i] > low}
+
+
+def _contents(batch: Batch) -> Iterator[tuple[int, int, bytes | None, bytes | memoryview]]:
+    """``(offset, timestamp, key, content)`` per record: v2 batches hand out their bytes as
+    they are; older formats' records are decoded and encoded as v2 would."""
+    if isinstance(batch, V2Batch):
+        return batch.record_contents()
+    return ((r.offset, r.timestamp, r.key, record_content(r.key, r.value, r.headers)) for r in batch.records())
 
 
 @dataclass
@@ -167,21 +172,21 @@ class RangeReader:
             self._expected = batch.next_offset
             return
         appended = batch.timestamp_type is TimestampType.LOG_APPEND_TIME
-        for record in batch.records():
-            if record.offset < self.start:
+        for offset, timestamp, key, encoded in _contents(batch):
+            if offset < self.start:
                 continue
-            if record.offset >= self.end:
+            if offset >= self.end:
                 break
-            self._present(record.offset)
-            self._expected = record.offset + 1
+            self._present(offset)
+            self._expected = offset + 1
             if aborted:
                 continue
-            timestamp = None if appended else record.timestamp
-            placed = (partition_for_key(record.key, self.key_partitions)
-                      if self.key_partitions is not None and record.key is not None else None)
-            yield RecordRow(identity(record.key, record.value, record.headers, timestamp),
-                            near(record.key, timestamp), key_hash(record.key), self.tp.partition, record.offset,
-                            self.spans.entry_at(record.offset), placed)
+            if appended:
+                timestamp = None
+            placed = (partition_for_key(key, self.key_partitions)
+                      if self.key_partitions is not None and key is not None else None)
+            yield RecordRow(content_identity(encoded, timestamp), near(key, timestamp), key_hash(key),
+                            self.tp.partition, offset, self.spans.entry_at(offset), placed)
         # A cleaned batch keeps its offsets: the next one starts after its last.
         self._present(min(batch.next_offset, self.end))
         self._expected = max(self._expected, min(batch.next_offset, self.end))

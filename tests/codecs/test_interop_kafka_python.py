@@ -99,6 +99,21 @@ def test_keys_alone_match_the_keys_they_read(magic_codec):
     assert ours == [record[2] for record in their_records(data)]
 
 
+@pytest.mark.parametrize("codec", ["none", "lz4", "zstd"])
+def test_record_contents_are_the_bytes_they_wrote_for_key_value_and_headers(codec):
+    """kafka-python encodes the records; the contents kcodecs slices out of them are what
+    :func:`kcodecs.record_content` makes of the fields kafka-python reads back."""
+    builder = MemoryRecordsBuilder(2, CODEC_ID[codec], batch_size=1 << 20, offset=0)
+    for r in sample_records(2):
+        builder.append(r.timestamp, r.key, r.value, list(r.headers))
+    builder.close()
+    data = builder.buffer()
+    ours = [(offset, timestamp, key, bytes(content))
+            for batch in kcodecs.iter_batches(data) for offset, timestamp, key, content in batch.record_contents()]
+    assert ours == [(offset, timestamp, key, kcodecs.record_content(key, value, headers))
+                    for offset, timestamp, key, value, headers in their_records(data)]
+
+
 def test_uncompressed_legacy_sets_are_one_batch_per_message():
     records = sample_records(1, count=5)
     data = kcodecs.build_batch(records, magic=1, compression="none", base_offset=10)

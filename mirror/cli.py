@@ -48,6 +48,8 @@ _COMMANDS: dict[tuple[str, ...], _Command | str] = {
                                   "header-only vs full decoding, in-place LogAppendTime vs recompression"),
     ("bench", "broker"): _Command("mirror.bench.broker_bench", "produce and fetch throughput of the embedded broker"),
     ("bench", "mirror"): _Command("mirror.bench.mirror_bench", "pass-through vs recompress vs naive mirrors, side by side"),
+    ("bench", "status"): _Command("mirror.bench.status_bench",
+                                  "how long kmirror status takes for a mirror of 2,000 partitions"),
     ("bench", "verify"): _Command("mirror.bench.verify_bench",
                                   "kmirror verify's time and driver memory on a mirrored topic and on half of it"),
     ("bench", "latency"): _Command("mirror.bench.latency_bench",

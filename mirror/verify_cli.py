@@ -31,6 +31,7 @@ import argparse
 import json
 import logging
 import sys
+import time
 from dataclasses import asdict
 from typing import TYPE_CHECKING
 
@@ -120,14 +121,29 @@ def verify_mirror(config: MirrorConfig, *, from_ms: int | None = None) -> list[P
     if not plans:
         return []
     log.info("verify: %d topic pairs, %d source offsets, on Spark", len(plans), sum(p.records for p in plans))
-    spark = spark_session(config)
+    started = time.monotonic()
+    spark = spark_session(_compiling(config))
+    log.info("verify: Spark started in %.1f s", time.monotonic() - started)
     reports = []
     for plan in plans:
+        started = time.monotonic()
         reports.append(compare_pair(spark, plan, config.clusters.source, config.clusters.destination,
                                     config.limits.retry))
-        log.info("verify: %s -> %s: %d records, %s", plan.source_topic, plan.destination_topic,
-                 reports[-1].source_records, "exact" if not reports[-1].failures else "FAILED")
+        log.info("verify: %s -> %s: %d records in %.1f s, %s", plan.source_topic, plan.destination_topic,
+                 reports[-1].source_records, time.monotonic() - started,
+                 "exact" if not reports[-1].failures else "FAILED")
     return reports
+
+
+def _compiling(config: MirrorConfig) -> MirrorConfig:
+    """``config`` with the JVMs' optimising compiler (C2) back, unless its ``spark_conf`` says
+    otherwise. kmirror's Spark JVMs compile with C1 only (:data:`~.spark.session.JVM_OPTIONS`),
+    since no record passes through them in a mirror; verify's shuffles and aggregations run in
+    them, and ran markedly slower so (docs/performance.md, "kmirror verify")."""
+    options = "-XX:+TieredCompilation"  # the JVM's default, said so that kmirror's C1-only setting is replaced
+    conf = {"spark.driver.extraJavaOptions": options, "spark.executor.extraJavaOptions": options}
+    streaming = config.streaming.model_copy(update={"spark_conf": conf | config.streaming.spark_conf})
+    return config.model_copy(update={"streaming": streaming})
 
 
 def failures(reports: list[PairReport], config: MirrorConfig):

@@ -173,3 +173,24 @@ def test_every_alert_rule_uses_kmirrors_metrics_and_is_explained_in_operations_d
         for name in re.findall(r"kmirror_\w+", rule["expr"]):
             assert name in exported, f"{rule['alert']}: {name} is not a metric kmirror exports"
         assert rule["annotations"]["summary"]
+
+
+def test_the_monitoring_component_scrapes_the_drivers_metrics_port_as_the_rules_job(k8s):
+    """deploy/k8s/monitoring: a kustomize Component (optional) whose PodMonitor selects the
+    driver's pod by its labels, scrapes the container port the driver serves --metrics-port on,
+    and names the scrape job "kmirror", the job the alert rules select."""
+    component_dir = K8S / "monitoring"
+    component = yaml.safe_load((component_dir / "kustomization.yaml").read_text())
+    assert component["kind"] == "Component" and "monitoring" not in k8s["Kustomization"].get("components", [])
+    (monitor,) = [yaml.safe_load((component_dir / name).read_text()) for name in component["resources"]]
+    assert monitor["kind"] == "PodMonitor"
+    template = k8s["Deployment"]["spec"]["template"]
+    labels = template["metadata"]["labels"]
+    assert monitor["spec"]["selector"]["matchLabels"].items() <= labels.items()
+    assert labels[monitor["spec"]["jobLabel"]] == "kmirror"
+    container, config = _driver(k8s)
+    ports = {port["name"]: port["containerPort"] for port in container["ports"]}
+    (endpoint,) = monitor["spec"]["podMetricsEndpoints"]
+    assert ports[endpoint["port"]] == config.streaming.metrics_port and endpoint["path"] == "/metrics"
+    rules = (DEPLOY / "prometheus" / "kmirror-rules.yml").read_text()
+    assert 'job="kmirror"' in rules

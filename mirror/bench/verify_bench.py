@@ -14,6 +14,7 @@ read from /proc while it runs.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import subprocess
 import sys
@@ -22,6 +23,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Iterator
 
 from kcodecs import Compression
 
@@ -42,6 +44,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         "the smaller is half of it")
     parser.add_argument("--cores", type=int, default=os.cpu_count() or 2, help="Spark's local[N] (default: all)")
     parser.add_argument("--quick", action="store_true", help="64 MB and 32 MB: a check that it runs, not a figure")
+    parser.add_argument("--cluster", choices=("embedded", "kafka"), default="embedded",
+                        help="'embedded': kmirror's brokers in subprocesses (default); 'kafka': real Apache Kafka "
+                        "(KRaft, one node per cluster, the newest pinned version), whose fetches cost the machine "
+                        "less than the embedded broker's")
 
 
 @dataclass(frozen=True)
@@ -55,26 +61,47 @@ class VerifyRun:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..broker.embedded import BrokerProcess
-
     total = (64 if args.quick else args.total_mb) * MiB
     print(f"verify bench: 1 KiB keyed records in lz4 batches of about 16 KiB (Java's batch.size), {_PARTITIONS} "
-          f"partitions, embedded brokers; kmirror verify on local[{args.cores}]", flush=True)
+          f"partitions, {_cluster_name(args.cluster)}; kmirror verify on local[{args.cores}]", flush=True)
     runs = []
     with tempfile.TemporaryDirectory(prefix="kmirror-bench-verify-") as tmp:
         for size in (total // 2, total):
-            src, dst = BrokerProcess(Path(tmp) / f"src{size}").start(), BrokerProcess(Path(tmp) / f"dst{size}").start()
-            try:
-                records = _mirrored(src.bootstrap, dst.bootstrap, size, Path(tmp) / f"ck{size}")
-                runs.append(_verify(src.bootstrap, dst.bootstrap, size / MiB, records, args.cores))
-            finally:
-                src.terminate()
-                dst.terminate()
+            with _clusters(args.cluster, Path(tmp) / str(size)) as (source, destination):
+                records = _mirrored(source, destination, size, Path(tmp) / f"ck{size}")
+                runs.append(_verify(source, destination, size / MiB, records, args.cores))
             _print(runs[-1], args.cores)
     small, large = runs
     print(f"  doubling the topic: time x{large.seconds / small.seconds:.2f}, driver Python peak "
           f"x{large.python_peak_mb / small.python_peak_mb:.2f}, driver JVM peak x{large.jvm_peak_mb / small.jvm_peak_mb:.2f}")
     return 0 if all(r.exit_code == 0 for r in runs) else 1
+
+
+def _cluster_name(kind: str) -> str:
+    if kind == "embedded":
+        return "embedded brokers"
+    from ..realkafka import KAFKA_4
+
+    return f"Apache Kafka {KAFKA_4.version} (KRaft)"
+
+
+@contextlib.contextmanager
+def _clusters(kind: str, work: Path) -> Iterator[tuple[str, str]]:
+    """A source and a destination: embedded brokers in subprocesses, or real Kafka."""
+    if kind == "kafka":
+        from ..realkafka import KafkaCluster
+
+        with KafkaCluster(work / "source") as src, KafkaCluster(work / "destination") as dst:
+            yield src.bootstrap, dst.bootstrap
+        return
+    from ..broker.embedded import BrokerProcess
+
+    src, dst = BrokerProcess(work / "source").start(), BrokerProcess(work / "destination").start()
+    try:
+        yield src.bootstrap, dst.bootstrap
+    finally:
+        src.terminate()
+        dst.terminate()
 
 
 def _mirrored(source: str, destination: str, size: int, checkpoint: Path) -> int:
@@ -105,6 +132,9 @@ def _verify(source: str, destination: str, megabytes: float, records: int, cores
     peaks.join()
     if process.returncode != 0:
         print(out, err, sep="\n", file=sys.stderr)
+    for line in err.splitlines():
+        if " verify: " in line:
+            print("    " + line.split("verify: ", 1)[1], flush=True)
     return VerifyRun(megabytes, records, seconds, peaks.python_kb / 1024, peaks.jvm_kb / 1024, process.returncode)
 
 

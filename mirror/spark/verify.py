@@ -31,7 +31,9 @@ The comparison:
 from __future__ import annotations
 
 import itertools
+import logging
 import re
+import time
 from dataclasses import dataclass
 from typing import Iterator
 
@@ -53,6 +55,8 @@ KINDS = {
 }
 """Each kind of finding and what it means, as the report explains it."""
 FAILURES = frozenset({"missing", "duplicated", "altered", "misplaced", "reordered"})
+
+log = logging.getLogger(__name__)
 
 _SOURCE, _DESTINATION = 0, 1
 _RECORD, _CLEANED, _LATER = 0, 1, 2
@@ -204,6 +208,10 @@ def compare_pair(spark, plan: PairPlan, source: ClusterConfig, destination: Clus
             .mapInArrow(lambda batches: _read_tasks(reading, batches), ROWS_SCHEMA)
             .persist(StorageLevel.MEMORY_AND_DISK))
     try:
+        started = time.monotonic()
+        read = rows.count()  # the reading, cached: its own phase, for the log
+        log.info("verify: %s -> %s: read %d rows of both sides in %.1f s; comparing", plan.source_topic,
+                 plan.destination_topic, read, time.monotonic() - started)
         return _compare(plan, rows, F, Window)
     except KMirrorError:
         raise

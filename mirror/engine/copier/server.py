@@ -183,9 +183,25 @@ class _Server:
         self.waiters = []
 
     def _answer_all(self, report: Report) -> None:
+        """``report`` to every task that asked, and to those whose lease is not read yet
+        (connected, or still in the listener's backlog): none must see the copier vanish
+        (:class:`~.leasing.CopierLostError`, an error of its own) when it stopped on an outage
+        that all of them are to wait out."""
+        self.path.unlink(missing_ok=True)  # a task run again starts a new copier
         for waiter in self.waiters:
             _answer(waiter.conn, report)
         self.waiters = []
+        self.listener.setblocking(False)
+        with contextlib.suppress(OSError):  # BlockingIOError: the backlog is empty
+            while True:
+                self.clients.append(self.listener.accept()[0])
+        for sock in self.clients:
+            sock.settimeout(1.0)
+            try:
+                receive(sock, Lease, Release)
+            except (EOFError, OSError, MessageError):
+                continue  # closed below, as before
+            _answer(sock, report)
 
     def _close(self) -> None:
         for sock in self.clients:

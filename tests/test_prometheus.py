@@ -1,0 +1,210 @@
+"""The alert rules and the Grafana dashboard's queries under Prometheus's own engine, promtool
+(issue 52), built from its Go module by ``./dev promtool`` once per machine.
+
+- ``promtool check rules`` passes on deploy/prometheus/kmirror-rules.yml;
+- ``promtool test rules`` passes tests/prometheus/kmirror-rules-test.yml, which has a unit test
+  for every alert of the file;
+- a live ``kmirror run`` (embedded brokers, a writer, then its destination broker stopped) is
+  scraped once a second: ``promtool check metrics`` passes on a scrape, and every dashboard
+  query, evaluated by promtool over the recorded series, returns the series a user expects
+  (one per topic, per partition, one in all, or none), before and during the outage, and
+  ``KmirrorOutage`` fires from the job's own error counters during it. The recording (a scrape
+  a second) is replayed at 10 s per scrape, so that the minutes the rules and panels look back
+  over hold several scrapes while the job's outage retries (every 13 to 25 s) still fall
+  within the rule's 5-minute window, as they do at any real scrape interval.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+RULES = ROOT / "deploy" / "prometheus" / "kmirror-rules.yml"
+RULE_TESTS = ROOT / "tests" / "prometheus" / "kmirror-rules-test.yml"
+DASHBOARD = ROOT / "deploy" / "grafana" / "kmirror.json"
+OUTAGE_KINDS = {"ClusterUnreachableError", "ConnectionFailedError"}
+"""The error kinds an outage is counted as (docs/metrics.md)."""
+
+
+@pytest.fixture(scope="session")
+def promtool() -> Path:
+    """The pinned promtool, built by ``./dev promtool`` on first use; without Go, a skip (a
+    failure under CI=true)."""
+    if shutil.which("go") is None and not os.environ.get("KMIRROR_PROMTOOL"):
+        if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
+            pytest.fail("promtool needs Go to build it, and CI=true", pytrace=False)
+        pytest.skip("promtool needs Go to build it")
+    built = subprocess.run([str(ROOT / "dev"), "promtool", "--version"], capture_output=True, text=True, timeout=3600)
+    assert built.returncode == 0, built.stderr[-3000:]
+    cache = Path(os.environ.get("KMIRROR_CACHE_DIR") or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+                 / "kmirror")
+    (found,) = cache.glob("promtool-*/promtool")
+    return found
+
+
+def _promtool(promtool: Path, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([str(promtool), *args], input=stdin, capture_output=True, text=True, timeout=300)
+
+
+def test_the_rules_pass_promtools_check(promtool):
+    checked = _promtool(promtool, "check", "rules", str(RULES))
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    assert "SUCCESS: 6 rules found" in checked.stdout
+
+
+def test_every_alert_has_a_unit_test_and_they_pass(promtool):
+    alerts = {rule["alert"] for group in yaml.safe_load(RULES.read_text())["groups"] for rule in group["rules"]}
+    tests = yaml.safe_load(RULE_TESTS.read_text())["tests"]
+    firing = {case["alertname"] for test in tests for case in test.get("alert_rule_test", ()) if case["exp_alerts"]}
+    assert firing == alerts
+    ran = _promtool(promtool, "test", "rules", str(RULE_TESTS))
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+
+
+# ---- a live job's scrapes ---------------------------------------------------------------------
+
+SCRAPE_INTERVAL = "10s"
+"""The time each recorded scrape stands for when promtool replays them."""
+NORMAL, OUTAGE = 25, 100
+"""Scrapes recorded while both clusters run, then while the destination is down (16.7 replayed
+minutes: the first outage error is counted some seconds in, and the alert wants ten minutes)."""
+
+
+def _expected_panels(outage_kind: str | None) -> dict[str, list[dict[str, str]]]:
+    """Each dashboard panel's series as a user expects them for one topic ``events`` of two
+    partitions: per topic, per partition, one in all, or none."""
+    topic = [{"topic": "events"}]
+    return {
+        "Records/s per topic": topic, "MB/s": [{}], "Lag per topic": topic,
+        "Laggiest partitions": [{"topic": "events", "partition": "0"}, {"topic": "events", "partition": "1"}],
+        "Replication latency p50": [{}], "Replication latency p99": [{}], "Record age": topic,
+        "Errors/min by kind": [], "Outage retries/min": [{"kind": outage_kind}] if outage_kind else [],
+        "Micro-batches/min": [{}], "Micro-batch duration p95": [{}], "Since the last micro-batch": [{}],
+    }
+
+
+def _scrape(port: int) -> str:
+    return urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
+
+
+def _samples(text: str) -> dict[str, float]:
+    """``{'name{labels}': value}`` of one scrape, in promtool's series notation."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    out = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            labels = ", ".join(f'{k}="{v}"' for k, v in sorted(sample.labels.items()))
+            out[f"{sample.name}{{{labels}}}"] = sample.value
+    return out
+
+
+def _record(port: int, count: int) -> list[dict[str, float]]:
+    scrapes = []
+    for _ in range(count):
+        scrapes.append(_samples(_scrape(port)))
+        time.sleep(1)
+    return scrapes
+
+
+def _series(scrapes: list[dict[str, float]]) -> list[dict[str, str]]:
+    names = sorted({name for scrape in scrapes for name in scrape})
+    return [{"series": name, "values": " ".join(repr(float(s[name])) if name in s else "_" for s in scrapes)}
+            for name in names]
+
+
+@pytest.mark.slow
+def test_the_dashboard_and_the_outage_alert_over_a_live_jobs_scrapes(promtool, tmp_path):
+    from live_source import Writer, wait_until
+
+    from mirror.broker.embedded import BrokerProcess
+    from mirror.kafka import KafkaClient, NewTopic
+
+    src, dst = BrokerProcess(tmp_path / "src").start(), BrokerProcess(tmp_path / "dst").start()
+    port = _free_port()
+    job = None
+    try:
+        with KafkaClient(src.bootstrap) as client:
+            client.create_topics([NewTopic("events", 2)])
+        with Writer(src.bootstrap, "events", 2, pause_s=0.1):
+            job = subprocess.Popen([sys.executable, "-m", "mirror.cli", "run", "--source", src.bootstrap,
+                                    "--destination", dst.bootstrap, "--topics", "events", "--name", "scraped",
+                                    "--checkpoint", str(tmp_path / "ck"), "--master", "local[2]",
+                                    "--trigger-interval", "1", "--metrics-port", str(port)],
+                                   stdout=subprocess.DEVNULL, stderr=(tmp_path / "job.log").open("w"))
+            wait_until(lambda: _answers(port) and _samples(_scrape(port)).get("kmirror_micro_batches_total{}", 0) >= 2,
+                       "two micro-batches", 240, poll_s=1)
+            raw = _scrape(port)
+            scrapes = _record(port, NORMAL)
+            dst.terminate()
+            scrapes += _record(port, OUTAGE)
+    finally:
+        if job is not None:
+            job.send_signal(signal.SIGTERM)
+            job.wait(120)
+        src.terminate()
+        dst.terminate()
+
+    checked = _promtool(promtool, "check", "metrics", stdin=raw)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+
+    outage_kinds = {name.split('kind="')[1].split('"')[0] for name in scrapes[-1]
+                    if name.startswith("kmirror_errors_total{") and scrapes[-1][name] > scrapes[NORMAL].get(name, 0)}
+    assert outage_kinds and outage_kinds <= OUTAGE_KINDS, (outage_kinds, (tmp_path / "job.log").read_text()[-5000:])
+    (outage_kind,) = outage_kinds  # one kind for a destination that is down
+    step = 10
+    normal_end, outage_end = f"{(NORMAL - 1) * step}s", f"{(NORMAL + OUTAGE - 1) * step}s"
+
+    board = json.loads(DASHBOARD.read_text())
+    queries = {panel["title"]: target["expr"] for panel in board["panels"] for target in panel.get("targets", ())}
+
+    def panels(at: str, kind: str | None) -> list[dict]:
+        expected = _expected_panels(kind)
+        assert set(expected) == set(queries)
+        # "!= bool -1" keeps every series the query returns, labels and all, as 1 (NaN too).
+        return [{"expr": f"({expr}) != bool -1", "eval_time": at,
+                 "exp_samples": [{"labels": "{" + ", ".join(f'{k}="{v}"' for k, v in labels.items()) + "}",
+                                  "value": 1} for labels in expected[title]]}
+                for title, expr in queries.items()]
+
+    test = {"rule_files": [str(RULES)], "evaluation_interval": SCRAPE_INTERVAL, "tests": [{
+        "interval": SCRAPE_INTERVAL, "input_series": _series(scrapes),
+        "promql_expr_test": panels(normal_end, None) + panels(outage_end, outage_kind),
+        "alert_rule_test": [
+            {"eval_time": normal_end, "alertname": "KmirrorOutage", "exp_alerts": []},
+            {"eval_time": outage_end, "alertname": "KmirrorOutage", "exp_alerts": [{
+                "exp_labels": {"severity": "warning"},
+                "exp_annotations": {"summary": "kmirror has been waiting out an unreachable cluster for over 10 minutes"},
+            }]},
+        ]}]}
+    path = tmp_path / "scraped-test.yml"
+    path.write_text(yaml.safe_dump(test, sort_keys=False))
+    ran = _promtool(promtool, "test", "rules", str(path))
+    assert ran.returncode == 0, ran.stdout[-6000:] + ran.stderr[-2000:]
+
+
+def _answers(port: int) -> bool:
+    try:
+        _scrape(port)
+        return True
+    except OSError:
+        return False
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]

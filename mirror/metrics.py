@@ -47,6 +47,8 @@ class MirrorMetrics:
                                        "completed (seconds since the epoch)", registry=self.registry)
         self._errors = Counter("kmirror_errors", "Errors the driver saw, by class name (outages included)", ["kind"],
                                registry=self.registry)
+        self._copiers = Gauge("kmirror_copiers", "Resident copiers the job started (copy tasks that stream between "
+                              "micro-batches); 0 where copies run only inside micro-batches", registry=self.registry)
         self._collected = _Collected()
         self.registry.register(self._collected)
         self._server = None
@@ -78,6 +80,10 @@ class MirrorMetrics:
     def error(self, kind: str) -> None:
         """An error the driver saw, by class name (e.g. ``ClusterUnreachableError``)."""
         self._errors.labels(kind).inc()
+
+    def copiers(self, started: int) -> None:
+        """The resident copiers the job started (once its executors are ready)."""
+        self._copiers.set(started)
 
     def serve(self, port: int, addr: str = "0.0.0.0") -> None:
         self._server, _ = start_http_server(port, addr, registry=self.registry)

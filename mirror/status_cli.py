@@ -13,7 +13,8 @@ One line per mirrored topic (with --partitions, one per partition too):
   PARTITIONING  preserve or by-key, as the job chose it for the pair; '-' if not yet
   DESTINATION   the destination topic, and whether kmirror created it or found it there
 
-With --metrics-url, a last line for the running job: whether it answers, its micro-batches,
+With --metrics-url, a last line for the running job: whether it answers, its resident
+copiers, its micro-batches,
 how long ago it completed the last one, and its errors by kind.
 
 Exit codes: 0 done; 1 with --max-lag, a partition further behind than that; 2 invalid
@@ -63,7 +64,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="exit 1 when any partition is more than N offsets behind (for cron and readiness probes)")
     parser.add_argument("--metrics-url", metavar="URL",
                         help="the running job's metrics (http://HOST:PORT/metrics, its --metrics-port): adds whether "
-                        "it answers, its micro-batches and when it last completed one, and its errors by kind")
+                        "it answers, its resident copiers, its micro-batches and when it last completed one, and its "
+                        "errors by kind")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -122,7 +124,7 @@ def as_json(topics: list[TopicStatus]) -> list[dict]:
 
 
 def running_job(url: str) -> dict:
-    """What the running job's metrics say: ``up`` (it answered), and if so its micro-batches,
+    """What the running job's metrics say: ``up`` (it answered), and if so its copiers, micro-batches,
     seconds since the last one completed, and errors by kind."""
     import time
     import urllib.request
@@ -137,7 +139,8 @@ def running_job(url: str) -> dict:
     samples = {(sample.name, tuple(sorted(sample.labels.items()))): sample.value
                for family in text_string_to_metric_families(text) for sample in family.samples}
     last = samples.get(("kmirror_last_micro_batch_timestamp_seconds", ()))
-    return {"up": True, "micro_batches": int(samples.get(("kmirror_micro_batches_total", ()), 0)),
+    return {"up": True, "copiers": int(samples.get(("kmirror_copiers", ()), 0)),
+            "micro_batches": int(samples.get(("kmirror_micro_batches_total", ()), 0)),
             "since_last_micro_batch_s": round(time.time() - last, 1) if last else None,  # 0: none yet
             "errors": {dict(labels)["kind"]: int(value) for (name, labels), value in samples.items()
                        if name == "kmirror_errors_total" and value}}
@@ -148,7 +151,7 @@ def _job_line(job: dict) -> str:
         return f"job: not answering ({job['error']})"
     since = job["since_last_micro_batch_s"]
     errors = ", ".join(f"{kind} {n}" for kind, n in sorted(job["errors"].items())) or "none"
-    return (f"job: up, {job['micro_batches']} micro-batches, the last "
+    return (f"job: up, {job['copiers']} copiers, {job['micro_batches']} micro-batches, the last "
             f"{'none yet' if since is None else f'{since:g} s ago'}; errors: {errors}")
 
 

@@ -156,6 +156,7 @@ def test_the_dashboard_and_the_outage_alert_over_a_live_jobs_scrapes(promtool, t
         src.terminate()
         dst.terminate()
 
+    assert _samples(raw)["kmirror_copiers{}"] == 2  # local[2]: two copy tasks, each a resident copier
     checked = _promtool(promtool, "check", "metrics", stdin=raw)
     assert checked.returncode == 0, checked.stdout + checked.stderr
 

@@ -221,6 +221,8 @@ def _warm_up_executors(spark, runner: MicroBatchRunner) -> threading.Thread:
         began = time.perf_counter()
         try:
             started = runner.start_copiers(spark.sparkContext)
+            if runner.metrics is not None:
+                runner.metrics.copiers(started)
             if not started:
                 slots = runner.config.streaming.copy_tasks
                 spark.sparkContext.parallelize(range(slots), slots).mapPartitions(_import_copy_engine).collect()

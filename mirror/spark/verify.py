@@ -163,9 +163,10 @@ def _read_tasks(reading, batches) -> Iterator:
                     yield _arrow_rows(side, r.end, chunk, schema)
                 if reader.cleaned:
                     cleaned = sorted(reader.cleaned)
-                    yield pa.RecordBatch.from_pydict({"side": [side] * len(cleaned), "kind": [_CLEANED] * len(cleaned),
-                                                      "partition": [r.partition] * len(cleaned), "entry": cleaned},
-                                                     schema=schema)
+                    n = len(cleaned)
+                    yield pa.RecordBatch.from_pydict({field.name: [None] * n for field in schema} | {
+                        "side": [side] * n, "kind": [_CLEANED] * n, "partition": [r.partition] * n, "entry": cleaned},
+                        schema=schema)
 
 
 def _arrow_rows(side: int, end: int, rows: list, schema):

@@ -117,12 +117,15 @@ def test_status_reads_a_running_jobs_endpoint():
     metrics.serve(port)
     try:
         url = f"http://127.0.0.1:{port}/metrics"
-        assert running_job(url) == {"up": True, "micro_batches": 0, "since_last_micro_batch_s": None, "errors": {}}
+        assert running_job(url) == {"up": True, "copiers": 0, "micro_batches": 0, "since_last_micro_batch_s": None,
+                                    "errors": {}}
+        metrics.copiers(3)
         metrics.observe(MicroBatchReport(0, 0.5, [], latency=_histogram()))
         metrics.error("ConnectionFailedError")
         job = running_job(url)
     finally:
         metrics.close()
-    assert job["up"] and job["micro_batches"] == 1 and job["errors"] == {"ConnectionFailedError": 1}
+    assert job["up"] and job["copiers"] == 3 and job["micro_batches"] == 1
+    assert job["errors"] == {"ConnectionFailedError": 1}
     assert 0 <= job["since_last_micro_batch_s"] < 60
     assert running_job(url)["up"] is False  # closed: not answering

@@ -286,30 +286,17 @@ class V2Batch(Batch):
         return check_v2(self.raw, self.position)
 
     def records(self, *, max_size: int = DEFAULT_MAX_DECOMPRESSED_SIZE) -> Iterator[Record]:
-        payload = self._payload(max_size)
-        append_time = self.max_timestamp if self.timestamp_type is TimestampType.LOG_APPEND_TIME else None
-        try:
-            yield from _decode_records(payload, self.record_count, self.base_offset, self.base_timestamp, append_time)
-        except CorruptBatchError as exc:
-            raise self._corrupt(exc.reason) from exc
+        return self._decoded(_decode_records, max_size, self.base_offset, self.base_timestamp, self._append_time)
 
     def keys(self, *, max_size: int = DEFAULT_MAX_DECOMPRESSED_SIZE) -> Iterator[bytes | None]:
         # Values and headers are skipped by their lengths, not copied: for an inspected batch
         # the keys are all routing reads, and copying values was most of the decoding time.
-        payload = self._payload(max_size)
-        try:
-            yield from _decode_keys(payload, self.record_count, None)
-        except CorruptBatchError as exc:
-            raise self._corrupt(exc.reason) from exc
+        return self._decoded(_decode_keys, max_size, None)
 
     def offsets_and_keys(self, *, max_size: int = DEFAULT_MAX_DECOMPRESSED_SIZE) -> Iterator[tuple[int, bytes | None]]:
         """``(offset, key)`` of each record, values skipped as in :meth:`keys`: what a log
         cleaner's offset map needs (a compacted batch's offsets have holes)."""
-        payload = self._payload(max_size)
-        try:
-            yield from _decode_keys(payload, self.record_count, self.base_offset)
-        except CorruptBatchError as exc:
-            raise self._corrupt(exc.reason) from exc
+        return self._decoded(_decode_keys, max_size, self.base_offset)
 
     def record_contents(self, *, max_size: int = DEFAULT_MAX_DECOMPRESSED_SIZE
                         ) -> Iterator[tuple[int, int, bytes | None, memoryview]]:
@@ -318,10 +305,19 @@ class V2Batch(Batch):
         which every copy of the record shares whatever batch holds it. For comparing records
         by hash without decoding their values and headers: only each record's framing and key
         are checked (as :meth:`keys` does), the rest is taken as bytes."""
+        return self._decoded(_record_contents, max_size, self.base_offset, self.base_timestamp, self._append_time)
+
+    @property
+    def _append_time(self) -> int | None:
+        """The time every record takes under LogAppendTime (the batch's max timestamp), else None."""
+        return self.max_timestamp if self.timestamp_type is TimestampType.LOG_APPEND_TIME else None
+
+    def _decoded(self, decode, max_size: int, *args) -> Iterator:
+        """``decode(payload, record_count, *args)`` over the decompressed records, its
+        :class:`CorruptBatchError` said of this batch (position and base offset)."""
         payload = self._payload(max_size)
-        append_time = self.max_timestamp if self.timestamp_type is TimestampType.LOG_APPEND_TIME else None
         try:
-            yield from _record_contents(payload, self.record_count, self.base_offset, self.base_timestamp, append_time)
+            yield from decode(payload, self.record_count, *args)
         except CorruptBatchError as exc:
             raise self._corrupt(exc.reason) from exc
 

@@ -40,15 +40,16 @@ from .exits import EXIT_FAILED, EXIT_UNUSABLE, exit_code
 if TYPE_CHECKING:
     from .engine.status import TopicStatus
 
-__all__ = ["add_arguments", "run", "lines", "as_json"]
+__all__ = ["add_arguments", "run", "lines", "as_json", "SHOWN", "HELP"]
 
 log = logging.getLogger("kmirror")
 
-_SHOWN = frozenset({"clusters.source", "clusters.destination", "clusters.topics", "clusters.exclude",
+SHOWN = frozenset({"clusters.source", "clusters.destination", "clusters.topics", "clusters.exclude",
                     "clusters.rename", "clusters.replication_policy", "clusters.source_alias",
                     "clusters.destination_alias", "streaming.checkpoint", "delivery.name", "limits.retry"})
-"""The ``kmirror run`` settings this command uses; the others are accepted, ignored and not listed."""
-_HELP = {
+"""The ``kmirror run`` settings this command uses (those that name the clusters, the job and its
+topics: ``kmirror verify`` uses them too); the others are accepted, ignored and not listed."""
+HELP = {
     "streaming.checkpoint": "the job's Spark checkpoint directory, which names the job when --name is not given",
     "delivery.name": "the job's --name: its state is kmirror-offsets.NAME (or kmirror-offset-syncs.NAME) on the "
                      "destination",
@@ -57,7 +58,7 @@ HEADER = ("TOPIC", "MIRRORED", "LAG", "LAST-COMMIT", "PARTITIONING", "DESTINATIO
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    options.add_arguments(parser, shown=_SHOWN, help=_HELP)
+    options.add_arguments(parser, shown=SHOWN, help=HELP)
     parser.add_argument("--partitions", action="store_true", help="a line per partition too")
     parser.add_argument("--json", action="store_true", help="print JSON (every partition) instead of the table")
     parser.add_argument("--max-lag", type=int, metavar="N",

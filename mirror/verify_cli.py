@@ -40,6 +40,7 @@ from kcodecs import KMirrorError
 from . import options
 from .columns import columns
 from .exits import EXIT_FAILED, EXIT_UNUSABLE, exit_code
+from .status_cli import HELP, SHOWN
 
 if TYPE_CHECKING:
     from .config import MirrorConfig
@@ -49,15 +50,10 @@ __all__ = ["add_arguments", "run", "verify_mirror", "failures"]
 
 log = logging.getLogger("kmirror")
 
-_SHOWN = frozenset({"clusters.source", "clusters.destination", "clusters.topics", "clusters.exclude",
-                    "clusters.rename", "clusters.replication_policy", "clusters.source_alias",
-                    "clusters.destination_alias", "streaming.checkpoint", "streaming.master", "streaming.spark_conf",
-                    "streaming.ship_environment", "delivery.name", "delivery.mode", "limits.retry"})
-"""The ``kmirror run`` settings this command uses; the others are accepted, ignored and not listed."""
-_HELP = {
-    "streaming.checkpoint": "the job's Spark checkpoint directory, which names the job when --name is not given",
-    "delivery.name": "the job's --name: its state is kmirror-offsets.NAME (or kmirror-offset-syncs.NAME) on the "
-                     "destination",
+_SHOWN = SHOWN | {"streaming.master", "streaming.spark_conf", "streaming.ship_environment", "delivery.mode"}
+"""``kmirror status``'s settings (the clusters, the job, its topics), and the Spark it runs on and
+the job's delivery mode; the others are accepted, ignored and not listed."""
+_HELP = HELP | {
     "delivery.mode": "the job's delivery mode: under at-least-once, duplicates are reported but are no failure",
 }
 

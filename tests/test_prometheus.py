@@ -25,11 +25,11 @@ import signal
 import subprocess
 import sys
 import time
-import urllib.request
 from pathlib import Path
 
 import pytest
 import yaml
+from prometheus_scrape import free_port, scrape_text
 
 ROOT = Path(__file__).resolve().parents[1]
 RULES = ROOT / "deploy" / "prometheus" / "kmirror-rules.yml"
@@ -95,10 +95,6 @@ def _expected_panels(outage_kind: str | None) -> dict[str, list[dict[str, str]]]
     }
 
 
-def _scrape(port: int) -> str:
-    return urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
-
-
 def _samples(text: str) -> dict[str, float]:
     """``{'name{labels}': value}`` of one scrape, in promtool's series notation."""
     from prometheus_client.parser import text_string_to_metric_families
@@ -114,7 +110,7 @@ def _samples(text: str) -> dict[str, float]:
 def _record(port: int, count: int) -> list[dict[str, float]]:
     scrapes = []
     for _ in range(count):
-        scrapes.append(_samples(_scrape(port)))
+        scrapes.append(_samples(scrape_text(port)))
         time.sleep(1)
     return scrapes
 
@@ -124,7 +120,7 @@ def _record_outage(port: int) -> tuple[list[dict[str, float]], int]:
     outage, replayed so, has shown errors for 12 minutes (the alert's 10 and some)."""
     scrapes: list[dict[str, float]] = []
     while len(scrapes) < MAX_OUTAGE:
-        scrapes.append(_samples(_scrape(port)))
+        scrapes.append(_samples(scrape_text(port)))
         time.sleep(1)
         counts = [sum(v for k, v in scrape.items() if k.startswith("kmirror_errors_total{")) for scrape in scrapes]
         raised = [i for i in range(1, len(counts)) if counts[i] > counts[i - 1]]
@@ -151,7 +147,7 @@ def test_the_dashboard_and_the_outage_alert_over_a_live_jobs_scrapes(promtool, t
     from mirror.kafka import KafkaClient, NewTopic
 
     src, dst = BrokerProcess(tmp_path / "src").start(), BrokerProcess(tmp_path / "dst").start()
-    port = _free_port()
+    port = free_port()
     job = None
     try:
         with KafkaClient(src.bootstrap) as client:
@@ -162,9 +158,9 @@ def test_the_dashboard_and_the_outage_alert_over_a_live_jobs_scrapes(promtool, t
                                     "--checkpoint", str(tmp_path / "ck"), "--master", "local[2]",
                                     "--trigger-interval", "1", "--metrics-port", str(port)],
                                    stdout=subprocess.DEVNULL, stderr=(tmp_path / "job.log").open("w"))
-            wait_until(lambda: _answers(port) and _samples(_scrape(port)).get("kmirror_micro_batches_total{}", 0) >= 2,
+            wait_until(lambda: _answers(port) and _samples(scrape_text(port)).get("kmirror_micro_batches_total{}", 0) >= 2,
                        "two micro-batches", 240, poll_s=1)
-            raw = _scrape(port)
+            raw = scrape_text(port)
             scrapes = _record(port, NORMAL)
             dst.terminate()
             outage, step = _record_outage(port)
@@ -216,15 +212,7 @@ def test_the_dashboard_and_the_outage_alert_over_a_live_jobs_scrapes(promtool, t
 
 def _answers(port: int) -> bool:
     try:
-        _scrape(port)
+        scrape_text(port)
         return True
     except OSError:
         return False
-
-
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]

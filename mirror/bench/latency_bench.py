@@ -47,10 +47,10 @@ from typing import Iterator, Sequence
 
 from kcodecs import KMirrorError
 
-from ..broker import BrokerProcess
 from ..engine.trace import TRACE_ENV
 from ..kafka import KafkaClient, NewTopic, TopicPartition
 from .arrival import stop_process
+from .clusters import bench_clusters
 from .proctree import TreeMeter
 from .stats import percentile
 from .trace_report import TraceReport, read_trace
@@ -145,7 +145,8 @@ def run(args: argparse.Namespace) -> int:
               file=sys.stderr)
         return 2
     results = []
-    with tempfile.TemporaryDirectory(prefix="kmirror-latency-") as tmp, _clusters(args.cluster, Path(tmp)) as (src, dst):
+    with tempfile.TemporaryDirectory(prefix="kmirror-latency-") as tmp, \
+            bench_clusters(args.cluster, Path(tmp)) as (src, dst):
         print(f"kmirror bench latency: {args.rate} records/s of {args.record_bytes} B, {args.codec}, "
               f"{args.partitions} partitions, {args.cluster} clusters; {args.warmup:g} s warm-up + {args.seconds:g} s "
               f"measured per mode; load and reader: {'Java' if args.java_clients else 'librdkafka'} clients",
@@ -435,23 +436,4 @@ def _wait(predicate, what: str, timeout_s: float = _READY_TIMEOUT_S) -> None:
         if time.monotonic() > deadline:
             raise RuntimeError(f"timed out waiting for {what}")
         time.sleep(0.2)
-
-
-@contextlib.contextmanager
-def _clusters(kind: str, work: Path) -> Iterator[tuple[str, str]]:
-    if kind == "kafka":
-        from ..realkafka import KafkaCluster
-
-        with KafkaCluster(work / "source-kafka") as src, KafkaCluster(work / "destination-kafka") as dst:
-            yield src.bootstrap, dst.bootstrap
-        return
-    brokers = [BrokerProcess(work / "source"), BrokerProcess(work / "destination")]
-    try:
-        for broker in brokers:
-            broker.start()
-        yield brokers[0].bootstrap, brokers[1].bootstrap
-    finally:
-        for broker in brokers:
-            if broker.process is not None and broker.process.poll() is None:
-                broker.terminate()
 

@@ -22,6 +22,7 @@ import kcodecs
 from kcodecs import Record
 
 from ..kafka import KafkaClient, NewTopic, TopicPartition
+from .clusters import bench_clusters
 
 __all__ = ["add_arguments", "run"]
 
@@ -33,31 +34,25 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..broker.embedded import BrokerProcess
-
     per_topic = max(1, args.partitions // args.topics)
     print(f"status bench: {args.topics} topics x {per_topic} partitions, a record in each, embedded brokers; "
           f"kmirror status timed {args.runs} times per delivery mode (wall time, Python's start included)",
           flush=True)
     failed = False
     for mode in ("exactly-once", "at-least-once"):
-        with tempfile.TemporaryDirectory(prefix="kmirror-bench-status-") as tmp:
-            src, dst = BrokerProcess(Path(tmp) / "src").start(), BrokerProcess(Path(tmp) / "dst").start()
-            try:
-                _mirrored(src.bootstrap, dst.bootstrap, args.topics, per_topic, mode, Path(tmp) / "ck")
-                times = []
-                for _ in range(args.runs):
-                    started = time.perf_counter()
-                    done = subprocess.run([sys.executable, "-m", "mirror.cli", "status", "--source", src.bootstrap,
-                                           "--destination", dst.bootstrap, "--topics", "bench\\..*", "--name", "bench",
-                                           "--max-lag", "0"], capture_output=True, text=True)
-                    times.append(time.perf_counter() - started)
-                    if done.returncode != 0:
-                        failed = True
-                        print(done.stdout, done.stderr, sep="\n", file=sys.stderr)
-            finally:
-                src.terminate()
-                dst.terminate()
+        with tempfile.TemporaryDirectory(prefix="kmirror-bench-status-") as tmp, \
+                bench_clusters("embedded", Path(tmp)) as (source, destination):
+            _mirrored(source, destination, args.topics, per_topic, mode, Path(tmp) / "ck")
+            times = []
+            for _ in range(args.runs):
+                started = time.perf_counter()
+                done = subprocess.run([sys.executable, "-m", "mirror.cli", "status", "--source", source,
+                                       "--destination", destination, "--topics", "bench\\..*", "--name", "bench",
+                                       "--max-lag", "0"], capture_output=True, text=True)
+                times.append(time.perf_counter() - started)
+                if done.returncode != 0:
+                    failed = True
+                    print(done.stdout, done.stderr, sep="\n", file=sys.stderr)
         print(f"  {mode:<14} {args.topics * per_topic} partitions: min {min(times):.2f} s, median "
               f"{statistics.median(times):.2f} s, max {max(times):.2f} s", flush=True)
     return 1 if failed else 0

@@ -14,7 +14,6 @@ read from /proc while it runs.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import os
 import subprocess
 import sys
@@ -23,11 +22,11 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
 
 from kcodecs import Compression
 
 from ..kafka import KafkaClient
+from .clusters import bench_clusters, cluster_name
 from .datagen import DataSpec, Layout, build_dataset
 from .fill import fill_topic
 
@@ -63,11 +62,11 @@ class VerifyRun:
 def run(args: argparse.Namespace) -> int:
     total = (64 if args.quick else args.total_mb) * MiB
     print(f"verify bench: 1 KiB keyed records in lz4 batches of about 16 KiB (Java's batch.size), {_PARTITIONS} "
-          f"partitions, {_cluster_name(args.cluster)}; kmirror verify on local[{args.cores}]", flush=True)
+          f"partitions, {cluster_name(args.cluster)}; kmirror verify on local[{args.cores}]", flush=True)
     runs = []
     with tempfile.TemporaryDirectory(prefix="kmirror-bench-verify-") as tmp:
         for size in (total // 2, total):
-            with _clusters(args.cluster, Path(tmp) / str(size)) as (source, destination):
+            with bench_clusters(args.cluster, Path(tmp) / str(size)) as (source, destination):
                 records = _mirrored(source, destination, size, Path(tmp) / f"ck{size}")
                 runs.append(_verify(source, destination, size / MiB, records, args.cores))
             _print(runs[-1], args.cores)
@@ -75,33 +74,6 @@ def run(args: argparse.Namespace) -> int:
     print(f"  doubling the topic: time x{large.seconds / small.seconds:.2f}, driver Python peak "
           f"x{large.python_peak_mb / small.python_peak_mb:.2f}, driver JVM peak x{large.jvm_peak_mb / small.jvm_peak_mb:.2f}")
     return 0 if all(r.exit_code == 0 for r in runs) else 1
-
-
-def _cluster_name(kind: str) -> str:
-    if kind == "embedded":
-        return "embedded brokers"
-    from ..realkafka import KAFKA_4
-
-    return f"Apache Kafka {KAFKA_4.version} (KRaft)"
-
-
-@contextlib.contextmanager
-def _clusters(kind: str, work: Path) -> Iterator[tuple[str, str]]:
-    """A source and a destination: embedded brokers in subprocesses, or real Kafka."""
-    if kind == "kafka":
-        from ..realkafka import KafkaCluster
-
-        with KafkaCluster(work / "source") as src, KafkaCluster(work / "destination") as dst:
-            yield src.bootstrap, dst.bootstrap
-        return
-    from ..broker.embedded import BrokerProcess
-
-    src, dst = BrokerProcess(work / "source").start(), BrokerProcess(work / "destination").start()
-    try:
-        yield src.bootstrap, dst.bootstrap
-    finally:
-        src.terminate()
-        dst.terminate()
 
 
 def _mirrored(source: str, destination: str, size: int, checkpoint: Path) -> int:

@@ -7,9 +7,11 @@ oldest sync kept, or the first written at or after ``--from-time``) to the last 
 within the job's commits: a job commits several times between two syncs, and what it committed
 since its last sync is not described yet. The read goes on to the source's end as it was once
 the syncs were read (:attr:`Range.tail`), so records copied since are recognised at the
-destination, where a by-key pair interleaves them with the verified ones. A destination partition's range runs from the lowest destination offset of the pair's
-syncs to the end of the last one within the committed ranges, so a live job's records copied
-past its last commit are not read. Each side's spans keep their entry's id, with which a reader
+destination, where a by-key pair interleaves them with the verified ones.
+
+A destination partition's range runs from the lowest destination offset of the pair's syncs
+to the end of the last one within the committed ranges, so a live job's records copied past
+its last commit are not read. Each side's spans keep their entry's id, with which a reader
 tags its rows (:class:`~.verify_rows.Spans`): a destination row in no span was not written by
 the verified range (another writer, or history older than the syncs), and is left out.
 """

@@ -39,9 +39,9 @@ from ..routing.transactions import ReadCommitted
 __all__ = ["RecordRow", "Spans", "RangeReader", "identity", "content_identity", "near", "key_hash", "NO_ENTRY"]
 
 _FETCH_BYTES = 4 * 1024 * 1024
-_LENGTH = struct.Struct(">q")
-_INT64 = _LENGTH
-_NULL = _LENGTH.pack(-1)
+_INT64 = struct.Struct(">q")
+"""Lengths and times as hashed, and 8-byte digests read back as ints."""
+_NULL = _INT64.pack(-1)
 NO_ENTRY = -1
 """The entry of a row no sync entry covers."""
 
@@ -61,7 +61,7 @@ class RecordRow:
 
 def content_identity(encoded: bytes | memoryview, timestamp: int | None) -> bytes:
     digest = hashlib.blake2b(encoded, digest_size=16)
-    digest.update(_NULL if timestamp is None else _LENGTH.pack(timestamp))
+    digest.update(_NULL if timestamp is None else _INT64.pack(timestamp))
     return digest.digest()
 
 
@@ -74,9 +74,9 @@ def identity(key: bytes | None, value: bytes | None, headers: Sequence[tuple[str
 def near(key: bytes | None, timestamp: int | None) -> int:
     """Key and time only, as a signed 64-bit int: what an altered copy of a record still shares
     with it. (Ints, not bytes: Spark groups and aggregates them in fixed-width rows.)"""
-    digest = hashlib.blake2b(_NULL if key is None else _LENGTH.pack(len(key)) + bytes(key), digest_size=8,
+    digest = hashlib.blake2b(_NULL if key is None else _INT64.pack(len(key)) + bytes(key), digest_size=8,
                              person=b"near")
-    digest.update(_NULL if timestamp is None else _LENGTH.pack(timestamp))
+    digest.update(_NULL if timestamp is None else _INT64.pack(timestamp))
     return _INT64.unpack(digest.digest())[0]
 
 
@@ -142,7 +142,8 @@ class RangeReader:
     spans: Spans = field(default_factory=Spans)
     key_partitions: int | None = None
     cleaned: set[int] = field(default_factory=set)
-    _expected: int = 0
+    _expected: int = field(default=0, init=False, repr=False)
+    """The offset after the last one seen in the log, while :meth:`rows` reads."""
 
     def rows(self) -> Iterator[RecordRow]:
         self._expected = position = self.start

@@ -121,6 +121,9 @@ class _Reading:
 
 
 def _schema():
+    """The rows' Arrow schema (Spark's is made from it). A record's identity is its 16-byte hash
+    as two longs: Spark groups and joins fixed-width rows far faster than binary ones (hash
+    aggregation instead of sort-based)."""
     import pyarrow as pa
 
     return pa.schema([("side", pa.int8()), ("kind", pa.int8()), ("id_high", pa.int64()), ("id_low", pa.int64()),
@@ -128,10 +131,6 @@ def _schema():
                       ("entry", pa.int32()), ("key_partition", pa.int32())])
 
 
-ROWS_SCHEMA = ("side byte, kind byte, id_high long, id_low long, near long, key_hash long, partition int, offset long, "
-               "entry int, key_partition int")
-"""A record's identity is its 16-byte hash as two longs: Spark groups and joins fixed-width rows
-far faster than binary ones (hash aggregation instead of sort-based)."""
 IDENTITY = ["id_high", "id_low"]
 
 
@@ -196,17 +195,18 @@ def compare_pair(spark, plan: PairPlan, source: ClusterConfig, destination: Clus
     from pyspark import StorageLevel
     from pyspark.sql import Window
     from pyspark.sql import functions as F
+    from pyspark.sql.pandas.types import from_arrow_schema
 
     # Spark's 200 shuffle partitions make a small pair's many stages slow; a large one gets one
     # per _ROWS_PER_SHUFFLE_PARTITION rows, so each sort stays small (and spills if not).
     spark.conf.set("spark.sql.shuffle.partitions",
                    str(max(spark.sparkContext.defaultParallelism, -(-2 * plan.records // _ROWS_PER_SHUFFLE_PARTITION))))
-    reading = spark.sparkContext.broadcast(_Reading(plan, source, destination, retry))
     tasks = [(_SOURCE, i) for i in range(len(plan.sources))] + [(_DESTINATION, i) for i in range(len(plan.destinations))]
     if not tasks:
         return PairReport(plan.source_topic, plan.destination_topic, 0, 0, ())
+    reading = spark.sparkContext.broadcast(_Reading(plan, source, destination, retry))
     rows = (spark.createDataFrame(tasks, "side byte, index int").repartition(len(tasks))
-            .mapInArrow(lambda batches: _read_tasks(reading, batches), ROWS_SCHEMA)
+            .mapInArrow(lambda batches: _read_tasks(reading, batches), from_arrow_schema(_schema()))
             .persist(StorageLevel.MEMORY_AND_DISK))
     try:
         started = time.monotonic()

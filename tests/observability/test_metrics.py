@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import pickle
 import time
-import urllib.request
 
 import pytest
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
+from prometheus_scrape import free_port, scrape_text
 
 from mirror.engine import RangeStats
 from mirror.engine.latency import BUCKETS, LatencyHistogram
@@ -89,23 +89,15 @@ def test_the_registry_holds_what_the_reports_said():
 
 def test_the_endpoint_serves_the_registry():
     metrics = MirrorMetrics()
-    port = _free_port()
+    port = free_port()
     metrics.serve(port)
     try:
         metrics.error("ProtocolError")
-        text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
+        text = scrape_text(port)
     finally:
         metrics.close()
     families = {family.name for family in text_string_to_metric_families(text)}
     assert {"kmirror_errors", "kmirror_replication_latency_seconds", "kmirror_micro_batches"} <= families
-
-
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def test_status_reads_a_running_jobs_endpoint():
@@ -113,7 +105,7 @@ def test_status_reads_a_running_jobs_endpoint():
     from mirror.status_cli import running_job
 
     metrics = MirrorMetrics()
-    port = _free_port()
+    port = free_port()
     metrics.serve(port)
     try:
         url = f"http://127.0.0.1:{port}/metrics"

@@ -9,10 +9,12 @@ counts and first offsets reach the driver.
 The comparison:
 
 1. An aggregation by identity counts each side's copies and pairs the records whose identity
-   has one copy on each side: nearly all, in one shuffle. The records of other identities
-   (copies missing or repeated) are numbered per side (``row_number`` over the identity, in
-   partition and offset order), and a full outer join on (identity, number) pairs every source
-   record with one destination record.
+   has one copy on each side: nearly all, in one shuffle, reading each side once. When every
+   identity has one copy a side (a clean mirror), steps 3 and 4 have nothing to do and are
+   skipped. Otherwise both sides are read again, cached this time, and the records of the
+   other identities (copies missing or repeated) are numbered per side (``row_number`` over
+   the identity, in partition and offset order); a full outer join on (identity, number) pairs
+   every source record with one destination record.
 2. Paired records are checked for placement (by-key pairs: Kafka's murmur2 of the key, keyless
    records on their source partition modulo the destination's count; ``preserve``: the source
    partition) and for order: along each destination partition, the records of one key from one
@@ -134,8 +136,9 @@ def _schema():
 IDENTITY = ["id_high", "id_low"]
 
 
-def _read_tasks(reading, batches) -> Iterator:
-    """The rows of the tasks in ``batches`` (Arrow batches of (side, index)): on executors."""
+def _read_tasks(reading, tasks: list[tuple[int, int]], batches) -> Iterator:
+    """The rows of the tasks whose numbers are in ``batches`` (Arrow batches of ``id``), each a
+    (side, index) of ``tasks``: on executors."""
     import pyarrow as pa
 
     from ..engine.clients import client_for
@@ -145,8 +148,8 @@ def _read_tasks(reading, batches) -> Iterator:
     config: _Reading = reading.value
     plan = config.plan
     schema = _schema()
-    for tasks in batches:
-        for side, index in zip(tasks.column("side").to_pylist(), tasks.column("index").to_pylist()):
+    for numbers in batches:
+        for side, index in (tasks[n] for n in numbers.column("id").to_pylist()):
             if side == _SOURCE:
                 r, cluster, topic, spans, key_partitions = (plan.sources[index], config.source, plan.source_topic,
                                                             plan.source_spans, None)
@@ -192,7 +195,6 @@ def _arrow_rows(side: int, end: int, rows: list, schema):
 def compare_pair(spark, plan: PairPlan, source: ClusterConfig, destination: ClusterConfig,
                  retry: RetryConfig) -> PairReport:
     """Read both sides of ``plan`` on the executors and compare them (see the module's doc)."""
-    from pyspark import StorageLevel
     from pyspark.sql import Window
     from pyspark.sql import functions as F
     from pyspark.sql.pandas.types import from_arrow_schema
@@ -201,51 +203,80 @@ def compare_pair(spark, plan: PairPlan, source: ClusterConfig, destination: Clus
     # per _ROWS_PER_SHUFFLE_PARTITION rows, so each sort stays small (and spills if not).
     spark.conf.set("spark.sql.shuffle.partitions",
                    str(max(spark.sparkContext.defaultParallelism, -(-2 * plan.records // _ROWS_PER_SHUFFLE_PARTITION))))
-    tasks = [(_SOURCE, i) for i in range(len(plan.sources))] + [(_DESTINATION, i) for i in range(len(plan.destinations))]
+    tasks = ([(_SOURCE, i) for i in range(len(plan.sources))]
+             + [(_DESTINATION, i) for i in range(len(plan.destinations))])
     if not tasks:
         return PairReport(plan.source_topic, plan.destination_topic, 0, 0, ())
     reading = spark.sparkContext.broadcast(_Reading(plan, source, destination, retry))
-    rows = (spark.createDataFrame(tasks, "side byte, index int").repartition(len(tasks))
-            .mapInArrow(lambda batches: _read_tasks(reading, batches), from_arrow_schema(_schema()))
-            .persist(StorageLevel.MEMORY_AND_DISK))
+    rows = (spark.range(len(tasks), numPartitions=len(tasks))  # a task each, with no shuffle
+            .mapInArrow(lambda batches: _read_tasks(reading, tasks, batches), from_arrow_schema(_schema())))
     try:
-        started = time.monotonic()
-        read = rows.count()  # the reading, cached: its own phase, for the log
-        log.info("verify: %s -> %s: read %d rows of both sides in %.1f s; comparing", plan.source_topic,
-                 plan.destination_topic, read, time.monotonic() - started)
         return _compare(plan, rows, F, Window)
     except KMirrorError:
         raise
     except Exception as exc:  # Spark's report of an executor's error (PythonException, Py4JJavaError)
         raise _task_error(exc) from exc
     finally:
-        rows.unpersist()
         reading.unpersist()
 
 
 def _compare(plan: PairPlan, rows, F, Window) -> PairReport:
+    from pyspark import StorageLevel
+
     # A destination row in no sync entry was written by another writer, or before the syncs kept.
     records = rows.where((F.col("kind") == _RECORD) & ((F.col("side") == _SOURCE) | (F.col("entry") >= 0)))
-    cleaned = rows.where(F.col("kind") == _CLEANED).select("side", "entry").distinct()
-    source_cleaned = cleaned.where(F.col("side") == _SOURCE).select("entry", F.lit(True).alias("source_cleaned"))
-    destination_cleaned = cleaned.where(F.col("side") == _DESTINATION).select(
-        "entry", F.lit(True).alias("destination_cleaned"))
 
     def side(number: int, column: str):
         return F.max(F.when(F.col("side") == number, F.col(column)))
 
     # Nearly every identity has one copy on each side: one aggregation pairs them, a single
-    # shuffle. The others (copies missing or repeated) are paired by occurrence below.
+    # shuffle, and reads both sides once. The others (copies missing or repeated) are paired by
+    # occurrence below, and only a mirror that has them pays for reading it again.
     tally = records.groupBy(*IDENTITY).agg(
         F.sum((F.col("side") == _SOURCE).cast("int")).alias("s_copies"),
         F.sum((F.col("side") == _DESTINATION).cast("int")).alias("d_copies"),
         side(_SOURCE, "partition").alias("s_partition"), side(_SOURCE, "offset").alias("s_offset"),
         side(_SOURCE, "key_hash").alias("s_key_hash"), side(_DESTINATION, "partition").alias("d_partition"),
         side(_DESTINATION, "offset").alias("d_offset"), side(_DESTINATION, "key_partition").alias("d_key_partition"),
-    ).persist()
+    ).persist(StorageLevel.MEMORY_AND_DISK)
     once = (F.col("s_copies") == 1) & (F.col("d_copies") == 1)
-    others = records.join(tally.where(~once).select(*IDENTITY, "s_copies"), IDENTITY)
+    started = time.monotonic()
+    counts = tally.agg(F.sum("s_copies").alias("s"), F.sum("d_copies").alias("d"),
+                       F.count(F.when(~once, 1)).alias("others")).collect()[0]
+    log.info("verify: %s -> %s: read both sides (%d and %d records) in %.1f s; %d identities without one copy "
+             "a side", plan.source_topic, plan.destination_topic, counts.s or 0, counts.d or 0,
+             time.monotonic() - started, counts.others)
+    pair_columns = ["s_partition", "s_offset", "s_key_hash", "d_partition", "d_offset", "d_key_partition"]
+    paired = tally.where(once).select(*pair_columns)
+    found = []
+    if counts.others:
+        rows = rows.persist(StorageLevel.MEMORY_AND_DISK)
+        left, found = _unpaired(plan, rows, records.join(tally.where(~once).select(*IDENTITY, "s_copies"), IDENTITY),
+                                F, Window)
+        paired = paired.unionByName(left.select(*pair_columns))
+    home = F.col("s_partition") % F.lit(plan.destination_partitions)
+    expected = (F.when(F.col("d_key_partition").isNotNull(), F.col("d_key_partition")).otherwise(home)
+                if plan.by_key else F.col("s_partition"))
+    found.append(_per_partition(paired.where(F.col("d_partition") != expected), "misplaced", "d_", F))
+    along = Window.partitionBy("d_partition", "s_partition", "s_key_hash").orderBy("d_offset")
+    reordered = paired.withColumn("before", F.lag("s_offset").over(along)).where(F.col("before") > F.col("s_offset"))
+    found.append(_per_partition(reordered, "reordered", "d_", F))
+    union = found[0]
+    for frame in found[1:]:
+        union = union.unionByName(frame)
+    findings = []
+    for row in union.collect():
+        topic = plan.source_topic if row["kind"] in ("missing", "cleaned") else plan.destination_topic
+        findings.append(Finding(row["kind"], topic, row["partition"], row["count"], row["first"]))
+    rows.unpersist()
+    tally.unpersist()
+    return PairReport(plan.source_topic, plan.destination_topic, counts.s or 0, counts.d or 0,
+                      tuple(sorted(findings, key=lambda f: (f.kind, f.topic, f.partition))))
 
+
+def _unpaired(plan: PairPlan, rows, others, F, Window):
+    """The records ``others`` of identities without one copy a side: those paired by occurrence
+    (to be checked for placement and order), and the findings of the rest."""
     def numbered(number: int, prefix: str):
         frame = others.where(F.col("side") == number).select(
             *IDENTITY, "s_copies", *[F.col(c).alias(prefix + c) for c in ("near", "key_hash", "partition", "offset",
@@ -254,19 +285,13 @@ def _compare(plan: PairPlan, rows, F, Window) -> PairReport:
         return frame.withColumn("n", F.row_number().over(order))
 
     joined = numbered(_SOURCE, "s_").drop("s_copies").join(numbered(_DESTINATION, "d_"), on=[*IDENTITY, "n"],
-                                                           how="full_outer").persist()
-    pair_columns = ["s_partition", "s_offset", "s_key_hash", "d_partition", "d_offset", "d_key_partition"]
-    paired = tally.where(once).select(*pair_columns).unionByName(
-        joined.where(F.col("s_offset").isNotNull() & F.col("d_offset").isNotNull()).select(*pair_columns))
+                                                           how="full_outer")
+    cleaned = rows.where(F.col("kind") == _CLEANED).select("side", "entry").distinct()
+    source_cleaned = cleaned.where(F.col("side") == _SOURCE).select(
+        F.col("entry").alias("d_entry"), F.lit(True).alias("source_cleaned"))
+    destination_cleaned = cleaned.where(F.col("side") == _DESTINATION).select(
+        F.col("entry").alias("s_entry"), F.lit(True).alias("destination_cleaned"))
     found = []
-    home = F.col("s_partition") % F.lit(plan.destination_partitions)
-    expected = (F.when(F.col("d_key_partition").isNotNull(), F.col("d_key_partition")).otherwise(home)
-                if plan.by_key else F.col("s_partition"))
-    found.append(_per_partition(paired.where(F.col("d_partition") != expected), "misplaced", "d_", F))
-    along = Window.partitionBy("d_partition", "s_partition", "s_key_hash").orderBy("d_offset")
-    reordered = paired.withColumn("before", F.lag("s_offset").over(along)).where(F.col("before") > F.col("s_offset"))
-    found.append(_per_partition(reordered, "reordered", "d_", F))
-
     source_left = joined.where(F.col("d_offset").isNull()).select(
         F.col("s_near").alias("near"), "s_partition", "s_offset", "s_entry")
     copied_since = rows.where(F.col("kind") == _LATER).select(*IDENTITY)
@@ -278,27 +303,14 @@ def _compare(plan: PairPlan, rows, F, Window) -> PairReport:
     near = source_left.withColumn("m", F.row_number().over(by_near.orderBy("s_partition", "s_offset"))).join(
         unknown.withColumn("m", F.row_number().over(by_near.orderBy("d_partition", "d_offset"))), on=["near", "m"],
         how="full_outer")
-    lost = (near.where(F.col("d_offset").isNull())
-            .join(destination_cleaned.withColumnRenamed("entry", "s_entry"), "s_entry", "left"))
+    lost = near.where(F.col("d_offset").isNull()).join(destination_cleaned, "s_entry", "left")
     found.append(_per_partition(lost.where(F.col("destination_cleaned").isNull()), "missing", "s_", F))
     found.append(_per_partition(lost.where(F.col("destination_cleaned")), "cleaned", "s_", F))
-    extra = (near.where(F.col("d_offset").isNotNull())
-             .join(source_cleaned.withColumnRenamed("entry", "d_entry"), "d_entry", "left"))
+    extra = near.where(F.col("d_offset").isNotNull()).join(source_cleaned, "d_entry", "left")
     gone = F.col("s_offset").isNull() & F.col("source_cleaned").isNotNull()
     found.append(_per_partition(extra.where(~gone), "altered", "d_", F))
     found.append(_per_partition(extra.where(gone), "gone", "d_", F))
-    counts = tally.agg(F.sum("s_copies").alias("s"), F.sum("d_copies").alias("d")).collect()[0]
-    union = found[0]
-    for frame in found[1:]:
-        union = union.unionByName(frame)
-    findings = []
-    for row in union.collect():
-        topic = plan.source_topic if row["kind"] in ("missing", "cleaned") else plan.destination_topic
-        findings.append(Finding(row["kind"], topic, row["partition"], row["count"], row["first"]))
-    joined.unpersist()
-    tally.unpersist()
-    return PairReport(plan.source_topic, plan.destination_topic, counts.s or 0, counts.d or 0,
-                      tuple(sorted(findings, key=lambda f: (f.kind, f.topic, f.partition))))
+    return joined.where(F.col("s_offset").isNotNull() & F.col("d_offset").isNotNull()), found
 
 
 def _per_partition(frame, kind: str, prefix: str, F):

@@ -6,21 +6,29 @@ code wrote, and against a mirror ``kmirror run`` made.
   twice and one altered. Each edit is found at the offset the test put it at.
 - A by-key pair (6 source partitions to 4) that ``kmirror run`` mirrored: ``kmirror verify``
   passes it, with librdkafka's count of the source's records on both sides.
+- A live ``kmirror run`` that librdkafka's producer keeps writing to: verified up to its last
+  commit, clean, and once the job stops librdkafka reads the same records on both sides.
+- A mirror whose source Kafka's own log cleaner compacted after the copy: the records the
+  cleaner removed are reported as no longer at the source (no failure), as many as librdkafka
+  no longer reads there.
 """
 
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import sys
+import threading
 import time
 
 import pytest
 from confluent_kafka import Producer
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic
 
 from java_copy import java_produce
 from librdkafka_reader import read_values
+from live_source import committed_everywhere, wait_until
 from mirror.config import ClusterConfig, RetryConfig, load_config
 from mirror.engine.offset_syncs import SyncEntry
 from mirror.engine.verify_plan import plan_pair
@@ -83,9 +91,9 @@ def test_edits_made_by_javas_producer_are_each_found_at_their_offset(kafka_sourc
                                             Finding("missing", "verify.src", 0, 1, 10))
 
 
-def _verify(source: str, destination: str, *flags: str) -> subprocess.CompletedProcess:
+def _verify(source: str, destination: str, topic: str, name: str, *flags: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "mirror.cli", "verify", "--source", source,
-                           "--destination", destination, "--topics", r"verify\.keyed", "--name", "verified",
+                           "--destination", destination, "--topics", topic, "--name", name,
                            "--master", "local[2]", "--json", *flags], capture_output=True, text=True, timeout=300)
 
 
@@ -104,7 +112,123 @@ def test_a_by_key_mirror_kmirror_made_verifies_with_librdkafkas_counts(kafka_sou
                                   "destination.bootstrap": kafka_destination.bootstrap, "topics": r"verify\.keyed",
                                   "partitioning": "by-key", "once": True, "name": "verified",
                                   "checkpoint": str(tmp_path / "ck")}))
-    clean = _verify(kafka_source.bootstrap, kafka_destination.bootstrap)
+    clean = _verify(kafka_source.bootstrap, kafka_destination.bootstrap, r"verify\.keyed", "verified")
     assert clean.returncode == 0, clean.stderr[-3000:]
     (report,) = json.loads(clean.stdout)
     assert (report["source_records"], report["destination_records"], report["findings"]) == (written, written, [])
+
+
+class _Writing:
+    """librdkafka's producer writing keyed records to every partition of ``topic`` until stopped."""
+
+    def __init__(self, bootstrap: str, topic: str):
+        self.producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "compression.type": "lz4"})
+        self.topic, self.stop = topic, threading.Event()
+        self.thread = threading.Thread(target=self._write)
+
+    def _write(self) -> None:
+        n = 0
+        while not self.stop.is_set():
+            for _ in range(20):
+                self.producer.produce(self.topic, key=b"device-%d" % (n % 37), value=b"reading %d" % n)
+                n += 1
+            self.producer.poll(0)
+            time.sleep(0.05)
+        assert self.producer.flush(30) == 0
+
+    def __enter__(self) -> "_Writing":
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop.set()
+        self.thread.join(60)
+
+
+def test_a_live_job_verifies_up_to_its_last_commit(kafka_source, kafka_destination, tmp_path):
+    _create(kafka_source.bootstrap, {"verify.live": 3})
+    src, dst = kafka_source.bootstrap, kafka_destination.bootstrap
+    job = subprocess.Popen([sys.executable, "-m", "mirror.cli", "run", "--source", src, "--destination", dst,
+                            "--topics", r"verify\.live", "--name", "live", "--checkpoint", str(tmp_path / "ck"),
+                            "--master", "local[2]", "--trigger-interval", "1"],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        with _Writing(src, "verify.live"):
+            wait_until(lambda: committed_everywhere(src, dst, r"verify\.live", "live"), "a first commit", 240, poll_s=1)
+            started_ms = int(time.time() * 1000)
+            time.sleep(3)
+            live = _verify(src, dst, r"verify\.live", "live")
+            recent = _verify(src, dst, r"verify\.live", "live", "--from-time", str(started_ms))
+        time.sleep(5)  # the job copies the writer's last records before it is stopped
+    finally:
+        job.send_signal(signal.SIGTERM)
+        _, stderr = job.communicate(timeout=120)
+    assert job.returncode == 0, stderr[-3000:]
+    assert live.returncode == 0, live.stderr[-3000:]
+    (report,) = json.loads(live.stdout)
+    assert report["findings"] == [] and report["source_records"] == report["destination_records"] > 0
+    assert recent.returncode == 0, recent.stderr[-3000:]
+    (since,) = json.loads(recent.stdout)
+    assert since["findings"] == [] and 0 < since["source_records"] < report["source_records"]
+    # The clean verdict, checked by librdkafka: the mirror holds what the source holds.
+    at_source = read_values(src, "verify.live", 3, take=lambda m: (m.key(), m.value()))
+    at_destination = read_values(dst, "verify.live", 3, take=lambda m: (m.key(), m.value()))
+    assert at_source == at_destination
+    assert report["source_records"] <= sum(map(len, at_source.values()))
+
+
+COMPACTED = "verify.compacted"
+SEGMENT_MS = 100
+
+
+def _compact_after_the_copy(bootstrap: str) -> None:
+    """What an operator does to a topic already mirrored: make it compacted, with segments that
+    roll quickly; then new values of accounts 0-19 in a segment of their own, and one record
+    more in each partition to seal it, so that Kafka's cleaner may drop every copied record but
+    the last of each of accounts 20-29."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    settings = {"cleanup.policy": "compact", "segment.ms": str(SEGMENT_MS), "min.cleanable.dirty.ratio": "0.01",
+                "min.compaction.lag.ms": "0"}
+    (altered,) = admin.incremental_alter_configs([ConfigResource("topic", COMPACTED, incremental_configs=[
+        ConfigEntry(name, value, incremental_operation=AlterConfigOpType.SET)
+        for name, value in settings.items()])]).values()
+    altered.result(30)
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "partitioner": "murmur2_random"})
+    for burst in ([(b"account-%d" % (i % 20), b"later %d" % i, -1) for i in range(200)],
+                  [(b"seal-%d" % p, b"seal", p) for p in range(2)]):
+        time.sleep(SEGMENT_MS * 1.5 / 1000)  # a batch this much later than a segment's first rolls it
+        for key, value, partition in burst:
+            producer.produce(COMPACTED, key=key, value=value, partition=partition)
+        assert producer.flush(30) == 0
+
+
+def test_records_kafkas_cleaner_removed_after_the_copy_are_no_longer_at_the_source(
+        kafka_source, kafka_destination, tmp_path):
+    from mirror.spark.job import run_mirror
+
+    src, dst = kafka_source.bootstrap, kafka_destination.bootstrap
+    _create(src, {COMPACTED: 2})
+    producer = Producer({"bootstrap.servers": src, "linger.ms": 5, "partitioner": "murmur2_random"})
+    for i in range(600):
+        producer.produce(COMPACTED, key=b"account-%d" % (i % 30), value=b"balance %d" % i,
+                         headers=[("n", b"%d" % i)] if i % 3 else None)
+    assert producer.flush(30) == 0
+    copied = read_values(src, COMPACTED, 2, take=lambda m: (m.offset(), m.key()))
+    run_mirror(load_config(None, {"source.bootstrap": src, "destination.bootstrap": dst,
+                                  "topics": r"verify\.compacted", "once": True, "name": "compacted",
+                                  "checkpoint": str(tmp_path / "ck")}))
+    _compact_after_the_copy(src)
+    kept = {p: sorted({key: offset for offset, key in records if int(key.split(b"-")[1]) >= 20}.values())
+            for p, records in copied.items()}  # each untouched account's last copied record
+    end = {p: records[-1][0] for p, records in copied.items()}
+    left = lambda: {p: [o for o in offsets if o <= end[p]]  # noqa: E731
+                    for p, offsets in read_values(src, COMPACTED, 2, take=lambda m: m.offset()).items()}
+    # Kafka's cleaner looks for dirty logs every log.cleaner.backoff.ms (15 s by default).
+    wait_until(lambda: left() == kept, "Kafka's log cleaner to compact the copied records", 180, poll_s=2)
+    remaining = sum(map(len, kept.values()))
+    report = _verify(src, dst, r"verify\.compacted", "compacted")
+    assert report.returncode == 0, report.stderr[-3000:]
+    (pair,) = json.loads(report.stdout)
+    assert {f["kind"] for f in pair["findings"]} == {"gone"}
+    assert sum(f["count"] for f in pair["findings"]) == 600 - remaining
+    assert (pair["source_records"], pair["destination_records"]) == (remaining, 600)

@@ -16,7 +16,7 @@ import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource
 from librdkafka_reader import read_values
-from live_source import Writer, wait_until
+from live_source import Writer, committed_everywhere, wait_until
 
 from mirror.broker import EmbeddedBroker
 from mirror.config import load_config
@@ -95,8 +95,8 @@ def test_a_live_job_verifies_up_to_its_last_commit(tmp_path):
                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         try:
             with Writer(src.bootstrap, "events", PARTITIONS, pause_s=0.05):
-                wait_until(lambda: _verify(src.bootstrap, dst.bootstrap, "events", "--name", "live",
-                                           "--json").stdout.startswith("[\n  {"), "a first commit", 240, poll_s=2)
+                wait_until(lambda: committed_everywhere(src.bootstrap, dst.bootstrap, "events", "live"),
+                           "a first commit", 240, poll_s=1)
                 started_ms = int(time.time() * 1000)
                 time.sleep(3)
                 live = _verify(src.bootstrap, dst.bootstrap, "events", "--name", "live", "--json")

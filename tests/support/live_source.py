@@ -54,3 +54,20 @@ def wait_until(predicate, what: str, timeout_s: float, poll_s: float = 0.1) -> N
     while not predicate():
         assert time.monotonic() < deadline, f"timed out waiting for {what}"
         time.sleep(poll_s)
+
+
+def committed_everywhere(source: str, destination: str, topics: str, job: str) -> bool:
+    """Whether ``kmirror status`` shows that job ``job`` has committed a copy of records of
+    every partition of ``topics`` (a regex): a cheap wait (no Spark) before a check that needs
+    a first commit."""
+    import json
+    import subprocess
+    import sys
+
+    answer = subprocess.run([sys.executable, "-m", "mirror.cli", "status", "--source", source, "--destination",
+                             destination, "--topics", topics, "--name", job, "--json"],
+                            capture_output=True, text=True, timeout=60)
+    if answer.returncode != 0:
+        return False
+    topics = json.loads(answer.stdout)["topics"]
+    return bool(topics) and all(p["mirrored_to"] for t in topics for p in t["partitions"])

@@ -28,7 +28,7 @@ from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, C
 
 from java_copy import java_produce
 from librdkafka_reader import read_values
-from live_source import committed_everywhere, wait_until
+from live_source import caught_up, committed_everywhere, wait_until
 from mirror.config import ClusterConfig, RetryConfig, load_config
 from mirror.engine.offset_syncs import SyncEntry
 from mirror.engine.verify_plan import plan_pair
@@ -154,12 +154,15 @@ def test_a_live_job_verifies_up_to_its_last_commit(kafka_source, kafka_destinati
                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
         with _Writing(src, "verify.live"):
-            wait_until(lambda: committed_everywhere(src, dst, r"verify\.live", "live"), "a first commit", 240, poll_s=1)
+            wait_until(lambda: committed_everywhere(src, dst, r"verify\.live", "live"), "a first commit", 240,
+                       poll_s=1)
             started_ms = int(time.time() * 1000)
             time.sleep(3)
-            live = _verify(src, dst, r"verify\.live", "live")
+            # Recent first: the whole range verified next holds it and what came before.
             recent = _verify(src, dst, r"verify\.live", "live", "--from-time", str(started_ms))
-        time.sleep(5)  # the job copies the writer's last records before it is stopped
+            live = _verify(src, dst, r"verify\.live", "live")
+        wait_until(lambda: caught_up(src, dst, r"verify\.live", "live"), "the job to copy the last records", 120,
+                   poll_s=1)
     finally:
         job.send_signal(signal.SIGTERM)
         _, stderr = job.communicate(timeout=120)

@@ -56,18 +56,28 @@ def wait_until(predicate, what: str, timeout_s: float, poll_s: float = 0.1) -> N
         time.sleep(poll_s)
 
 
+def _status(source: str, destination: str, topics: str, job: str, *flags: str):
+    import subprocess
+    import sys
+
+    return subprocess.run([sys.executable, "-m", "mirror.cli", "status", "--source", source, "--destination",
+                           destination, "--topics", topics, "--name", job, *flags],
+                          capture_output=True, text=True, timeout=60)
+
+
 def committed_everywhere(source: str, destination: str, topics: str, job: str) -> bool:
     """Whether ``kmirror status`` shows that job ``job`` has committed a copy of records of
     every partition of ``topics`` (a regex): a cheap wait (no Spark) before a check that needs
     a first commit."""
     import json
-    import subprocess
-    import sys
 
-    answer = subprocess.run([sys.executable, "-m", "mirror.cli", "status", "--source", source, "--destination",
-                             destination, "--topics", topics, "--name", job, "--json"],
-                            capture_output=True, text=True, timeout=60)
+    answer = _status(source, destination, topics, job, "--json")
     if answer.returncode != 0:
         return False
     topics = json.loads(answer.stdout)["topics"]
     return bool(topics) and all(p["mirrored_to"] for t in topics for p in t["partitions"])
+
+
+def caught_up(source: str, destination: str, topics: str, job: str) -> bool:
+    """Whether ``kmirror status`` shows job ``job`` has committed every record of ``topics``."""
+    return _status(source, destination, topics, job, "--max-lag", "0").returncode == 0

@@ -37,16 +37,19 @@ def test_keyed_topics_of_every_codec_are_repartitioned_where_java_would_put_them
     _create(kafka_source.bootstrap, {f"bykey.{codec}": 6 for codec in CODECS})
     _create(kafka_destination.bootstrap, {f"bykey.{codec}": 4 for codec in CODECS})
     sent: dict[str, dict[bytes, list[bytes]]] = {}
+    failed = []  # delivery reports with an error: the source would not hold what the test sent
     for codec in CODECS:
         producer = Producer({"bootstrap.servers": kafka_source.bootstrap, "compression.type": codec,
-                             "linger.ms": 20, "partitioner": "consistent_random"})
+                             "linger.ms": 20, "partitioner": "consistent_random", "enable.idempotence": True})
         sent[codec] = defaultdict(list)
         for i in range(PER_CODEC):
             key = keys[(i * 7) % KEYS]
             value = b"%s-%05d" % (codec.encode(), i)
-            producer.produce(f"bykey.{codec}", key=key, value=value)
+            producer.produce(f"bykey.{codec}", key=key, value=value,
+                             on_delivery=lambda error, message: error and failed.append((message.value(), error)))
             sent[codec][key].append(value)
         assert producer.flush(30) == 0
+    assert not failed, f"the source refused records: {failed[:5]}"
 
     from mirror.spark.job import run_mirror
 
@@ -58,6 +61,13 @@ def test_keyed_topics_of_every_codec_are_repartitioned_where_java_would_put_them
 
     java = java_partitions(kafka_destination.bootstrap, keys, 4)
     for codec in CODECS:
+        at_source = read_values(kafka_source.bootstrap, f"bykey.{codec}", 6,
+                                take=lambda m: (m.partition(), m.offset(), m.key(), m.value()))
+        source_keys: dict[bytes, list[bytes]] = defaultdict(list)
+        for records in at_source.values():
+            for _, _, key, value in records:
+                source_keys[key].append(value)
+        assert source_keys == sent[codec], f"bykey.{codec}: the source does not hold what the test's producer sent"
         copied = read_values(kafka_destination.bootstrap, f"bykey.{codec}", 4, take=lambda m: (m.key(), m.value()))
         for partition, records in copied.items():
             misplaced = [key for key, _ in records if java[key] != partition]
@@ -66,4 +76,9 @@ def test_keyed_topics_of_every_codec_are_repartitioned_where_java_would_put_them
         for records in copied.values():
             for key, value in records:
                 by_key[key].append(value)
-        assert by_key == sent[codec], f"bykey.{codec}: records lost, duplicated or reordered per key"
+        if by_key != sent[codec]:
+            copied_values = {value for values in by_key.values() for value in values}
+            lost = [(p, o) for records in at_source.values() for p, o, _, v in records if v not in copied_values]
+            raise AssertionError(f"bykey.{codec}: records lost, duplicated or reordered per key; "
+                                 f"{len(lost)} source records not at the destination, the first (partition, offset) "
+                                 f"of them: {lost[:10]}")

@@ -3,7 +3,8 @@ code wrote, and against a mirror ``kmirror run`` made.
 
 - Kafka's own Java producer (tests/support/JavaCopy.java) writes destinations from the records
   librdkafka read at the source: a faithful copy, and one with a record left out, one written
-  twice and one altered. Each edit is found at the offset the test put it at.
+  twice and one altered. Each edit is found at the offset the test put it at, on real Kafka
+  and on kmirror's embedded broker.
 - A by-key pair (6 source partitions to 4) that ``kmirror run`` mirrored: ``kmirror verify``
   passes it, with librdkafka's count of the source's records on both sides.
 - A live ``kmirror run`` that librdkafka's producer keeps writing to: verified up to its last
@@ -15,6 +16,7 @@ code wrote, and against a mirror ``kmirror run`` made.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import signal
 import subprocess
@@ -48,15 +50,33 @@ def _take(message):
     return message.key(), message.value(), message.headers() or [], message.timestamp()[1]
 
 
-def test_edits_made_by_javas_producer_are_each_found_at_their_offset(kafka_source, kafka_destination, kafka_jars):
+@contextlib.contextmanager
+def _clusters(kind: str, request, tmp_path):
+    """The bootstraps of a source and a destination: the suite's real Kafka clusters, or two
+    embedded brokers of this test's own."""
+    if kind == "kafka":
+        yield request.getfixturevalue("kafka_source").bootstrap, request.getfixturevalue("kafka_destination").bootstrap
+        return
+    from mirror.broker import EmbeddedBroker
+
+    with EmbeddedBroker(tmp_path / "src") as source, EmbeddedBroker(tmp_path / "dst") as destination:
+        yield source.bootstrap, destination.bootstrap
+
+
+@pytest.mark.parametrize("cluster", ["kafka", "embedded"])
+def test_edits_made_by_javas_producer_are_each_found_at_their_offset(cluster, request, kafka_jars, tmp_path):
+    with _clusters(cluster, request, tmp_path) as (source, destination):
+        _edits_found(kafka_jars(KAFKA_4), source, destination)
+
+
+def _edits_found(jars, source: str, destination: str) -> None:
     from mirror.spark.session import spark_session
     from mirror.spark.verify import Finding, compare_pair
     from mirror.verify_cli import _compiling
 
-    jars = kafka_jars(KAFKA_4)
-    _create(kafka_source.bootstrap, {"verify.src": 1})
-    _create(kafka_destination.bootstrap, {"verify.good": 1, "verify.bad": 1})
-    producer = Producer({"bootstrap.servers": kafka_source.bootstrap, "linger.ms": 5, "compression.type": "lz4"})
+    _create(source, {"verify.src": 1})
+    _create(destination, {"verify.good": 1, "verify.bad": 1})
+    producer = Producer({"bootstrap.servers": source, "linger.ms": 5, "compression.type": "lz4"})
     # Recent times: the shared clusters run for the whole suite, and Kafka's 7-day retention
     # deletes a segment of older records at its next check.
     now_ms = int(time.time() * 1000) - 60_000
@@ -64,18 +84,18 @@ def test_edits_made_by_javas_producer_are_each_found_at_their_offset(kafka_sourc
         producer.produce("verify.src", key=None if i % 10 == 9 else b"k%d" % (i % 5), value=b"v%d" % i, partition=0,
                          headers=[("h", b"%d" % i)] if i % 4 == 0 else None, timestamp=now_ms + i)
     assert producer.flush(30) == 0
-    records = read_values(kafka_source.bootstrap, "verify.src", 1, take=_take)[0]
-    java_produce(jars, kafka_destination.bootstrap, "verify.good",
+    records = read_values(source, "verify.src", 1, take=_take)[0]
+    java_produce(jars, destination, "verify.good",
                  [(0, key, value, timestamp, headers) for key, value, headers, timestamp in records])
     broken = list(records)
     del broken[10]  # source offset 10 left out
     broken.insert(40, broken[39])  # source offset 40 written twice: destination offsets 39 and 40
     broken[70] = (broken[70][0], b"altered", broken[70][2], broken[70][3])  # destination offset 70
-    java_produce(jars, kafka_destination.bootstrap, "verify.bad",
+    java_produce(jars, destination, "verify.bad",
                  [(0, key, value, timestamp, headers) for key, value, headers, timestamp in broken])
 
-    config = load_config(None, {"source.bootstrap": kafka_source.bootstrap,
-                                "destination.bootstrap": kafka_destination.bootstrap, "topics": "verify.src",
+    config = load_config(None, {"source.bootstrap": source,
+                                "destination.bootstrap": destination, "topics": "verify.src",
                                 "master": "local[2]"})
     spark = spark_session(_compiling(config))
     found = {}
@@ -83,8 +103,8 @@ def test_edits_made_by_javas_producer_are_each_found_at_their_offset(kafka_sourc
         entries = [SyncEntry(TopicPartition("verify.src", 0), 0, 99, TopicPartition(name, 0), 0, 100, False)]
         plan = plan_pair("verify.src", name, by_key=False, destination_partitions=1, entries=entries,
                          committed={0: 100})
-        found[name] = compare_pair(spark, plan, ClusterConfig(bootstrap=[kafka_source.bootstrap]),
-                                   ClusterConfig(bootstrap=[kafka_destination.bootstrap]), RetryConfig())
+        found[name] = compare_pair(spark, plan, ClusterConfig(bootstrap=[source]),
+                                   ClusterConfig(bootstrap=[destination]), RetryConfig())
     assert (found["verify.good"].source_records, found["verify.good"].findings) == (100, ())
     assert found["verify.bad"].findings == (Finding("altered", "verify.bad", 0, 1, 70),
                                             Finding("duplicated", "verify.bad", 0, 1, 40),

@@ -69,20 +69,17 @@ class StandaloneCluster:
     def start(self) -> None:
         self._spawn("master", "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
                     "--port", str(self.port), "--webui-port", str(self.ui_port))
-        self._spawn_worker("worker")
-        self._wait_for_worker(1)
+        self.add_worker("worker")
 
     def add_worker(self, name: str) -> None:
-        """Start one more worker, ``name``, and wait until the master counts it alive (a worker
-        killed a moment ago may still count: the master notices a dead one after a minute)."""
-        alive = self.state().get("aliveworkers", 0)
-        self._spawn_worker(name)
-        self._wait_for_worker(alive + 1)
-
-    def _spawn_worker(self, name: str) -> None:
+        """Start a worker, ``name``, and wait until the master lists it alive. It is told apart
+        by its web UI port, not by a count: a worker killed a moment ago still counts alive
+        until the master notices, a minute later, and may stop counting meanwhile."""
+        ui_port = free_port()
         self._spawn(name, "org.apache.spark.deploy.worker.Worker", self.master_url, "--host", "127.0.0.1",
-                    "--cores", str(self.cores), "--memory", self.memory, "--webui-port", str(free_port()),
+                    "--cores", str(self.cores), "--memory", self.memory, "--webui-port", str(ui_port),
                     "--work-dir", str(self.work_dir))
+        self._wait_for_worker(ui_port)
 
     def kill_worker(self, name: str) -> None:
         """SIGKILL a worker's whole process group: its JVM, its executors and their Python
@@ -135,19 +132,21 @@ class StandaloneCluster:
                 [str(SPARK_HOME / "bin" / "spark-class"), main_class, *args], stdout=log, stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL, env=loopback_env(), cwd=self.root, start_new_session=True)
 
-    def _wait_for_worker(self, count: int = 1) -> None:
+    def _wait_for_worker(self, ui_port: int) -> None:
         deadline = time.monotonic() + START_TIMEOUT_S
         while True:
             for name, process in self.processes.items():
                 if name not in self.killed and process.poll() is not None:
                     raise RuntimeError(f"the Spark {name} exited with code {process.returncode} while starting")
             try:
-                if self.state().get("aliveworkers", 0) >= count:
+                if any(worker.get("state") == "ALIVE" and worker.get("webuiaddress", "").endswith(f":{ui_port}")
+                       for worker in self.state().get("workers", [])):
                     return
             except (OSError, urllib.error.URLError, ValueError):
                 pass  # the master's web UI is not up yet
             if time.monotonic() > deadline:
-                raise TimeoutError(f"no worker registered with {self.master_url} in {START_TIMEOUT_S} s")
+                raise TimeoutError(f"the worker with web UI port {ui_port} did not register with {self.master_url} "
+                                   f"in {START_TIMEOUT_S} s")
             time.sleep(0.2)
 
 

@@ -52,6 +52,9 @@ log = logging.getLogger(__name__)
 
 SOURCE_CONNECTOR = "MirrorSourceConnector"
 """The connector whose offsets say where MM2's copy is (dedicated mode names it after its class)."""
+LEAVE_S = 15.0
+"""How long MM2's Connect group may keep members before kmirror refuses: Connect's
+``session.timeout.ms`` (10 s by default), and a heartbeat, for a worker that died uncleanly."""
 PROBE_S = 5.0
 """How long MM2's offsets topic is watched for a write: a MirrorMaker 2 that left its group but
 still runs (another group id) would move it."""
@@ -83,16 +86,11 @@ class TakeoverPlan:
     copied them and was stopped before its first offset flush, or another writer did)."""
 
 
-def check_stopped(destination: KafkaClient, group: str, offsets_topic: str, *, probe_s: float = PROBE_S,
-                  sleep=time.sleep) -> None:
-    """Raise :class:`MirrorMakerRunningError` if MM2's Connect group has members, or its offsets
-    topic grows while watched for ``probe_s``."""
-    there = GroupAdmin(destination).describe(group)
-    if there.members:
-        raise MirrorMakerRunningError(
-            f"MirrorMaker 2 still runs: its Connect group {group} on the destination has {there.members} members "
-            f"({there.state}); stop it first (a worker killed without a clean stop leaves the group after "
-            f"Connect's session timeout, 10 s by default)")
+def check_stopped(destination: KafkaClient, group: str, offsets_topic: str, *, leave_s: float = LEAVE_S,
+                  probe_s: float = PROBE_S, sleep=time.sleep, clock=time.monotonic) -> None:
+    """Raise :class:`MirrorMakerRunningError` if MM2's Connect group still has members after
+    ``leave_s``, or its offsets topic grows while watched for ``probe_s``."""
+    _wait_for_members_to_leave(GroupAdmin(destination), group, leave_s, sleep, clock)
     partitions = _partitions(destination, offsets_topic)
     if not partitions:
         return
@@ -105,6 +103,25 @@ def check_stopped(destination: KafkaClient, group: str, offsets_topic: str, *, p
             f"MirrorMaker 2 still runs: its offsets topic {offsets_topic} on the destination grew by {moved} "
             f"records in {probe_s:g} s, though its Connect group {group} is empty; stop every MirrorMaker 2 "
             f"of this flow first")
+
+
+def _wait_for_members_to_leave(admin: GroupAdmin, group: str, leave_s: float, sleep, clock) -> None:
+    """Wait while MM2's Connect group has members, up to ``leave_s``: an operator starts kmirror
+    right after stopping MM2, and a worker that was killed, or whose clean stop outlived its
+    service manager's patience, stays a member until its session times out."""
+    deadline = clock() + leave_s
+    there = admin.describe(group)
+    if there.members:
+        log.info("MirrorMaker 2's Connect group %s on the destination has %d members (%s): waiting up to %g s "
+                 "for them to leave", group, there.members, there.state, leave_s)
+    while there.members:
+        if clock() >= deadline:
+            raise MirrorMakerRunningError(
+                f"MirrorMaker 2 still runs: its Connect group {group} on the destination still has {there.members} "
+                f"members ({there.state}) after {leave_s:g} s; stop it first (a worker killed without a clean stop "
+                f"leaves the group after Connect's session timeout, 10 s by default)")
+        sleep(1.0)
+        there = admin.describe(group)
 
 
 def connect_offsets(destination: KafkaClient, topic: str, source_alias: str) -> dict[TopicPartition, int]:

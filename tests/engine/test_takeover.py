@@ -131,10 +131,35 @@ def test_a_running_mirrormaker2_is_refused_by_its_group_or_its_moving_offsets(tm
                 member.poll(0.2)
                 if member.assignment():
                     break
-            with pytest.raises(MirrorMakerRunningError, match="Connect group A-mm2 on the destination has 1 members"):
-                check_stopped(client, "A-mm2", "mm2-offsets.A.internal", probe_s=0, sleep=lambda s: None)
+            with pytest.raises(MirrorMakerRunningError,
+                               match="Connect group A-mm2 on the destination still has 1 members .* after 0 s"):
+                check_stopped(client, "A-mm2", "mm2-offsets.A.internal", leave_s=0, probe_s=0, sleep=lambda s: None)
         finally:
             member.close()
+
+
+def test_a_mirrormaker2_worker_leaving_within_the_wait_is_not_refused(tmp_path):
+    """Started right after MM2 was stopped, kmirror waits for its last member to leave (a killed
+    worker leaves at its session timeout; here the member leaves during the first wait)."""
+    from confluent_kafka import Consumer
+
+    with EmbeddedBroker(tmp_path / "dst") as broker, KafkaClient(broker.bootstrap) as client:
+        client.create_topics([NewTopic("mm2-offsets.A.internal", 1)])
+        member = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "A-mm2"})
+        member.subscribe(["mm2-offsets.A.internal"])
+        for _ in range(50):
+            member.poll(0.2)
+            if member.assignment():
+                break
+        waits = []
+
+        def member_leaves(seconds: float) -> None:
+            waits.append(seconds)
+            if len(waits) == 1:
+                member.close()
+
+        check_stopped(client, "A-mm2", "mm2-offsets.A.internal", probe_s=0, sleep=member_leaves)
+        assert waits[0] == 1.0 and len(waits) == 2  # one wait for the member, then the offsets probe
 
 
 def test_mm2s_state_is_read_from_every_partition_to_the_end(tmp_path):

@@ -2,8 +2,10 @@
 alone (``kill PID``), SIGTERM to its whole process group (``kill -- -PGID``, ``timeout``, a
 shell's ``kill %1``), SIGINT to the group (Ctrl-C in a terminal), and SIGTERM to every
 process of the job separately, as systemd's default ``KillMode=control-group`` does, Spark's
-JVM included. Each must exit 0 with no traceback and no false outage line; the runs share one
-checkpoint, and in the end librdkafka finds every record at the destination once, in order.
+JVM included. Each must exit 0 with no traceback after the signal and no false outage line
+(a traceback before it must come with the job's restart of a timed-out Python planner); the
+runs share one checkpoint, and in the end librdkafka finds every record at the destination
+once, in order.
 """
 
 from __future__ import annotations
@@ -79,10 +81,17 @@ def test_every_way_of_stopping_exits_cleanly_and_loses_nothing(tmp_path):
                 while "records," not in log_path.read_text() and job.poll() is None:
                     assert time.monotonic() < deadline, log_path.read_text()[-3000:]
                     time.sleep(0.2)
+                signalled_at = len(log_path.read_text())
                 _signal(job, how)
                 assert job.wait(120) == 0, f"{how}:\n" + log_path.read_text()[-3000:]
                 text = log_path.read_text()
-                assert "Traceback" not in text and "outage" not in text and "Exception" not in text, f"{how}:\n{text[-3000:]}"
+                before, after = text[:signalled_at], text[signalled_at:]
+                assert "outage" not in text, f"{how}:\n{text[-3000:]}"
+                assert "Traceback" not in after and "Exception" not in after, f"{how}:\n{text[-3000:]}"
+                if "Traceback" in before or "Exception" in before:
+                    # A loaded machine may time out Spark's Python planner before the stop: the
+                    # job rides that out (mirror.spark.restarts) and must have said so.
+                    assert "starting it again from the checkpoint" in before, f"{how}:\n{text[-3000:]}"
         finally:
             done.set()
             writer.join(30)

@@ -32,7 +32,6 @@ from __future__ import annotations
 import base64
 import json
 import logging
-import os
 import signal
 import socket
 import subprocess

@@ -18,15 +18,14 @@ import re
 import signal
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, Producer
+from confluent_kafka import Consumer
 from confluent_kafka.admin import AdminClient, NewTopic
 from librdkafka_reader import read_to_end, read_values
-from live_source import wait_until
+from live_source import ProducerWriter, wait_until
 
 from mirror.bench.arrival import stop_process
 from mirror.bench.latency_proxy import free_port
@@ -39,45 +38,6 @@ pytestmark = [pytest.mark.slow, pytest.mark.kafka, pytest.mark.interop]
 PARTITIONS = 3
 GROUP = "app"
 """A group consuming the source, whose offsets MM2 translates and kmirror goes on translating."""
-
-
-class SourceWriter:
-    """Keyed records ``<partition>-<n>`` to every partition from a thread, a few hundred a second,
-    as an application keeps writing while its mirror is switched; ``written`` in order."""
-
-    def __init__(self, bootstrap: str, topic: str):
-        self.producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "enable.idempotence": True,
-                                  "compression.type": "lz4"})
-        self.topic = topic
-        self.written: dict[int, list[bytes]] = {p: [] for p in range(PARTITIONS)}
-        self.stop = threading.Event()
-        self.thread = threading.Thread(target=self._run)
-
-    def _run(self) -> None:
-        n = 0
-        while not self.stop.is_set():
-            for p in range(PARTITIONS):
-                value = b"%d-%06d" % (p, n)
-                self.producer.produce(self.topic, value, key=b"k%d" % (n % 7), partition=p)
-                self.written[p].append(value)
-            n += 1
-            if n % 20 == 0:
-                self.producer.poll(0)
-                time.sleep(0.05)
-        assert self.producer.flush(30) == 0
-
-    def __enter__(self) -> "SourceWriter":
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.finish()
-
-    def finish(self) -> dict[int, list[bytes]]:
-        if not self.stop.is_set():
-            self.stop.set()
-            self.thread.join(60)
-        return self.written
 
 
 def _topic(cluster, name: str) -> None:
@@ -160,7 +120,7 @@ def test_kmirror_takes_over_from_exactly_once_mirrormaker2_exactly(tmp_path, kaf
     _topic(kafka_source, source_topic)
     work = tmp_path / "mm2"
     work.mkdir()
-    with SourceWriter(kafka_source.bootstrap, source_topic) as writer:
+    with ProducerWriter(kafka_source.bootstrap, source_topic, PARTITIONS) as writer:
         wait_until(lambda: sum(map(len, writer.written.values())) > 600, "the source to fill a little", 60)
         before_mm2 = _consume_some(kafka_source.bootstrap, GROUP, source_topic, 300)
         mm2 = launch(work, _mm2_config(kafka_source, kafka_destination, source_topic, alias, exactly_once=True))
@@ -210,7 +170,7 @@ def test_kmirror_refuses_a_running_mirrormaker2_then_takes_over_from_at_least_on
     _topic(kafka_source, topic)
     work = tmp_path / "mm2"
     work.mkdir()
-    with SourceWriter(kafka_source.bootstrap, topic) as writer:
+    with ProducerWriter(kafka_source.bootstrap, topic, PARTITIONS) as writer:
         mm2 = launch(work, _mm2_config(kafka_source, kafka_destination, topic, alias, exactly_once=False))
         try:
             wait_until(lambda: _destination_count(kafka_destination.bootstrap, remote) > 3000,

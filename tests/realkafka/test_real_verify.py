@@ -21,7 +21,6 @@ import json
 import signal
 import subprocess
 import sys
-import threading
 import time
 
 import pytest
@@ -30,7 +29,7 @@ from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, C
 
 from java_copy import java_produce
 from librdkafka_reader import read_values
-from live_source import caught_up, committed_everywhere, wait_until
+from live_source import ProducerWriter, caught_up, committed_everywhere, wait_until
 from mirror.config import ClusterConfig, RetryConfig, load_config
 from mirror.engine.offset_syncs import SyncEntry
 from mirror.engine.verify_plan import plan_pair
@@ -138,33 +137,6 @@ def test_a_by_key_mirror_kmirror_made_verifies_with_librdkafkas_counts(kafka_sou
     assert (report["source_records"], report["destination_records"], report["findings"]) == (written, written, [])
 
 
-class _Writing:
-    """librdkafka's producer writing keyed records to every partition of ``topic`` until stopped."""
-
-    def __init__(self, bootstrap: str, topic: str):
-        self.producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "compression.type": "lz4"})
-        self.topic, self.stop = topic, threading.Event()
-        self.thread = threading.Thread(target=self._write)
-
-    def _write(self) -> None:
-        n = 0
-        while not self.stop.is_set():
-            for _ in range(20):
-                self.producer.produce(self.topic, key=b"device-%d" % (n % 37), value=b"reading %d" % n)
-                n += 1
-            self.producer.poll(0)
-            time.sleep(0.05)
-        assert self.producer.flush(30) == 0
-
-    def __enter__(self) -> "_Writing":
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.stop.set()
-        self.thread.join(60)
-
-
 def test_a_live_job_verifies_up_to_its_last_commit(kafka_source, kafka_destination, tmp_path):
     _create(kafka_source.bootstrap, {"verify.live": 3})
     src, dst = kafka_source.bootstrap, kafka_destination.bootstrap
@@ -173,7 +145,7 @@ def test_a_live_job_verifies_up_to_its_last_commit(kafka_source, kafka_destinati
                             "--master", "local[2]", "--trigger-interval", "1"],
                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
-        with _Writing(src, "verify.live"):
+        with ProducerWriter(src, "verify.live", 3):
             wait_until(lambda: committed_everywhere(src, dst, r"verify\.live", "live"), "a first commit", 240,
                        poll_s=1)
             started_ms = int(time.time() * 1000)

@@ -3,7 +3,8 @@
 Resident copiers follow their partitions between micro-batches, so the tests of copy-ahead,
 fencing and crashes need a source that keeps growing under them: :class:`Writer` produces
 unique values (``p<partition>-<n>``) from a thread and keeps what it wrote, in order, for
-the test to compare with what librdkafka reads at the destination.
+the test to compare with what librdkafka reads at the destination. :class:`ProducerWriter`
+does the same with librdkafka's producer and keys, as an application writes a real cluster.
 """
 
 from __future__ import annotations
@@ -46,6 +47,49 @@ class Writer:
     def __exit__(self, *exc) -> None:
         self.stop.set()
         self.thread.join(30)
+
+
+class ProducerWriter:
+    """librdkafka's idempotent producer writing keyed records ``<partition>-<n>`` to every one of
+    ``partitions`` from a thread, a few hundred a second, as an application keeps writing while
+    its mirror runs or is switched; ``written`` in order per partition."""
+
+    def __init__(self, bootstrap: str, topic: str, partitions: int):
+        from confluent_kafka import Producer
+
+        self.producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "enable.idempotence": True,
+                                  "compression.type": "lz4"})
+        self.topic, self.partitions = topic, partitions
+        self.written: dict[int, list[bytes]] = {p: [] for p in range(partitions)}
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._run)
+
+    def _run(self) -> None:
+        n = 0
+        while not self.stop.is_set():
+            for p in range(self.partitions):
+                value = b"%d-%06d" % (p, n)
+                self.producer.produce(self.topic, value, key=b"k%d" % (n % 7), partition=p)
+                self.written[p].append(value)
+            n += 1
+            if n % 20 == 0:
+                self.producer.poll(0)
+                time.sleep(0.05)
+        assert self.producer.flush(30) == 0
+
+    def __enter__(self) -> "ProducerWriter":
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.finish()
+
+    def finish(self) -> dict[int, list[bytes]]:
+        """Stop writing, wait for every record to be acknowledged, and give what was written."""
+        if not self.stop.is_set():
+            self.stop.set()
+            self.thread.join(60)
+        return self.written
 
 
 def wait_until(predicate, what: str, timeout_s: float, poll_s: float = 0.1) -> None:

@@ -111,9 +111,20 @@ def test_offsets_synced_past_the_takeover_or_outside_the_destination_are_left_ou
         (0, 2, 100, 103, False), (3, 3, 103, 104, True), (4, 9, 104, 111, False)]
 
 
-def test_a_running_mirrormaker2_is_refused_by_its_group_or_its_moving_offsets(tmp_path):
+def _connect_worker(bootstrap: str):
+    """librdkafka's consumer as a member of MM2's Connect group ``A-mm2``, once it has joined."""
     from confluent_kafka import Consumer
 
+    member = Consumer({"bootstrap.servers": bootstrap, "group.id": "A-mm2"})
+    member.subscribe(["mm2-offsets.A.internal"])
+    for _ in range(50):
+        member.poll(0.2)
+        if member.assignment():
+            break
+    return member
+
+
+def test_a_running_mirrormaker2_is_refused_by_its_group_or_its_moving_offsets(tmp_path):
     with EmbeddedBroker(tmp_path / "dst") as broker, KafkaClient(broker.bootstrap) as client:
         client.create_topics([NewTopic("mm2-offsets.A.internal", 2)])
         check_stopped(client, "A-mm2", "mm2-offsets.A.internal", probe_s=0, sleep=lambda s: None)
@@ -124,13 +135,8 @@ def test_a_running_mirrormaker2_is_refused_by_its_group_or_its_moving_offsets(tm
 
         with pytest.raises(MirrorMakerRunningError, match="grew by 1 records"):
             check_stopped(client, "A-mm2", "mm2-offsets.A.internal", probe_s=0, sleep=written_meanwhile)
-        member = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "A-mm2"})
-        member.subscribe(["mm2-offsets.A.internal"])
+        member = _connect_worker(broker.bootstrap)
         try:
-            for _ in range(50):
-                member.poll(0.2)
-                if member.assignment():
-                    break
             with pytest.raises(MirrorMakerRunningError,
                                match="Connect group A-mm2 on the destination still has 1 members .* after 0 s"):
                 check_stopped(client, "A-mm2", "mm2-offsets.A.internal", leave_s=0, probe_s=0, sleep=lambda s: None)
@@ -141,16 +147,9 @@ def test_a_running_mirrormaker2_is_refused_by_its_group_or_its_moving_offsets(tm
 def test_a_mirrormaker2_worker_leaving_within_the_wait_is_not_refused(tmp_path):
     """Started right after MM2 was stopped, kmirror waits for its last member to leave (a killed
     worker leaves at its session timeout; here the member leaves during the first wait)."""
-    from confluent_kafka import Consumer
-
     with EmbeddedBroker(tmp_path / "dst") as broker, KafkaClient(broker.bootstrap) as client:
         client.create_topics([NewTopic("mm2-offsets.A.internal", 1)])
-        member = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "A-mm2"})
-        member.subscribe(["mm2-offsets.A.internal"])
-        for _ in range(50):
-            member.poll(0.2)
-            if member.assignment():
-                break
+        member = _connect_worker(broker.bootstrap)
         waits = []
 
         def member_leaves(seconds: float) -> None:

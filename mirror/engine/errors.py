@@ -1,4 +1,5 @@
-"""What the copy raises on purpose, each naming the source partition and offset.
+"""What the copy raises on purpose: about the data, each naming the source partition and
+offset; about the copy's own parts, naming the part.
 
 ::
 
@@ -6,7 +7,8 @@
     ├── CorruptSourceError        a source batch failed its checks; nothing after it was copied
     ├── DataLossError             source data was deleted (retention) before it was copied
     ├── SourceTruncatedError      the source log ends before offsets it already reported
-    └── TopicMismatchError        a destination topic cannot take the source's partitions
+    ├── TopicMismatchError        a destination topic cannot take the source's partitions
+    └── CopierRefusedError        a resident copier could not read what its task sent
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from kcodecs import KMirrorError
 
 from ..kafka.types import TopicPartition
 
-__all__ = ["CorruptSourceError", "DataLossError", "SourceTruncatedError", "TopicMismatchError"]
+__all__ = ["CorruptSourceError", "DataLossError", "SourceTruncatedError", "TopicMismatchError", "CopierRefusedError"]
 
 
 class CorruptSourceError(KMirrorError):
@@ -43,3 +45,9 @@ class SourceTruncatedError(KMirrorError):
 
 class TopicMismatchError(KMirrorError):
     """For example ``preserve`` partitioning into a destination topic with fewer partitions."""
+
+
+class CopierRefusedError(KMirrorError):
+    """A resident copier (:mod:`.copier`) answered that it could not read its task's message;
+    the text says which kind and which fields. A new copier of this same kmirror would refuse
+    it again, so the job fails with the reason rather than running the task again."""

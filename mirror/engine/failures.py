@@ -10,7 +10,8 @@ it fail. What the job does next depends on the error, and is decided here, in on
   retry through outages.
 - **permanent**: the data or the configuration is wrong (a corrupt source batch, data lost
   to retention, a truncated source, a destination topic that cannot take the partitions, a
-  hanging source transaction, a non-retriable broker error such as RECORD_LIST_TOO_LARGE).
+  hanging source transaction, a non-retriable broker error such as RECORD_LIST_TOO_LARGE, a
+  resident copier that cannot read what its task sent).
   Running the task again would fail the same way, so the job fails at once.
 - **other** (a fenced producer, a refused sequence, a protocol error): a new attempt, which
   starts with a new producer, may succeed. The driver runs the task again at once, as many
@@ -33,14 +34,14 @@ from ..config import ConfigError
 from ..kafka import (AuthenticationError, BrokerApiError, ClusterUnreachableError, ConnectionFailedError,
                      HangingTransactionError, KafkaClient)
 from ..kafka.transactions import TransactionError
-from .errors import CorruptSourceError, DataLossError, SourceTruncatedError, TopicMismatchError
+from .errors import CopierRefusedError, CorruptSourceError, DataLossError, SourceTruncatedError, TopicMismatchError
 
 __all__ = ["Verdict", "verdict", "failed_cluster", "cluster_role", "TaskFailure"]
 
 Verdict = Literal["outage", "permanent", "other"]
 
 _PERMANENT = (CorruptSourceError, DataLossError, SourceTruncatedError, TopicMismatchError, HangingTransactionError,
-              ConfigError, AuthenticationError)
+              ConfigError, AuthenticationError, CopierRefusedError)
 
 
 def verdict(error: BaseException) -> Verdict:

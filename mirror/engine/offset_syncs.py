@@ -30,6 +30,9 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Iterable, Mapping
 
+from pydantic import GetCoreSchemaHandler
+from pydantic_core import core_schema
+
 import kcodecs
 from kcodecs import KMirrorError, Record
 
@@ -157,6 +160,24 @@ class SyncLog:
         for (source, _), entries in sorted(self.entries.items()):
             out.setdefault(source, []).extend(entries)
         return out
+
+    @classmethod
+    def of(cls, entries: Iterable[SyncEntry]) -> "SyncLog":
+        """The log of ``entries`` added in order (merged as :meth:`add` merges them)."""
+        log = cls()
+        for e in entries:
+            log.add(e.source, e.first, e.last, e.destination, e.base, e.end, e.exact)
+        return log
+
+    @classmethod
+    def __get_pydantic_core_schema__(cls, source: type, handler: GetCoreSchemaHandler) -> core_schema.CoreSchema:
+        """As data (a copier's report, :mod:`.copier.messages`): its entries, in order, each
+        pair's open one closed; read back by :meth:`of`, which merges them as they were. Its
+        dicts are keyed by partition pairs, which JSON cannot key by."""
+        entries = handler.generate_schema(list[SyncEntry])
+        as_list = core_schema.plain_serializer_function_ser_schema(
+            lambda log: [e for pair in log.entries.values() for e in pair], return_schema=entries)
+        return core_schema.no_info_after_validator_function(cls.of, entries, serialization=as_list)
 
 
 def encode_syncs(log: SyncLog, now_ms: int) -> bytearray | None:

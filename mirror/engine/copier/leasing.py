@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Sequence
 
 from kcodecs import KMirrorError
 
+from ..errors import CopierRefusedError
 from ..ranges import CopyRequest, TaskStats
 from .messages import Lease, MessageError, Release, Report, receive, send
 
@@ -82,6 +83,9 @@ def release(job: "CopyJob", task: int) -> TaskStats | None:
         reply = _ask(path, Release(), start=False)
     except CopierLostError:
         return None
+    except CopierRefusedError as exc:
+        log.warning("%s", exc)  # it ends with its lease, committing what it copied
+        return None
     return reply.stats
 
 
@@ -89,13 +93,17 @@ def _ask(path: Path, message: Lease | Release, *, start: bool) -> Report:
     sock = _connect(path, start)
     try:
         send(sock, message)
-        return receive(sock, Report)
+        reply = receive(sock, Report)
     except (OSError, EOFError) as exc:
         raise CopierLostError(f"the copier at {path} went away before it answered: {exc}") from exc
     except MessageError as exc:
         raise CopierLostError(f"the copier at {path} answered: {exc}") from exc
     finally:
         sock.close()
+    if reply.refused is not None:
+        raise CopierRefusedError(f"the copier at {path} could not read its task's {type(message).__name__}: "
+                                 f"{reply.refused}")
+    return reply
 
 
 def _connect(path: Path, start: bool) -> socket.socket:

@@ -91,8 +91,16 @@ class _Server:
             log.warning("copier %d stopped: %s%s", self.task, self._role_of(exc), exc)
             self._answer_all(_failed(self.task, exc))
             return 1
+        except Exception as exc:  # a bug: its traceback here, its name and text to every task
+            log.exception("copier %d failed", self.task)
+            self._answer_all(Report(crash=f"failed: {type(exc).__name__}: {exc}"))
+            return 1
         finally:
             self._close()
+
+    def _name(self) -> str:
+        """For the log: its task index, once a lease said it."""
+        return f"copier {self.task}" if self.task >= 0 else f"the copier at {self.path}"
 
     def _role_of(self, error: KMirrorError) -> str:
         """"source " or "destination " when ``error`` says which cluster failed, for the log."""
@@ -124,7 +132,12 @@ class _Server:
         self.clients.remove(sock)
         try:
             message = receive(sock, Lease, Release)
-        except (EOFError, OSError, MessageError) as exc:
+        except MessageError as exc:
+            # Said to the task, which fails the job with it, and here, in the executor's log.
+            log.warning("%s refused a message: %s", self._name(), exc)
+            _answer(sock, Report(refused=str(exc)))
+            return
+        except (EOFError, OSError) as exc:
             log.debug("a connection to copier %d ended without a lease: %s", self.task, exc)
             sock.close()
             return

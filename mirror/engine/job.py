@@ -1,6 +1,6 @@
 """What an executor needs to copy: :class:`CopyJob`, built on the driver from the configuration
 (:meth:`CopyJob.from_config`), small, and pickled into each Spark task (and handed to resident
-copiers in their leases)."""
+copiers in their leases, as data: :mod:`.copier.messages`)."""
 
 from __future__ import annotations
 

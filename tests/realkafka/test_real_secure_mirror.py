@@ -8,13 +8,16 @@ SASL_SSL and one over mTLS copy every record in order. Refused credentials (a wr
 password; no client certificate; one from a CA the brokers do not trust) end ``kmirror run``
 with exit code 2 and one ERROR line, and fail at once: the runs below have no ``--once`` and
 no ``--max-outage``, so a refusal mistaken for an outage would be waited out forever (the
-subprocess timeout would then fail the test).
+subprocess timeout would then fail the test). A long-running mirror over SASL_SSL (issue 60:
+resident copiers, whose leases carry the TLS files) copies a live stream once and stops on
+SIGTERM.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -23,6 +26,7 @@ import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 from librdkafka_reader import read_values
+from live_source import ProducerWriter, wait_until
 
 from mirror.config import load_config
 from mirror.realkafka import KafkaCluster
@@ -174,3 +178,41 @@ def test_an_mtls_listener_refuses_a_certificate_from_a_ca_it_does_not_trust(clus
                     "--source-tls-ca-file", str(pki.ca), "--source-tls-cert-file", str(stranger.client),
                     "--destination", dst.bootstrap)
     _one_clear_error(done, "authentication failed", src.bootstrap_for("SSL"))
+
+
+def test_a_long_running_mirror_over_sasl_ssl_copies_a_live_stream_once_and_stops_on_sigterm(clusters, pki, tmp_path):
+    """Issue 60's acceptance on real Kafka: ``kmirror run`` without ``--once`` (resident copiers,
+    whose leases carry both clusters' CA files and SCRAM passwords) copies what librdkafka
+    writes while it runs, each record once, and exits 0 on SIGTERM."""
+    src, dst = clusters
+    topic = "secure.live"
+    source_conf, destination_conf = _scram(pki, SOURCE_PASSWORD), _scram(pki, DESTINATION_PASSWORD)
+    admin = AdminClient({"bootstrap.servers": src.bootstrap_for("SASL_SSL"), **source_conf})
+    for future in admin.create_topics([NewTopic(topic, PARTITIONS)]).values():
+        future.result(30)
+    flags = []
+    for side, cluster in (("source", src), ("destination", dst)):
+        flags += [f"--{side}", cluster.bootstrap_for("SASL_SSL"), f"--{side}-security-protocol", "SASL_SSL",
+                  f"--{side}-tls-ca-file", str(pki.ca), f"--{side}-sasl-mechanism", "SCRAM-SHA-512",
+                  f"--{side}-sasl-username", USER, f"--{side}-sasl-password-env", f"KMIRROR_TEST_{side.upper()}_PW"]
+    job = subprocess.Popen([sys.executable, "-m", "mirror.cli", "run", "--topics", topic, "--checkpoint",
+                            str(tmp_path / "ck"), *flags], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                           env={**os.environ, "KMIRROR_TEST_SOURCE_PW": SOURCE_PASSWORD,
+                                "KMIRROR_TEST_DESTINATION_PW": DESTINATION_PASSWORD})
+    try:
+        with ProducerWriter(src.bootstrap_for("SASL_SSL"), topic, PARTITIONS, **source_conf) as writer:
+            wait_until(lambda: job.poll() is not None or len(writer.written[0]) >= 500, "the live stream", 60)
+        wait_until(lambda: job.poll() is not None or read_values(
+            dst.bootstrap_for("SASL_SSL"), topic, PARTITIONS, **destination_conf) == writer.written,
+            "the job to copy the live stream", 180, poll_s=1.0)
+        assert job.poll() is None, "the job ended on its own"
+        job.send_signal(signal.SIGTERM)
+        _, stderr = job.communicate(timeout=120)
+    finally:
+        if job.poll() is None:
+            job.kill()
+    assert job.returncode == 0, stderr[-5000:]
+    assert "Traceback" not in stderr and " ERROR " not in stderr, stderr[-5000:]
+    copied = read_values(dst.bootstrap_for("SASL_SSL"), topic, PARTITIONS, **destination_conf)
+    assert copied == writer.written  # every record, once, in order, read_committed
+    assert SOURCE_PASSWORD not in stderr and DESTINATION_PASSWORD not in stderr

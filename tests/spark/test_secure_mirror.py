@@ -1,17 +1,23 @@
 """Acceptance of issue 13 (TLS and SASL): ``kmirror run --once`` between two SASL_SSL
 (SCRAM-SHA-512) embedded brokers copies exactly what librdkafka reads at the source, and no
 password shows anywhere: not in the run's stdout or stderr at DEBUG (driver, planner,
-executors, JVM), not in the brokers' log records, not in the checkpoint."""
+executors, JVM), not in the brokers' log records, not in the checkpoint.
+
+Acceptance of issue 60: the long-running job between the same clusters (resident copiers,
+whose leases carry the TLS files and the passwords) copies a live stream once and exits 0 on
+SIGTERM; a copier that cannot read a lease fails the job with its reason."""
 
 from __future__ import annotations
 
 import logging
 import os
+import signal
 import subprocess
 import sys
 
 import pytest
 from librdkafka_reader import read_values
+from live_source import ProducerWriter, wait_until
 from secure_brokers import USER, Pki, kmirror_security, librdkafka_conf
 
 import kcodecs
@@ -77,3 +83,81 @@ password = "{DESTINATION_PASSWORD}"
     broker_logs = "\n".join(record.getMessage() for record in caplog.records)
     for secret in (SOURCE_PASSWORD, DESTINATION_PASSWORD):
         assert secret not in output and secret not in broker_logs and secret not in checkpoint
+
+
+def _long_running(src: EmbeddedBroker, dst: EmbeddedBroker, pki: Pki, topic: str, tmp_path) -> subprocess.Popen:
+    """``kmirror run`` without ``--once`` between the two brokers (SASL_SSL, SCRAM-SHA-512, CA
+    files), its passwords from the environment, as a service would be started."""
+    flags = []
+    for side in ("source", "destination"):
+        flags += [f"--{side}-security-protocol", "SASL_SSL", f"--{side}-tls-ca-file", str(pki.ca),
+                  f"--{side}-sasl-mechanism", "SCRAM-SHA-512", f"--{side}-sasl-username", USER,
+                  f"--{side}-sasl-password-env", f"KMIRROR_TEST_{side.upper()}_PASSWORD"]
+    return subprocess.Popen(
+        [sys.executable, "-m", "mirror.cli", "run", "--source", src.bootstrap, "--destination", dst.bootstrap,
+         "--topics", topic, "--checkpoint", str(tmp_path / "ck"), *flags],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env={**os.environ, "KMIRROR_TEST_SOURCE_PASSWORD": SOURCE_PASSWORD,
+             "KMIRROR_TEST_DESTINATION_PASSWORD": DESTINATION_PASSWORD})
+
+
+def _create(src: EmbeddedBroker, pki: Pki, topic: str) -> None:
+    with KafkaClient(src.bootstrap, security=kmirror_security(pki, "SCRAM-SHA-512", password=SOURCE_PASSWORD)) as client:
+        client.create_topics([NewTopic(topic, PARTITIONS)])
+
+
+def test_a_long_running_mirror_between_sasl_ssl_brokers_copies_a_live_stream_once_and_stops_on_sigterm(tmp_path):
+    """Issue 60's acceptance on the embedded broker: resident copiers between SASL_SSL/SCRAM
+    clusters with CA files (their leases carry both clusters' TLS and SASL settings)."""
+    pki = Pki.create(tmp_path)
+    with EmbeddedBroker(tmp_path / "src", security=_listener(pki, SOURCE_PASSWORD)) as src, \
+            EmbeddedBroker(tmp_path / "dst", security=_listener(pki, DESTINATION_PASSWORD)) as dst:
+        _create(src, pki, "meter")
+        source_conf = librdkafka_conf(pki, "SCRAM-SHA-512", password=SOURCE_PASSWORD)
+        destination_conf = librdkafka_conf(pki, "SCRAM-SHA-512", password=DESTINATION_PASSWORD)
+        job = _long_running(src, dst, pki, "meter", tmp_path)
+        try:
+            with ProducerWriter(src.bootstrap, "meter", PARTITIONS, **source_conf) as writer:
+                wait_until(lambda: job.poll() is not None or len(writer.written[0]) >= 500, "the live stream", 60)
+            wait_until(lambda: job.poll() is not None
+                       or read_values(dst.bootstrap, "meter", PARTITIONS, **destination_conf) == writer.written,
+                       "the job to copy the live stream", 180, poll_s=1.0)
+            assert job.poll() is None, "the job ended on its own"
+            job.send_signal(signal.SIGTERM)
+            _, stderr = job.communicate(timeout=120)
+        finally:
+            if job.poll() is None:
+                job.kill()
+        assert job.returncode == 0, stderr[-5000:]
+        assert "Traceback" not in stderr and " ERROR " not in stderr, stderr[-5000:]
+        assert read_values(dst.bootstrap, "meter", PARTITIONS, **destination_conf) == writer.written
+    assert SOURCE_PASSWORD not in stderr and DESTINATION_PASSWORD not in stderr
+
+
+def test_a_copier_that_cannot_read_its_lease_fails_the_job_with_its_reason(tmp_path):
+    """The CA file the job was started with is gone when a later lease reaches the copier (as
+    on an executor of another machine that lacks it): the copier refuses the lease, and the
+    job's log and its exit line say which message and which field, not that it "went away"."""
+    pki = Pki.create(tmp_path)
+    with EmbeddedBroker(tmp_path / "src", security=_listener(pki, SOURCE_PASSWORD)) as src, \
+            EmbeddedBroker(tmp_path / "dst", security=_listener(pki, DESTINATION_PASSWORD)) as dst:
+        _create(src, pki, "meter")
+        source_conf = librdkafka_conf(pki, "SCRAM-SHA-512", password=SOURCE_PASSWORD)
+        job = _long_running(src, dst, pki, "meter", tmp_path)
+        try:
+            with ProducerWriter(src.bootstrap, "meter", PARTITIONS, **source_conf):
+                wait_until(lambda: job.poll() is not None or read_values(
+                    dst.bootstrap, "meter", PARTITIONS, **librdkafka_conf(
+                        pki, "SCRAM-SHA-512", password=DESTINATION_PASSWORD))[0], "a first copy", 180, poll_s=1.0)
+                assert job.poll() is None, "the job ended on its own"
+                pki.ca.unlink()
+                _, stderr = job.communicate(timeout=180)
+        finally:
+            if job.poll() is None:
+                job.kill()
+    assert job.returncode == 1, stderr[-5000:]
+    errors = [line for line in stderr.splitlines() if " ERROR " in line]
+    assert len(errors) == 1, stderr[-5000:]
+    assert "CopierRefusedError" in errors[0] and "Lease" in errors[0] and "tls.ca_file" in errors[0], errors
+    assert "refused a message" in stderr  # the copier's own line, from the executor
+    assert "went away" not in stderr and "Traceback" not in stderr, stderr[-5000:]

@@ -54,11 +54,12 @@ class ProducerWriter:
     ``partitions`` from a thread, a few hundred a second, as an application keeps writing while
     its mirror runs or is switched; ``written`` in order per partition."""
 
-    def __init__(self, bootstrap: str, topic: str, partitions: int):
+    def __init__(self, bootstrap: str, topic: str, partitions: int, **conf):
+        """``conf``: more librdkafka properties (``security.protocol`` and the like)."""
         from confluent_kafka import Producer
 
         self.producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "enable.idempotence": True,
-                                  "compression.type": "lz4"})
+                                  "compression.type": "lz4", **conf})
         self.topic, self.partitions = topic, partitions
         self.written: dict[int, list[bytes]] = {p: [] for p in range(partitions)}
         self.stop = threading.Event()

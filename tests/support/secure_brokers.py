@@ -30,16 +30,23 @@ class Pki:
     """The broker's key and certificate chain in one file."""
     client: Path
     """The client's key and certificate chain in one file (mTLS)."""
+    client_cert: Path
+    """The same certificate chain alone, for clients given the key in a file of its own."""
+    client_key: Path
+    """The same private key alone."""
 
     @classmethod
     def create(cls, directory: Path, name: str = "pki") -> "Pki":
         directory = directory / name
         directory.mkdir(parents=True, exist_ok=True)
         ca = trustme.CA()
-        paths = cls(directory / "ca.pem", directory / "server.pem", directory / "client.pem")
+        paths = cls(*(directory / f"{part}.pem" for part in ("ca", "server", "client", "client-cert", "client-key")))
         ca.cert_pem.write_to_path(paths.ca)
         ca.issue_cert("127.0.0.1", "localhost").private_key_and_cert_chain_pem.write_to_path(paths.server)
-        ca.issue_cert("kmirror-client@example.com").private_key_and_cert_chain_pem.write_to_path(paths.client)
+        client = ca.issue_cert("kmirror-client@example.com")
+        client.private_key_and_cert_chain_pem.write_to_path(paths.client)
+        client.private_key_pem.write_to_path(paths.client_key)
+        paths.client_cert.write_bytes(b"".join(pem.bytes() for pem in client.cert_chain_pems))
         return paths
 
 

@@ -10,7 +10,12 @@ import pytest
 
 from kcodecs import Record
 
-pytest_plugins = ["real_kafka"]  # real Apache Kafka clusters as fixtures (tests/support/real_kafka.py)
+# Real Apache Kafka clusters as fixtures (tests/support/real_kafka.py); the time per folder
+# after a run (tests/support/suite_timing.py).
+pytest_plugins = ["real_kafka", "suite_timing"]
+
+ACCEPTANCE_TIMEOUT_S = 3 * 3600
+"""A test's limit under ``--acceptance`` (pyproject's ``timeout`` is the CI tier's)."""
 
 REAL_KAFKA_TESTS = Path(__file__).parent / "realkafka"
 
@@ -22,6 +27,24 @@ REAL_KAFKA_TESTS = Path(__file__).parent / "realkafka"
 _C1_ONLY = "-XX:TieredStopAtLevel=1"
 if _C1_ONLY not in os.environ.get("JAVA_TOOL_OPTIONS", ""):
     os.environ["JAVA_TOOL_OPTIONS"] = f"{os.environ.get('JAVA_TOOL_OPTIONS', '')} {_C1_ONLY}".strip()
+
+
+def pytest_addoption(parser):
+    parser.addoption("--acceptance", action="store_true",
+                     help="run every fixed-work test at the size its issue asked for (tests/support/sizes.py, "
+                     "docs/testing.md), with a longer per-test timeout; without it, at CI size")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_configure(config):
+    """Before the test modules are imported (they read their sizes then), and before
+    pytest-timeout reads its limit."""
+    from sizes import use_acceptance_sizes
+
+    acceptance = config.getoption("acceptance")
+    use_acceptance_sizes(acceptance)
+    if acceptance and (config.option.timeout or 0) < ACCEPTANCE_TIMEOUT_S:
+        config.option.timeout = ACCEPTANCE_TIMEOUT_S
 
 
 def pytest_collection_modifyitems(items):

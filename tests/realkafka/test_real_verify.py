@@ -29,6 +29,7 @@ from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, C
 
 from java_copy import java_produce
 from librdkafka_reader import read_values
+from in_process import kmirror
 from live_source import ProducerWriter, caught_up, committed_everywhere, wait_until
 from mirror.config import ClusterConfig, RetryConfig, load_config
 from mirror.engine.offset_syncs import SyncEntry
@@ -111,9 +112,9 @@ def _edits_found(jars, source: str, destination: str) -> None:
 
 
 def _verify(source: str, destination: str, topic: str, name: str, *flags: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "mirror.cli", "verify", "--source", source,
-                           "--destination", destination, "--topics", topic, "--name", name,
-                           "--master", "local[2]", "--json", *flags], capture_output=True, text=True, timeout=300)
+    """``kmirror verify --json``, on this process's Spark session (:mod:`in_process`)."""
+    return kmirror("verify", "--source", source, "--destination", destination, "--topics", topic, "--name", name,
+                   "--master", "local[2]", "--json", *flags)
 
 
 def test_a_by_key_mirror_kmirror_made_verifies_with_librdkafkas_counts(kafka_source, kafka_destination, tmp_path):

@@ -4,11 +4,11 @@ and restarted on the same checkpoint each time, while the source is still being 
 the copiers are following it when they die). librdkafka's read_committed consumer must then find every
 source record at the destination once, in per-partition order.
 
-On the embedded broker the default is a CI-sized run (3 kills, 200,000 records);
-``KMIRROR_CRASH_KILLS=10 KMIRROR_CRASH_RECORDS=1000000`` is the acceptance run of issue 10. On
-real Kafka 4.x (both clusters) the run is always that size: 10 kills of a 1,000,000-record
-copy, committed by Kafka's own transaction coordinator (transactions v2 on 4.x, with an epoch
-bump at every EndTxn). On a three-broker real destination, the partition leader is killed
+The sizes are tests/support/sizes.py's: at CI size 2 kills of a 100,000-record copy, on the
+embedded broker and on real Kafka 4.x (both clusters, committed by Kafka's own transaction
+coordinator: transactions v2 on 4.x, with an epoch bump at every EndTxn); under
+``./dev test --acceptance`` 10 kills of 1,000,000 records, issue 10's and issue 34's
+acceptance. On a three-broker real destination, the partition leader is killed
 mid-transaction instead.
 """
 
@@ -28,6 +28,7 @@ import pytest
 from confluent_kafka.admin import AdminClient
 from librdkafka_reader import read_values
 from real_kafka import pairs
+from sizes import size
 
 import kcodecs
 from kcodecs import Record
@@ -37,10 +38,8 @@ from mirror.kafka import KafkaClient, NewTopic, TopicPartition
 
 pytestmark = pytest.mark.slow
 
-KILLS = int(os.environ.get("KMIRROR_CRASH_KILLS", "3"))
-RECORDS = int(os.environ.get("KMIRROR_CRASH_RECORDS", "200000"))
-REAL_KAFKA_RUN = (10, 1_000_000)
-"""Kills and records of the real-Kafka run (issue 34's acceptance)."""
+ONE_SHOT_RECORDS = size("crash.broker").records
+"""Records of the one-shot copies whose destination broker or partition leader is killed."""
 PARTITIONS = 4
 BATCH_SIZES = (2000,) + (20,) * 10
 """Records per source batch, in turn: 2,000 records (about 18 KiB of lz4) pass through, ten of 20
@@ -50,7 +49,7 @@ NOW_MS = int(time.time() * 1000)
 transaction marker, stamped now, rolls it."""
 
 
-def _fill(client: KafkaClient, records: int = RECORDS, seconds: float = 0.0) -> dict[int, list[bytes]]:
+def _fill(client: KafkaClient, records: int = ONE_SHOT_RECORDS, seconds: float = 0.0) -> dict[int, list[bytes]]:
     """``records`` records spread evenly over ``seconds``, in batches of :data:`BATCH_SIZES` in
     turn: big ones pass through, runs of small ones are coalesced (issue 40)."""
     client.create_topics([NewTopic("events", PARTITIONS)])
@@ -90,7 +89,7 @@ def _read_committed(bootstrap: str) -> dict[int, list[bytes]]:
     return read_values(bootstrap, "events", PARTITIONS)
 
 
-def _command(src: str, dst: str, checkpoint, micro_batches: int, *extra: str, records: int = RECORDS) -> list[str]:
+def _command(src: str, dst: str, checkpoint, micro_batches: int, *extra: str, records: int = ONE_SHOT_RECORDS) -> list[str]:
     return [sys.executable, "-m", "mirror.cli", "run", "--source", src, "--destination", dst, "--topics", "events",
             "--checkpoint", str(checkpoint), "--delivery", "exactly-once", "--transaction-timeout", "20",
             "--max-records-per-trigger", str(max(records // micro_batches, 1000)), *extra]
@@ -134,9 +133,10 @@ def _assert_copied_exactly(produced: dict[int, list[bytes]], copied: dict[int, l
 @pytest.mark.parametrize("clusters", pairs("embedded", "kafka"), indirect=True)
 def test_sigkills_of_the_whole_mirror_lose_and_duplicate_nothing(tmp_path, clusters):
     rng = random.Random(20261123)
-    kills, records = REAL_KAFKA_RUN if clusters.kinds == ("kafka", "kafka") else (KILLS, RECORDS)
+    sized = size("crash.kafka" if clusters.kinds == ("kafka", "kafka") else "crash.embedded")
+    kills, records = sized.kills, sized.records
     src, dst = clusters.source, clusters.destination
-    writing = _Writing(src.bootstrap, records, seconds=kills * 30.0)  # the source grows through every kill
+    writing = _Writing(src.bootstrap, records, seconds=kills * sized.write_s_per_kill)  # growing through every kill
     writing.start()
     command = _command(src.bootstrap, dst.bootstrap, tmp_path / "ck", 40, "--trigger-interval", "0", records=records)
     try:
@@ -180,13 +180,14 @@ def test_the_real_destination_partition_leader_killed_mid_transaction_loses_and_
     the leader of a destination partition is SIGKILLed while tasks write transactions, then
     started again. The job rides it out (NOT_LEADER, the coordinator moving) and finishes."""
     rng = random.Random(11)
+    records = size("crash.leader").records
     src, dst = start_kafka(), start_kafka(nodes=3)
     with KafkaClient(src.bootstrap) as source, KafkaClient(dst.bootstrap) as destination:
-        produced = _fill(source)
+        produced = _fill(source, records)
         destination.create_topics([NewTopic("events", PARTITIONS)])
     metadata = AdminClient({"bootstrap.servers": dst.bootstrap}).list_topics("events", timeout=30)
     leader = metadata.topics["events"].partitions[0].leader
-    command = _command(src.bootstrap, dst.bootstrap, tmp_path / "ck", 20, "--once")
+    command = _command(src.bootstrap, dst.bootstrap, tmp_path / "ck", 20, "--once", records=records)
     job = _start_and_wait_for_copying(command, tmp_path / "run.log", rng, 1.5)
     dst.kill(leader)  # in the middle of some task's transaction
     time.sleep(rng.uniform(1.0, 5.0))

@@ -1,19 +1,20 @@
 """Soak: ``kmirror run`` keeps running under steady produce load while both clusters go away
 and come back, and the destination ends with every source record once and in order.
 
-The faults, in order: the destination stopped (SIGTERM) for ``KMIRROR_SOAK_OUTAGE_S``, then
-the source killed (SIGKILL) for as long, then the destination paused (SIGSTOP) past the
-request timeout, then ``KMIRROR_SOAK_ROUNDS`` rounds of quick restarts of both brokers
-(SIGKILL and SIGTERM), each restarted on its port and data directory. Outages outlast the
-copy tasks' own retries (about 12 s) and the request timeout, so the job has to wait them
-out (issue 14). At the end librdkafka's read_committed consumer reads both clusters: the
+The faults, in order: the destination stopped (SIGTERM) for ``outage_s``, then the source
+killed (SIGKILL) for as long, then the destination paused (SIGSTOP) past the request timeout,
+then ``rounds`` rounds of quick restarts of both brokers (SIGKILL and SIGTERM), each
+restarted on its port and data directory. Outages outlast the copy tasks' own retries (about
+a second here: ``[retry]`` below) and the request timeout, so the job has to wait them out
+(issue 14). At the end librdkafka's read_committed consumer reads both clusters: the
 destination must hold exactly the source's records, partition by partition, in order, with
 nothing duplicated (a round the producer wrote twice is in both twice). The job's process
 tree RSS is sampled through the run and must not grow.
 
-The default is CI-sized (25 s outages, one round); ``KMIRROR_SOAK_OUTAGE_S=60
-KMIRROR_SOAK_ROUNDS=3`` is the acceptance run of issue 14. The measured longest pause and
-catch-up rate are printed (run with ``-s``) and reported in docs/architecture.md.
+The sizes are tests/support/sizes.py's ``soak``: at CI size 10 s outages and one round;
+under ``./dev test --acceptance`` issue 14's 60 s outages and three rounds. The measured
+longest pause and catch-up rate are printed (run with ``-s``) and reported in
+docs/architecture.md.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from pathlib import Path
 import psutil
 import pytest
 from librdkafka_reader import read_values
+from sizes import size
 
 import kcodecs
 from kcodecs import KMirrorError, Record
@@ -42,8 +44,9 @@ from mirror.kafka import KafkaClient, NewTopic, RetryPolicy, TopicPartition
 
 pytestmark = pytest.mark.slow
 
-OUTAGE_S = float(os.environ.get("KMIRROR_SOAK_OUTAGE_S", "25"))
-ROUNDS = int(os.environ.get("KMIRROR_SOAK_ROUNDS", "1"))
+SIZE = size("soak")
+OUTAGE_S = SIZE.outage_s
+ROUNDS = SIZE.rounds
 REQUEST_TIMEOUT_S = 5.0
 PAUSE_S = 2 * REQUEST_TIMEOUT_S
 """How long the destination stays SIGSTOPped: past the request timeout, so requests expire."""
@@ -191,8 +194,10 @@ def test_the_mirror_rides_out_restarts_outages_and_a_paused_destination(tmp_path
         with KafkaClient(src.bootstrap) as client:
             client.create_topics([NewTopic(TOPIC, PARTITIONS)])
         config = tmp_path / "soak.toml"
+        # Short task retries: an outage of seconds is already the driver's to wait out.
         config.write_text(f"[source]\nrequest_timeout_s = {REQUEST_TIMEOUT_S}\n"
-                          f"[destination]\nrequest_timeout_s = {REQUEST_TIMEOUT_S}\n")
+                          f"[destination]\nrequest_timeout_s = {REQUEST_TIMEOUT_S}\n"
+                          "[retry]\nattempts = 4\ninitial_backoff_s = 0.1\nmax_backoff_s = 0.5\n")
         threading.Thread(target=producer.run, daemon=True).start()
         with open(log_path, "w") as log_file:
             job = subprocess.Popen(

@@ -1,4 +1,5 @@
-"""``kmirror verify`` (issue 52), run as a user runs it, against what a real ``kmirror run`` left:
+"""``kmirror verify`` (issue 52), run as a user runs it (on the test's Spark session, bad input in
+a process of its own), against what a real ``kmirror run`` left:
 a clean mirror (its record counts are librdkafka's reading of the source), the same mirror
 after the source's log cleaner removed copied records (reported as no longer at the source, no
 failure, as many as librdkafka no longer reads there), a live job being written to, and bad
@@ -16,6 +17,7 @@ import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource
 from librdkafka_reader import read_values
+from in_process import kmirror
 from live_source import Writer, committed_everywhere, wait_until
 
 from mirror.broker import EmbeddedBroker
@@ -28,6 +30,12 @@ PARTITIONS = 2
 
 
 def _verify(src: str, dst: str, topic: str, *flags: str) -> subprocess.CompletedProcess:
+    """``kmirror verify``, its verdicts on this process's Spark (:mod:`in_process`)."""
+    return kmirror("verify", "--source", src, "--destination", dst, "--topics", topic, "--master", "local[2]", *flags)
+
+
+def _verify_process(src: str, dst: str, topic: str, *flags: str) -> subprocess.CompletedProcess:
+    """``kmirror verify`` as an operator runs it: its exit code, its one line on stderr."""
     return subprocess.run([sys.executable, "-m", "mirror.cli", "verify", "--source", src, "--destination", dst,
                            "--topics", topic, "--master", "local[2]", *flags],
                           capture_output=True, text=True, timeout=300)
@@ -116,8 +124,8 @@ def test_a_live_job_verifies_up_to_its_last_commit(tmp_path):
 
 def test_bad_input_is_one_line_and_exit_2(tmp_path):
     with EmbeddedBroker(tmp_path / "dst") as dst, EmbeddedBroker(tmp_path / "src") as src:
-        unknown = _verify(src.bootstrap, dst.bootstrap, "t", "--name", "nope")
-        bad_time = _verify(src.bootstrap, dst.bootstrap, "t", "--name", "nope", "--from-time", "yesterday")
+        unknown = _verify_process(src.bootstrap, dst.bootstrap, "t", "--name", "nope")
+        bad_time = _verify_process(src.bootstrap, dst.bootstrap, "t", "--name", "nope", "--from-time", "yesterday")
     assert unknown.returncode == 2 and unknown.stderr.count("\n") == 1, unknown.stderr
     assert "no job nope on the destination" in unknown.stderr
     assert bad_time.returncode == 2 and "expected an ISO-8601 time" in bad_time.stderr

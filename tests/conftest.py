@@ -10,9 +10,10 @@ import pytest
 
 from kcodecs import Record
 
-# Real Apache Kafka clusters as fixtures (tests/support/real_kafka.py); the time per folder
-# after a run (tests/support/suite_timing.py).
-pytest_plugins = ["real_kafka", "suite_timing"]
+# Real Apache Kafka clusters as fixtures (tests/support/real_kafka.py); kmirror installed from
+# its wheel, once per run (tests/support/installed_kmirror.py); the time per folder after a run
+# (tests/support/suite_timing.py).
+pytest_plugins = ["real_kafka", "installed_kmirror", "suite_timing"]
 
 ACCEPTANCE_TIMEOUT_S = 3 * 3600
 """A test's limit under ``--acceptance`` (pyproject's ``timeout`` is the CI tier's)."""

@@ -7,7 +7,7 @@ every test ran on an editable install, which reads the source tree and hid it. T
 contents are checked against the source tree file by file, so a new subpackage or data file
 that the build leaves out fails here.
 
-One module-scoped installation (build and install take about half a minute, from pip's cache).
+One installation, shared with the shipping tests (``installed``: build and install take about half a minute, from pip's cache).
 """
 
 from __future__ import annotations
@@ -22,7 +22,6 @@ from confluent_kafka import Producer
 from mirror.broker.embedded import BrokerProcess
 from mirror.kafka import KafkaClient, NewTopic
 
-from installed_kmirror import Installed, install_kmirror
 from librdkafka_reader import read_values
 
 pytestmark = [pytest.mark.slow, pytest.mark.interop]
@@ -41,11 +40,6 @@ def _source_files() -> set[str]:
             if path.is_file() and "__pycache__" not in path.parts and path.suffix != ".pyc":
                 files.add(f"{package}/{path.relative_to(ROOT / directory).as_posix()}")
     return files
-
-
-@pytest.fixture(scope="module")
-def installed(tmp_path_factory) -> Installed:
-    return install_kmirror(tmp_path_factory.mktemp("wheel"))
 
 
 def test_the_wheel_holds_every_file_of_the_source_packages(installed):

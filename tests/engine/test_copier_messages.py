@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 from pydantic import BaseModel, SecretStr
 
 from mirror.config import ClusterConfig, RetryConfig, load_config
-from mirror.engine import CopyJob, CopyRequest, TaskStats
+from mirror.engine import CopyJob, CopyRequest
 from mirror.engine.copier import assignments, copier_index
 from mirror.engine.copier.messages import Lease, MessageError, Release, Report, decode, encode, receive, send
 from mirror.engine.offset_syncs import SyncEntry, SyncLog

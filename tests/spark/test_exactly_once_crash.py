@@ -56,11 +56,11 @@ def _fill(client: KafkaClient, records: int = ONE_SHOT_RECORDS, seconds: float =
     produced: dict[int, list[bytes]] = {p: [] for p in range(PARTITIONS)}
     per_partition = records // PARTITIONS
     rounds, start = [], 0
-    for size in itertools.cycle(BATCH_SIZES):
+    for batch_size in itertools.cycle(BATCH_SIZES):
         if start >= per_partition:
             break
-        rounds.append((start, min(start + size, per_partition)))
-        start += size
+        rounds.append((start, min(start + batch_size, per_partition)))
+        start += batch_size
     began = time.monotonic()
     for n, (start, end) in enumerate(rounds):
         for p in range(PARTITIONS):

@@ -21,7 +21,7 @@ import tarfile
 import time
 
 import pytest
-from installed_kmirror import Installed, clean_env, install_kmirror
+from installed_kmirror import Installed, clean_env
 from librdkafka_reader import read_values
 from live_source import Writer, wait_until
 from standalone_cluster import SPARK_HOME, standalone_cluster
@@ -44,9 +44,8 @@ class Shipped:
 
 
 @pytest.fixture(scope="module")
-def shipped(tmp_path_factory) -> Shipped:
+def shipped(tmp_path_factory, installed) -> Shipped:
     base = tmp_path_factory.mktemp("shipped")
-    installed = install_kmirror(base)
     archive = base / "kmirror-env.tar.gz"
     packed = installed.run(installed.kmirror, "pack", "-o", str(archive), timeout=900)
     assert packed.returncode == 0, packed.stderr
@@ -79,6 +78,7 @@ def _copies_a_live_stream_and_stops_on_sigterm(command: list[str], env: dict[str
     written while it runs, exactly once, on the worker's executors running the Python Spark
     unpacked from the archive, and exits 0 on SIGTERM. ``meanwhile()`` runs once part of the
     stream is copied, the stream still being written."""
+    apps_before = set(cluster.work_dir.glob("app-*"))
     with EmbeddedBroker(tmp_path / "src") as src, EmbeddedBroker(tmp_path / "dst") as dst:
         with KafkaClient(src.bootstrap) as client:
             client.create_topics([NewTopic("live", PARTITIONS)])
@@ -104,29 +104,36 @@ def _copies_a_live_stream_and_stops_on_sigterm(command: list[str], env: dict[str
                 job.communicate()
         assert job.returncode == 0, log
         assert read_values(dst.bootstrap, "live", PARTITIONS) == written
-    assert list(cluster.work_dir.glob("app-*/*/kmirror-env/bin/python")), cluster.logs()
-    assert any("Starting Python task execution" in path.read_text() for path in cluster.executor_logs())
+    (app,) = set(cluster.work_dir.glob("app-*")) - apps_before  # this job's, on a cluster tests share
+    assert list(app.glob("*/kmirror-env/bin/python")), cluster.logs()
+    assert any("Starting Python task execution" in path.read_text() for path in app.glob("*/stderr"))
 
 
-def test_kmirror_run_ships_its_environment_and_copies_a_live_stream_exactly_once(shipped, tmp_path):
-    with standalone_cluster(tmp_path / "spark", cores=2, memory="1g") as cluster:
-        _copies_a_live_stream_and_stops_on_sigterm(
-            [shipped.installed.kmirror, "run", "--master", cluster.master_url, "--ship-environment",
-             str(shipped.archive)], clean_env(**shipped.spark_env()), cluster, tmp_path)
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    """One standalone master and worker for the tests that leave them as they found them (each
+    job ends, and its executors with it); the test that kills a worker starts its own."""
+    with standalone_cluster(tmp_path_factory.mktemp("spark"), cores=2, memory="1g") as started:
+        yield started
 
 
-def test_spark_submit_runs_the_same_job(shipped, tmp_path):
+def test_kmirror_run_ships_its_environment_and_copies_a_live_stream_exactly_once(shipped, cluster, tmp_path):
+    _copies_a_live_stream_and_stops_on_sigterm(
+        [shipped.installed.kmirror, "run", "--master", cluster.master_url, "--ship-environment",
+         str(shipped.archive)], clean_env(**shipped.spark_env()), cluster, tmp_path)
+
+
+def test_spark_submit_runs_the_same_job(shipped, cluster, tmp_path):
     """The platform's door: spark-submit, in client mode, on kmirror's application file; its
     --master is the master, and a SIGTERM to it (its JVM) stops the job after the micro-batch."""
     installed = shipped.installed
     app = installed.run(installed.kmirror, "submit-file").stdout.strip()
     assert app.startswith(str(installed.venv)), app
-    with standalone_cluster(tmp_path / "spark", cores=2, memory="1g") as cluster:
-        _copies_a_live_stream_and_stops_on_sigterm(
-            [str(SPARK_HOME / "bin" / "spark-submit"), "--master", cluster.master_url, "--deploy-mode", "client",
-             app, "run", "--ship-environment", str(shipped.archive)],
-            clean_env(**shipped.spark_env(), PYSPARK_DRIVER_PYTHON=str(installed.venv / "bin" / "python")),
-            cluster, tmp_path)
+    _copies_a_live_stream_and_stops_on_sigterm(
+        [str(SPARK_HOME / "bin" / "spark-submit"), "--master", cluster.master_url, "--deploy-mode", "client",
+         app, "run", "--ship-environment", str(shipped.archive)],
+        clean_env(**shipped.spark_env(), PYSPARK_DRIVER_PYTHON=str(installed.venv / "bin" / "python")),
+        cluster, tmp_path)
 
 
 def test_a_worker_lost_mid_stream_and_a_fresh_one_joining_lose_and_duplicate_nothing(shipped, tmp_path):
@@ -143,10 +150,9 @@ def test_a_worker_lost_mid_stream_and_a_fresh_one_joining_lose_and_duplicate_not
         assert len(list(cluster.work_dir.glob("app-*/*/kmirror-env"))) >= 2  # unpacked again on the fresh worker
 
 
-def test_executors_without_kmirror_fail_at_once_with_one_line(shipped, tmp_path):
+def test_executors_without_kmirror_fail_at_once_with_one_line(shipped, cluster, tmp_path):
     installed = shipped.installed
-    with standalone_cluster(tmp_path / "spark", cores=2, memory="1g") as cluster, \
-            EmbeddedBroker(tmp_path / "src") as src, EmbeddedBroker(tmp_path / "dst") as dst:
+    with EmbeddedBroker(tmp_path / "src") as src, EmbeddedBroker(tmp_path / "dst") as dst:
         with KafkaClient(src.bootstrap) as client:
             client.create_topics([NewTopic("events", 1)])
         began = time.monotonic()

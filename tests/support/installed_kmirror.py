@@ -1,17 +1,23 @@
 """kmirror installed the way users install it: built with ``python -m build`` from a copy of the
 source tree (as a fresh clone has it) and the wheel installed with pip into a new virtual
 environment, with a home directory that has no source tree in it, nor above it. Shared by the
-wheel's tests and the tests of shipping kmirror to Spark workers (``kmirror pack``).
+wheel's tests and the tests of shipping kmirror to Spark workers (``kmirror pack``), through
+the :func:`installed` fixture: built and installed once per run of the suite, whichever
+pytest-xdist worker asks first (the others wait for it), since neither changes it.
 
-Imported as ``installed_kmirror`` (tests/support/ is on ``sys.path``)."""
+Imported as ``installed_kmirror`` (tests/support/ is on ``sys.path``), and a pytest plugin of
+tests/conftest.py for its fixture."""
 
 from __future__ import annotations
 
+import fcntl
 import os
 import shutil
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -62,3 +68,23 @@ def install_kmirror(base: Path) -> Installed:
     home = base / "home"
     home.mkdir()
     return Installed(venv, home, wheel, sdist)
+
+
+@pytest.fixture(scope="session")
+def installed(tmp_path_factory) -> Installed:
+    """kmirror built and installed once per run: the workers of one pytest-xdist run share a
+    base temporary directory and a run id, and the first to ask builds under a lock."""
+    run = os.environ.get("PYTEST_XDIST_TESTRUNUID")
+    if run is None:  # one process: nobody to share with
+        return install_kmirror(tmp_path_factory.mktemp("installed"))
+    base = tmp_path_factory.getbasetemp().parent / f"installed-{run}"
+    base.mkdir(exist_ok=True)
+    with open(base / "lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if (base / "venv").exists() and (base / "ready").exists():
+            (wheel,) = (base / "dist").glob("kmirror-*.whl")
+            (sdist,) = (base / "dist").glob("kmirror-*.tar.gz")
+            return Installed(base / "venv", base / "home", wheel, sdist)
+        done = install_kmirror(base)
+        (base / "ready").touch()
+        return done

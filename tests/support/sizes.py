@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from types import MappingProxyType, SimpleNamespace
 from typing import Mapping
 
-__all__ = ["Sized", "SIZES", "size", "acceptance", "use_acceptance_sizes"]
+__all__ = ["Sized", "SIZES", "size", "acceptance", "use_acceptance_sizes", "table"]
 
 
 @dataclass(frozen=True)
@@ -86,3 +86,14 @@ def size(name: str) -> SimpleNamespace:
     """This run's size of ``name``: its numbers as attributes."""
     sized = SIZES[name]
     return SimpleNamespace(**(sized.acceptance if _acceptance else sized.ci))
+
+
+def table() -> str:
+    """The table as docs/testing.md shows it (tests/test_sizes.py holds the two together)."""
+    def said(values: Mapping[str, float]) -> str:
+        return ", ".join(f"{name} {value:,}" for name, value in values.items())
+
+    rows = ["| size | test | CI | acceptance | asked by |", "|---|---|---|---|---|"]
+    for name, sized in SIZES.items():
+        rows.append(f"| `{name}` | `{sized.test}` | {said(sized.ci)} | {said(sized.acceptance)} | {sized.asked_by} |")
+    return "\n".join(rows)

@@ -11,9 +11,10 @@ import pytest
 from kcodecs import Record
 
 # Real Apache Kafka clusters as fixtures (tests/support/real_kafka.py); kmirror installed from
-# its wheel, once per run (tests/support/installed_kmirror.py); the time per folder after a run
+# its wheel, once per run (tests/support/installed_kmirror.py); a class-data archive for the
+# Spark drivers of slow tests (tests/support/spark_archive.py); the time per folder after a run
 # (tests/support/suite_timing.py).
-pytest_plugins = ["real_kafka", "installed_kmirror", "suite_timing"]
+pytest_plugins = ["real_kafka", "installed_kmirror", "spark_archive", "suite_timing"]
 
 ACCEPTANCE_TIMEOUT_S = 3 * 3600
 """A test's limit under ``--acceptance`` (pyproject's ``timeout`` is the CI tier's)."""

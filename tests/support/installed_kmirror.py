@@ -23,8 +23,10 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def clean_env(**extra: str) -> dict[str, str]:
-    """The environment of a user's shell: no PYTHONPATH, no virtual environment of ours."""
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV", "PYTHONHOME")}
+    """The environment of a user's shell: no PYTHONPATH, no virtual environment of ours, no
+    Spark driver options of the suite's (:mod:`spark_archive`)."""
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("PYTHONPATH", "VIRTUAL_ENV", "PYTHONHOME", "SPARK_SUBMIT_OPTS")}
     return {**env, "PYTHONUNBUFFERED": "1", **extra}
 
 

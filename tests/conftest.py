@@ -55,15 +55,40 @@ def pytest_collection_modifyitems(items):
     import helpers from it.)
 
     For pytest-xdist (``--dist loadfile``, see pyproject.toml): the modules with slow tests are
-    collected first, so that their minutes overlap the many short tests rather than trail
-    behind them on one worker at the end."""
+    collected first, the longest of them (:data:`LONGEST_FIRST`) first of all, so that their
+    minutes overlap the many short tests rather than trail behind them on one worker at the
+    end."""
     for item in items:
         if Path(str(item.fspath)).is_relative_to(REAL_KAFKA_TESTS):
             item.add_marker(pytest.mark.kafka)
     slow_modules = {item.nodeid.split("::")[0] for item in items if item.get_closest_marker("slow")}
+
+    def order(item) -> tuple[int, bool]:
+        module = item.nodeid.split("::")[0]
+        rank = LONGEST_FIRST.index(module) if module in LONGEST_FIRST else len(LONGEST_FIRST)
+        return rank, module not in slow_modules
+
     # A stable sort by module: a module's tests stay together and in their order, so that a
     # module-scoped fixture is still set up once (with or without xdist).
-    items.sort(key=lambda item: item.nodeid.split("::")[0] not in slow_modules)
+    items.sort(key=order)
+
+
+LONGEST_FIRST = (
+    "tests/spark/test_exactly_once_crash.py",
+    "tests/spark/test_shipped_environment.py",
+    "tests/spark/test_active_active.py",
+    "tests/realkafka/test_real_verify.py",
+    "tests/test_prometheus.py",
+    "tests/realkafka/test_real_demo.py",
+    "tests/realkafka/test_real_mm2_takeover.py",
+    "tests/realkafka/test_real_leader_moves.py",
+    "tests/spark/test_stop.py",
+    "tests/spark/test_soak.py",
+    "tests/spark/test_job.py",
+)
+"""The slow modules that took longest at CI size (90-250 s each on the 2-core machine,
+2026-11-29), longest first: scheduled first, they end before the short ones do, as in
+longest-processing-time-first scheduling. A stale entry costs balance, never a test."""
 
 
 MAGIC_CODECS = [

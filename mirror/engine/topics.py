@@ -233,10 +233,20 @@ def _create(config: MirrorConfig, source: KafkaClient, destination: KafkaClient,
     created = [NewTopic(named(t), partitions[t], configs=creation_configs(entries.get(t, []), chosen),
                         replication_factor=routing.replication_factor)
                for t in sorted(counts)]
-    destination.create_topics(created)
+    found = destination.create_topics(created)
+    if found:
+        # Made by someone else since the destination's metadata was read: theirs, so the
+        # provenance just written must not say kmirror created them, or the job would lay
+        # their records out (and grow them) as its own. Their pairs are decided from the
+        # counts they really have (:func:`_pair`).
+        _provenance_log(destination).record({name: replace(hops[t], created=False)
+                                             for t in counts if (name := named(t)) in found})
+        log.info("destination topics %s appeared before kmirror created them: they are left as their maker "
+                 "shaped them", ", ".join(sorted(found)))
     for new in created:
-        log.info("created destination topic %s: %d partitions, %s", new.name, new.partitions,
-                 ", ".join(f"{k}={v}" for k, v in sorted(new.configs.items())) or "broker defaults")
+        if new.name not in found:
+            log.info("created destination topic %s: %d partitions, %s", new.name, new.partitions,
+                     ", ".join(f"{k}={v}" for k, v in sorted(new.configs.items())) or "broker defaults")
 
 
 def _remember(config: MirrorConfig, destination: KafkaClient, pairs: list[_Pair],

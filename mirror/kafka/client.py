@@ -217,9 +217,15 @@ class KafkaClient:
             self.retrying("produce", round_)
         return offsets
 
-    def create_topics(self, topics: Sequence[NewTopic]) -> None:
-        """Create the topics (an existing one is fine) and wait until metadata shows their leaders."""
+    def create_topics(self, topics: Sequence[NewTopic]) -> set[str]:
+        """Create the topics (an existing one is fine) and wait until metadata shows their leaders.
+
+        Returns the names the controller answered TOPIC_ALREADY_EXISTS for: made by someone
+        else, perhaps between the caller's look at the metadata and this request (or, when an
+        answer was lost and the request retried, by this one: the caller must then take the
+        topic for one it did not make, the safe side)."""
         pending = {topic.name: topic for topic in topics}
+        existed: set[str] = set()
 
         def attempt() -> None:
             if self._controller < 0:
@@ -230,6 +236,8 @@ class KafkaClient:
             for result in response.topics:
                 if result.error_code in (0, kerr.TopicAlreadyExistsError.errno):
                     pending.pop(result.name, None)
+                    if result.error_code:
+                        existed.add(result.name)
                     continue
                 if result.error_code == kerr.NotControllerError.errno:
                     self._controller = -1  # moved: re-read it before the retry
@@ -249,6 +257,7 @@ class KafkaClient:
         if topics:
             self.retrying("create topics", attempt)
             self.retrying("wait for created topics", await_metadata)
+        return existed
 
     def cluster_id(self) -> str:
         """The cluster's ``cluster.id`` (Metadata v2+): the same whichever address reaches it."""

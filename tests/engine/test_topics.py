@@ -118,6 +118,37 @@ def test_auto_routes_by_key_into_a_found_topic_of_another_count_and_never_grows_
     assert f"its {destination_partitions} partitions kept" in told and "--sync-existing-topics" in told
 
 
+class _UserCreatesAfterTheLook(KafkaClient):
+    """A destination where the user makes ``orders`` just after kmirror has read the topic
+    list: the race of a job starting while an operator (or another job) creates the topic."""
+
+    def topics(self):
+        listed = super().topics()
+        if "orders" not in listed:
+            _create(",".join(self._bootstrap), "orders", 8)
+        return listed
+
+
+def test_a_topic_made_between_the_look_and_the_create_stays_the_users(brokers, caplog):
+    """kmirror's CreateTopics finds it there: recorded as found, routed by key into its 8
+    partitions, never grown, never laid out as kmirror's own (CI saw this on real Kafka)."""
+    src, dst = brokers
+    _create(src.bootstrap, "orders", 6)
+    with KafkaClient(src.bootstrap) as source, _UserCreatesAfterTheLook(dst.bootstrap) as destination, \
+            caplog.at_level(logging.INFO, logger="mirror.engine.topics"):
+        route = sync_destination_topics(_config(src, dst), source, destination)["orders"]
+    assert route.policy.partitioning is Partitioning.BY_KEY and not route.created
+    assert route.policy.destination_partitions == 8 and _partitions(dst.bootstrap, "orders") == 8
+    record = _provenance(dst.bootstrap)["orders"]
+    assert (record["created"], record["partitioning"]) == (False, "by-key")
+    assert any("appeared before kmirror created them" in r.getMessage() for r in caplog.records)
+    assert not any("created destination topic orders" in r.getMessage() for r in caplog.records)
+    # The next start, too, knows it for the user's: the source grows, the destination does not.
+    _add_partitions(src.bootstrap, "orders", 10)
+    assert _sync(src, dst)["orders"].policy.partitioning is Partitioning.BY_KEY
+    assert _partitions(dst.bootstrap, "orders") == 8
+
+
 def test_a_found_topic_of_equal_count_is_preserved_and_never_grown_when_its_source_grows(brokers):
     src, dst = brokers
     _create(src.bootstrap, "orders", 4)

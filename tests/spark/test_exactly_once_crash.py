@@ -4,7 +4,7 @@ and restarted on the same checkpoint each time, while the source is still being 
 the copiers are following it when they die). librdkafka's read_committed consumer must then find every
 source record at the destination once, in per-partition order.
 
-The sizes are tests/support/sizes.py's: at CI size 2 kills of a 100,000-record copy, on the
+The sizes are tests/support/sizes.py's: at CI size 2 kills of a 50,000-record copy, on the
 embedded broker and on real Kafka 4.x (both clusters, committed by Kafka's own transaction
 coordinator: transactions v2 on 4.x, with an epoch bump at every EndTxn); under
 ``./dev test --acceptance`` 10 kills of 1,000,000 records, issue 10's and issue 34's

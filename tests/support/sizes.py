@@ -41,18 +41,18 @@ class Sized:
 SIZES: Mapping[str, Sized] = MappingProxyType({
     "crash.embedded": Sized(
         "tests/spark/test_exactly_once_crash.py::test_sigkills_of_the_whole_mirror_lose_and_duplicate_nothing[embedded]",
-        {"kills": 2, "records": 100_000, "write_s_per_kill": 20},
+        {"kills": 2, "records": 50_000, "write_s_per_kill": 20},
         {"kills": 10, "records": 1_000_000, "write_s_per_kill": 30}, "issue 10"),
     "crash.kafka": Sized(
         "tests/spark/test_exactly_once_crash.py::test_sigkills_of_the_whole_mirror_lose_and_duplicate_nothing[kafka]",
-        {"kills": 2, "records": 100_000, "write_s_per_kill": 20},
+        {"kills": 2, "records": 50_000, "write_s_per_kill": 20},
         {"kills": 10, "records": 1_000_000, "write_s_per_kill": 30}, "issue 34"),
     "crash.broker": Sized(
         "tests/spark/test_exactly_once_crash.py::test_a_destination_broker_killed_mid_transaction_loses_and_duplicates_nothing",
-        {"records": 100_000}, {"records": 1_000_000}, "issue 14"),
+        {"records": 50_000}, {"records": 1_000_000}, "issue 14"),
     "crash.leader": Sized(
         "tests/spark/test_exactly_once_crash.py::test_the_real_destination_partition_leader_killed_mid_transaction_loses_and_duplicates_nothing",
-        {"records": 100_000}, {"records": 1_000_000}, "issue 34"),
+        {"records": 50_000}, {"records": 1_000_000}, "issue 34"),
     "active_active": Sized(
         "tests/spark/test_active_active.py::test_two_jobs_mirroring_each_other_copy_each_record_once_per_cluster",
         {"load_s": 10}, {"load_s": 60}, "issue 37"),

@@ -15,13 +15,17 @@ import itertools
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import TYPE_CHECKING, Callable, Iterator
 
 import pytest
 from cryptography.hazmat.primitives import serialization
 
 from mirror.realkafka import KAFKA_3, KAFKA_4, Distribution, KafkaCluster, TlsFiles, ToolchainError, toolchain_problem
 from secure_brokers import Pki
+
+if TYPE_CHECKING:
+    from mirror.broker import EmbeddedBroker
+
 
 def _unusable(reason: str) -> None:
     if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
@@ -188,8 +192,8 @@ def pairs(*names: str) -> list:
 class ClusterPair:
     """A fresh source and destination for one test, each with a ``bootstrap``."""
 
-    source: "EmbeddedBroker | KafkaCluster"
-    destination: "EmbeddedBroker | KafkaCluster"
+    source: EmbeddedBroker | KafkaCluster
+    destination: EmbeddedBroker | KafkaCluster
     kinds: tuple[str, str]
 
 

@@ -14,6 +14,27 @@ copier (:mod:`.copier`).
 Readers of what a transaction wrote wait, for one left open by a producer that died, as
 long as :func:`open_transaction_wait_s` says: the coordinator aborts it once its timeout
 passes.
+
+A copy task commits once, at its end. A copy that runs on (a resident copier's
+:class:`~.copy.CopyLoop`) commits as it goes, and :class:`LoopCommits` says when:
+
+- the copy has caught up with the source and ``commit_interval_ms`` passed since the last
+  commit: a record waits at most that long for its transaction (the latency target);
+- a waiting task's ranges are routed to their ends: the task, and with it Spark's
+  micro-batch, can finish;
+- a second passed while catching up: a long backlog is committed in pieces, each costing
+  a flush and an EndTxn, so not every few milliseconds.
+
+At-least-once there is no flush but the last: a record is visible once acknowledged, and the
+acknowledgements, as they come, say how far each partition is durable
+(:meth:`~.copy.CopyLoop.durable`). A waiting task is answered from them, and a commit every
+``commit_interval_ms`` only writes the offset syncs (once a second) and notes the durable
+positions: a flush would wait for every batch in flight while the copy stops.
+
+Each commit writes every partition's position, so the last transaction alone says where the
+copy got to. Every write to kmirror's own topics at the destination (offset syncs, offsets,
+and a takeover's syncs seeded from MirrorMaker 2's, :mod:`.takeover`) goes through a
+:class:`Committer`, so through an idempotent or transactional producer.
 """
 
 from __future__ import annotations
@@ -24,10 +45,20 @@ from typing import Mapping
 
 from ..kafka import IdempotentProducer, TopicPartition
 from ..kafka.transactional_producer import TransactionalProducer
+from .copy import CopyLoop
 from .offset_syncs import SyncLog, write_syncs
 from .offsets_topic import CommittedOffsets, encode_offsets
 
-__all__ = ["Committer", "open_transaction_wait_s"]
+__all__ = ["Committer", "LoopCommits", "open_transaction_wait_s", "CATCH_UP_COMMIT_S", "SYNCS_INTERVAL_S"]
+
+CATCH_UP_COMMIT_S = 1.0
+"""While catching up, a transaction is committed after this long (each commit flushes the
+producer and waits for EndTxn: every few milliseconds would halve the copy's speed)."""
+SYNCS_INTERVAL_S = 1.0
+"""Offset syncs go out with the first commit after this long, not with every commit: one record
+per source partition per commit would be a hundred a second for the driver to read back at
+every start, where micro-batches wrote about one. What a copier that dies loses is at most this
+long of syncs (group offsets in that stretch are not translated until later ones cover them)."""
 
 
 def open_transaction_wait_s(transaction_timeout_s: float) -> float:
@@ -86,3 +117,81 @@ class Committer:
         """What the producer holds belongs to a failed copy: dropped, and exactly-once its
         transaction aborted, before anything else is produced."""
         self.producer.abort(cause)
+
+
+class LoopCommits:
+    """The commits of a copy that runs on (see the module's docstring): when, and what each
+    made durable."""
+
+    def __init__(self, committer: Committer, loop: CopyLoop, interval_ms: int, trace=None):
+        self.committer = committer
+        self.loop = loop
+        self.interval_s = interval_ms / 1000
+        self.trace = trace
+        self.positions: dict[TopicPartition, int] = {}
+        """What the last commit made durable, per partition (what a waiting task may be told)."""
+        self.last_commit = time.monotonic()
+        self.last_syncs = self.last_commit
+
+    def reached(self, ends: Mapping[TopicPartition, int]) -> bool:
+        """Whether every one of ``ends`` is committed (at-least-once: acknowledged, as the
+        acknowledgements come, with no commit)."""
+        if not self.committer.exactly_once:
+            copies = self.loop.copies
+            return all(tp in copies and self.loop.durable(tp) >= end for tp, end in ends.items())
+        return all(self.positions.get(tp, -1) >= end for tp, end in ends.items())
+
+    def routed(self, ends: Mapping[TopicPartition, int]) -> bool:
+        """Whether every one of ``ends`` is routed (a commit would make it durable)."""
+        return all(self.loop.position(tp) >= end for tp, end in ends.items() if tp in self.loop.copies)
+
+    def due(self, ends_waited: list[Mapping[TopicPartition, int]], now: float) -> bool:
+        """Whether to commit now (see the module's docstring)."""
+        if not self._pending():
+            return False
+        since = now - self.last_commit
+        if not self.committer.exactly_once:
+            # At-least-once, a record is visible once acknowledged, and the acknowledgements
+            # say how far the copy is durable: a commit only writes that down, with the offset
+            # syncs, and flushes nothing (a flush would stop the copy until every batch in
+            # flight is answered: docs/performance.md, "The copier's trace").
+            return since >= self.interval_s
+        if any(self.routed(ends) and not self.reached(ends) for ends in ends_waited):
+            return True
+        if self.loop.caught_up:
+            return since >= self.interval_s
+        return since >= CATCH_UP_COMMIT_S
+
+    def _pending(self) -> bool:
+        loop = self.loop
+        if not self.committer.exactly_once:
+            return any(loop.durable(tp) != self.positions.get(tp) for tp in loop.copies)
+        return (any(loop.position(tp) != self.positions.get(tp) for tp in loop.copies)
+                or not self.committer.producer.idle)
+
+    def commit(self, *, last: bool = False) -> None:
+        """Make everything routed so far durable (:meth:`Committer.commit`), with the offset
+        syncs once a second and at the ``last`` commit. At-least-once, but for the ``last``
+        one, write down what the acknowledgements made durable, and flush nothing."""
+        loop, step = self.loop, self.loop.step
+        flush = last or self.committer.exactly_once
+        if flush:
+            positions = {tp: loop.position(tp) for tp in loop.copies}
+            with step("flush"):
+                loop.flush()  # acknowledged: only then do the syncs know where the records landed
+        else:
+            positions = {tp: loop.durable(tp) for tp in loop.copies}
+        now = time.monotonic()
+        syncs = SyncLog()
+        if last or now - self.last_syncs >= SYNCS_INTERVAL_S:
+            syncs = loop.take_syncs()
+            self.last_syncs = now
+        began = time.time()
+        with step("commit"):
+            self.committer.commit(positions, syncs, flush=flush)
+        ended = time.time()
+        loop.committed(ended)  # exactly-once: the records are visible from now
+        if self.trace is not None:
+            self.trace.committed(began, ended)
+        self.positions = positions
+        self.last_commit = time.monotonic()

@@ -113,6 +113,22 @@ class Committer:
         self.producer.take_acks()  # the offsets' and syncs': the next copy must not see them as its own
         self.offsets.record(dict(positions))
 
+    def seal(self, positions: Mapping[TopicPartition, int], syncs: SyncLog) -> None:
+        """Exactly-once, without waiting: ``syncs`` and ``positions`` join the open transaction,
+        which ends once its batches are acknowledged, while the copy goes on into the next
+        (:meth:`TransactionalProducer.seal`); :meth:`sealed_committed` when it has."""
+        assert isinstance(self.producer, TransactionalProducer) and self.offsets is not None
+        if self.syncs_to is not None:
+            write_syncs(self.producer, self.syncs_to, syncs)
+        self.producer.enqueue(self.offsets.partition, encode_offsets(positions, time.time_ns() // 1_000_000),
+                              len(positions))
+        self.producer.seal()
+
+    def sealed_committed(self, positions: Mapping[TopicPartition, int]) -> None:
+        """The sealed transaction (:meth:`seal`) with ``positions`` committed."""
+        assert self.offsets is not None
+        self.offsets.record(dict(positions))
+
     def abort(self, cause: BaseException) -> None:
         """What the producer holds belongs to a failed copy: dropped, and exactly-once its
         transaction aborted, before anything else is produced."""
@@ -132,6 +148,8 @@ class LoopCommits:
         """What the last commit made durable, per partition (what a waiting task may be told)."""
         self.last_commit = time.monotonic()
         self.last_syncs = self.last_commit
+        self._sealed: dict[TopicPartition, int] | None = None
+        """Exactly-once: the positions of the transaction sealed and not yet ended."""
 
     def reached(self, ends: Mapping[TopicPartition, int]) -> bool:
         """Whether every one of ``ends`` is committed (at-least-once: acknowledged, as the
@@ -146,8 +164,9 @@ class LoopCommits:
         return all(self.loop.position(tp) >= end for tp, end in ends.items() if tp in self.loop.copies)
 
     def due(self, ends_waited: list[Mapping[TopicPartition, int]], now: float) -> bool:
-        """Whether to commit now (see the module's docstring)."""
-        if not self._pending():
+        """Whether to commit now (see the module's docstring); never while a sealed transaction
+        ends (one at a time)."""
+        if self._sealed is not None or not self._pending():
             return False
         since = now - self.last_commit
         if not self.committer.exactly_once:
@@ -170,27 +189,52 @@ class LoopCommits:
                 or not self.committer.producer.idle)
 
     def commit(self, *, last: bool = False) -> None:
-        """Make everything routed so far durable (:meth:`Committer.commit`), with the offset
-        syncs once a second and at the ``last`` commit. At-least-once, but for the ``last``
-        one, write down what the acknowledgements made durable, and flush nothing."""
+        """Make everything routed so far durable, with the offset syncs once a second and at the
+        ``last`` commit. Exactly-once, but for the ``last`` one, the transaction is sealed and
+        the copy goes on while it ends (:meth:`Committer.seal`; :meth:`poll` sees it end).
+        At-least-once, but for the ``last`` one, write down what the acknowledgements made
+        durable, and flush nothing. The ``last`` commit waits for everything."""
         loop, step = self.loop, self.loop.step
+        if self.committer.exactly_once and not last:
+            positions = {tp: loop.position(tp) for tp in loop.copies}
+            # The syncs of the records acknowledged so far (those of the sealed transaction's
+            # last batches go with the next): where a record landed is known only then.
+            self.committer.seal(positions, self._syncs(last))
+            self._sealed = positions
+            return
         flush = last or self.committer.exactly_once
         if flush:
             positions = {tp: loop.position(tp) for tp in loop.copies}
             with step("flush"):
-                loop.flush()  # acknowledged: only then do the syncs know where the records landed
+                loop.flush()  # acknowledged (a sealed transaction ended): the syncs know where the records landed
+            self.poll()
         else:
             positions = {tp: loop.durable(tp) for tp in loop.copies}
-        now = time.monotonic()
-        syncs = SyncLog()
-        if last or now - self.last_syncs >= SYNCS_INTERVAL_S:
-            syncs = loop.take_syncs()
-            self.last_syncs = now
+        syncs = self._syncs(last)
         began = time.time()
         with step("commit"):
             self.committer.commit(positions, syncs, flush=flush)
-        ended = time.time()
-        loop.committed(ended)  # exactly-once: the records are visible from now
+        self._committed(positions, began, time.time())
+
+    def poll(self) -> None:
+        """Exactly-once: whether the sealed transaction ended (after each turn of the loop)."""
+        if self._sealed is None:
+            return
+        for began, ended in self.committer.producer.take_ended():
+            positions, self._sealed = self._sealed, None
+            self.committer.sealed_committed(positions)
+            self._committed(positions, began, ended)
+
+    def _syncs(self, last: bool) -> SyncLog:
+        """The offset syncs to write with this commit: once a second, and at the last."""
+        now = time.monotonic()
+        if last or now - self.last_syncs >= SYNCS_INTERVAL_S:
+            self.last_syncs = now
+            return self.loop.take_syncs()
+        return SyncLog()
+
+    def _committed(self, positions: dict[TopicPartition, int], began: float, ended: float) -> None:
+        self.loop.committed(ended)  # exactly-once: the records are visible from now
         if self.trace is not None:
             self.trace.committed(began, ended)
         self.positions = positions

@@ -43,3 +43,49 @@ def test_one_producer_commits_transaction_after_transaction(start_kafka, kafka_v
         assert epochs == list(range(epochs[0], epochs[0] + TRANSACTIONS + 1))
     else:
         assert epochs == [epochs[0]] * (TRANSACTIONS + 1)
+
+
+def test_a_sealed_transaction_ends_while_the_next_ones_batches_wait(start_kafka, kafka_version):
+    """A copy that runs on seals its transaction and goes on routing into the next while EndTxn
+    is in flight (issue 62): the next transaction's batches wait unstamped and go out once the
+    coordinator has answered, under the epoch it named (v2: a batch stamped with the old one
+    would be refused as fenced). read_committed never sees a transaction before its end."""
+    cluster = start_kafka(distribution=kafka_version)
+
+    def batch(t: int, p: int) -> bytearray:
+        return bytearray(kcodecs.build_batch([Record(value=b"t%d-p%d-%d" % (t, p, i)) for i in range(5)],
+                                             compression="lz4"))
+
+    def committed_through(t: int) -> dict[int, list[bytes]]:
+        return {p: [b"t%d-p%d-%d" % (u, p, i) for u in range(t + 1) for i in range(5)] for p in range(2)}
+
+    try:
+        with KafkaClient(cluster.bootstrap) as client:
+            client.create_topics([NewTopic("sealed", 2)])
+            producer = TransactionalProducer(client, "sealed-task")
+            for p in range(2):
+                producer.enqueue(TopicPartition("sealed", p), batch(0, p), 5)
+            for t in range(1, TRANSACTIONS):
+                producer.seal()
+                for p in range(2):  # routed while the sealed one ends
+                    producer.enqueue(TopicPartition("sealed", p), batch(t, p), 5)
+                assert not producer.idle
+                ended = []
+                while not ended:
+                    producer.poll(0.05)
+                    ended = producer.take_ended()
+                (began, at), = ended
+                assert began <= at
+                # Markers follow EndTxn's answer: read until they are written, never past them.
+                for _ in range(50):
+                    seen = read_values(cluster.bootstrap, "sealed", 2)
+                    assert not any(b"t%d-" % t in value for values in seen.values() for value in values), seen
+                    if seen == committed_through(t - 1):
+                        break
+                assert seen == committed_through(t - 1)
+            producer.commit()
+            assert producer.idle
+        copied = read_values(cluster.bootstrap, "sealed", 2)
+    finally:
+        cluster.stop()
+    assert copied == committed_through(TRANSACTIONS - 1)

@@ -170,10 +170,10 @@ class _Server:
 
     def _commit_if_due(self) -> None:
         commits = self.copier.commits
-        if not commits.due([w.ends for w in self.waiters], time.monotonic()):
-            return
         before = commits.positions
-        commits.commit()
+        commits.poll()  # a sealed transaction ended (exactly-once)
+        if commits.due([w.ends for w in self.waiters], time.monotonic()):
+            commits.commit()
         if self.waiters and commits.positions != before:
             # A task waits on this socket, so its driver is alive, and its copy moves: a
             # micro-batch longer than the lease runs on (one that stalls does not).

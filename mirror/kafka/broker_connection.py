@@ -92,6 +92,8 @@ class BrokerConnection:
         self._client_id = client_id
         self._timeout_s = timeout_s
         self._tls = tls
+        self.features: dict[str, int] = {}
+        """The cluster's finalized feature levels, as this broker said them (empty before KIP-584)."""
         self.conn = self._connect()
         try:
             self.versions = self._negotiate()
@@ -117,6 +119,8 @@ class BrokerConnection:
         # UNSUPPORTED_VERSION comes as a v0 response that still lists every API (KIP-511).
         if response.error_code not in (0, kerr.UnsupportedVersionError.errno):
             raise BrokerApiError.from_code("ApiVersions", response.error_code, detail=f"broker {self.address}")
+        # KIP-584's finalized feature levels (v3+), such as transaction.version (KIP-890).
+        self.features = {f.name: f.max_version_level for f in getattr(response, "finalized_features", None) or ()}
         return {api.api_key: (api.min_version, api.max_version) for api in response.api_keys}
 
     def version(self, request) -> int:

@@ -10,6 +10,8 @@ Everything about batches, sequences, pipelining and retries is
   a reused worker still fences whatever ran the task since;
 - a partition is registered with the coordinator (AddPartitionsToTxn) before its first batch
   of each transaction goes out, all known ones in one request (:meth:`add_partitions`);
+  under transactions v2 (the cluster's finalized ``transaction.version`` 2 or more, Kafka
+  4.x), Produce v12 adds it itself, as Java's producer then relies on: no request, no wait;
 - :meth:`commit` waits until every batch is acknowledged, then commits. A transaction begins
   implicitly with its first partition, as in Kafka's producer.
 
@@ -54,6 +56,8 @@ class TransactionalProducer(IdempotentProducer):
         self.transaction = TransactionManager(client, transactional_id, timeout_ms=transaction_timeout_ms)
         identity = self.transaction.init_producer()
         super().__init__(client, identity=identity, transactional_id=transactional_id, **kwargs)
+        self.implicit_partitions = client.feature_level("transaction.version") >= 2
+        """Transactions v2: Produce v12 adds a partition to the transaction (KIP-890)."""
         self._registered: set[TopicPartition] = set()
         self._sealed = False
         """The open transaction's batches are all enqueued (:meth:`seal`); what comes is the next one's."""
@@ -86,9 +90,9 @@ class TransactionalProducer(IdempotentProducer):
         """Register the partitions this transaction will write, those not yet registered, in one request."""
         self._check_usable()
         new = {tp for tp in partitions if tp not in self._registered}
-        if new:
+        if new and not self.implicit_partitions:
             self._guarded(lambda: self.transaction.add_partitions(new))
-            self._registered |= new
+        self._registered |= new
 
     def enqueue(self, tp: TopicPartition, data, records: int, token: Any = None) -> None:
         if self._sealed:

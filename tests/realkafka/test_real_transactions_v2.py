@@ -3,6 +3,8 @@ protocol each broker offers: transactions v2 on Kafka 4.x (KIP-890: EndTxn v5 bu
 producer's epoch at every commit, and the next transaction must use the new one), v1 on 3.9.
 One :class:`TransactionalProducer` commits several transactions in a row, as a copy task that
 commits more than once does; librdkafka's read_committed consumer reads every record once.
+Under v2 it sends no AddPartitionsToTxn: Produce v12 adds the partitions, as the finalized
+``transaction.version`` (ApiVersions) lets it.
 """
 
 from __future__ import annotations
@@ -14,18 +16,23 @@ from kcodecs import Record
 from librdkafka_reader import read_values
 from mirror.kafka import KafkaClient, NewTopic, TopicPartition
 from mirror.kafka.transactional_producer import TransactionalProducer
+from mirror.kafka.transactions import TransactionManager
 
 pytestmark = pytest.mark.slow
 
 TRANSACTIONS = 4
 
 
-def test_one_producer_commits_transaction_after_transaction(start_kafka, kafka_version):
+def test_one_producer_commits_transaction_after_transaction(start_kafka, kafka_version, monkeypatch):
     cluster = start_kafka(distribution=kafka_version)
+    adds = []
+    sent = TransactionManager.add_partitions
+    monkeypatch.setattr(TransactionManager, "add_partitions", lambda self, tps: (adds.append(set(tps)), sent(self, tps)))
     try:
         with KafkaClient(cluster.bootstrap) as client:
             client.create_topics([NewTopic("v2", 2)])
             producer = TransactionalProducer(client, "v2-task")
+            implicit = producer.implicit_partitions
             epochs = [producer.epoch]
             for t in range(TRANSACTIONS):
                 for p in range(2):
@@ -39,10 +46,13 @@ def test_one_producer_commits_transaction_after_transaction(start_kafka, kafka_v
         cluster.stop()
     assert copied == {p: [b"t%d-p%d-%d" % (t, p, i) for t in range(TRANSACTIONS) for i in range(5)] for p in range(2)}
     if kafka_version.version.startswith("4."):
-        # Transactions v2: a new epoch after every commit (same producer id, far from overflow).
+        # Transactions v2: a new epoch after every commit (same producer id, far from overflow),
+        # and Produce v12 adds the partitions: no AddPartitionsToTxn was sent.
         assert epochs == list(range(epochs[0], epochs[0] + TRANSACTIONS + 1))
+        assert implicit and adds == []
     else:
         assert epochs == [epochs[0]] * (TRANSACTIONS + 1)
+        assert not implicit and len(adds) == 2 * TRANSACTIONS  # a partition at a time, as batches come
 
 
 def test_a_sealed_transaction_ends_while_the_next_ones_batches_wait(start_kafka, kafka_version):

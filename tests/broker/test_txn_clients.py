@@ -150,6 +150,34 @@ def test_an_open_transaction_holds_read_committed_readers_at_its_start(broker):
     uncommitted.close()
 
 
+def test_end_txn_is_answered_before_the_markers_are_written(broker, monkeypatch):
+    """As Kafka's coordinator (issue 62): EndTxn answers once the decision is persisted, and the
+    markers follow, so embedded figures pay what Kafka's do. librdkafka's commit succeeds and
+    its records are then read_committed, each once."""
+    create_topic(broker.bootstrap, "ordered")
+    coordinator = broker.state.transactions
+    events: list[str] = []
+    end_txn, write_markers = coordinator.end_txn, coordinator._markers.write_markers
+
+    def answered(*args, **kwargs):
+        end_txn(*args, **kwargs)
+        events.append("EndTxn answered")
+
+    def markers(*args, **kwargs):
+        events.append("markers written")
+        return write_markers(*args, **kwargs)
+
+    monkeypatch.setattr(coordinator, "end_txn", answered)
+    monkeypatch.setattr(coordinator._markers, "write_markers", markers)
+    producer = transactional_producer(broker.bootstrap, "ordered")
+    for t in range(2):
+        producer.begin_transaction()
+        producer.produce("ordered", value=b"t%d" % t, partition=0)
+        producer.commit_transaction(TIMEOUT_S)
+    assert events == ["EndTxn answered", "markers written"] * 2
+    assert consume_rdkafka(broker, "ordered", "read_committed", partitions=1) == [b"t0", b"t1"]
+
+
 def test_a_second_librdkafka_producer_fences_the_first(broker):
     create_topic(broker.bootstrap, "fence", 2)
     first = transactional_producer(broker.bootstrap, "shared")

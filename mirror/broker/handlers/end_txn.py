@@ -1,8 +1,8 @@
 """EndTxn (key 26), v0-3: commit or abort the producer's transaction.
 
-The coordinator persists the decision, writes a COMMIT or ABORT marker to every partition
-of the transaction and persists its completion before this answers
-(:meth:`TransactionCoordinator.end_txn`). Errors as Kafka's: INVALID_PRODUCER_ID_MAPPING,
+The coordinator persists the decision before this answers, and writes a COMMIT or ABORT
+marker to every partition of the transaction and persists its completion right after, as
+Kafka does (:meth:`TransactionCoordinator.end_txn`). Errors as Kafka's: INVALID_PRODUCER_ID_MAPPING,
 PRODUCER_FENCED (INVALID_PRODUCER_EPOCH before v2), INVALID_TXN_STATE (nothing to end, or
 the opposite decision was already taken), CONCURRENT_TRANSACTIONS (markers still to be
 written), COORDINATOR_NOT_AVAILABLE (the state could not be persisted), INVALID_REQUEST.

@@ -5,9 +5,13 @@ Every request is checked, moved to its next :class:`TxnMetadata`, persisted in t
 (:class:`ApiError` with the code Kafka's coordinator gives); the handlers turn
 PRODUCER_FENCED into INVALID_PRODUCER_EPOCH for request versions that predate it.
 
-Where Kafka is asynchronous this coordinator is not: its markers go to local partitions, so
-EndTxn writes them before it answers (Kafka answers once PrepareCommit/PrepareAbort is
-persisted and sends the markers afterwards), and InitProducerId on an id with an ongoing
+EndTxn answers once PrepareCommit/PrepareAbort is persisted and writes the markers right
+after the answer went out (the broker's next turn of its event loop), as Kafka's coordinator
+sends them afterwards: a client that commits and at once begins its next transaction meets
+what it meets on Kafka, a transaction whose markers may still be on their way
+(CONCURRENT_TRANSACTIONS), and embedded figures do not hide the markers' cost. Outside an
+event loop (the coordinator's unit tests) they are written before the answer. Where Kafka is
+asynchronous this coordinator is not otherwise: InitProducerId on an id with an ongoing
 transaction fences and aborts it and then bumps the epoch again in the same request (Kafka
 answers CONCURRENT_TRANSACTIONS and does that bump when the client retries). The outcome,
 epochs included, is the same. Should a marker write fail (a disk error), the decision is
@@ -33,6 +37,7 @@ What clients do not see, but Kafka does too:
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from typing import Callable, Iterable
 
@@ -134,7 +139,8 @@ class TransactionCoordinator:
         meta = self._current(transactional_id, producer_id, producer_epoch)
         wanted = TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT
         if meta.state is TxnState.ONGOING:
-            self._complete(self._persist(meta.prepare_end(commit, self._clock())))
+            prepared = self._persist(meta.prepare_end(commit, self._clock()))
+            _after_the_answer(lambda: self._complete_if_current(prepared))
         elif meta.state is wanted:
             return  # a retry of an EndTxn that succeeded
         elif meta.state is (TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT):
@@ -229,6 +235,12 @@ class TransactionCoordinator:
         self._txns[meta.transactional_id] = meta
         return meta
 
+    def _complete_if_current(self, prepared: TxnMetadata) -> None:
+        """The markers of ``prepared``, unless a request wrote them meanwhile (a retried EndTxn,
+        an InitProducerId) or :meth:`tick` will (they failed)."""
+        if self._txns.get(prepared.transactional_id) is prepared:
+            self._complete(prepared)
+
     def _complete(self, meta: TxnMetadata) -> TxnMetadata:
         """Write the markers of an in-doubt transaction and persist its completion; on failure it stays in doubt."""
         commit = meta.state is TxnState.PREPARE_COMMIT
@@ -240,6 +252,18 @@ class TransactionCoordinator:
             log.error("%r: %s markers not all written, will retry: %s",
                       meta.transactional_id, "COMMIT" if commit else "ABORT", exc)
             return meta
+
+
+def _after_the_answer(write: Callable[[], object]) -> None:
+    """Run ``write`` once the request being handled is answered: on the broker's event loop, at
+    its next turn (callbacks run in order, so before any later request is read); outside one,
+    now."""
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:
+        write()
+        return
+    loop.call_soon(write)
 
 
 def _check_id(transactional_id: str) -> None:

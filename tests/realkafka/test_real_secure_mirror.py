@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import logging
 import os
-import signal
 import subprocess
 import sys
 import threading
@@ -26,7 +25,7 @@ import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 from librdkafka_reader import read_values
-from live_source import ProducerWriter, wait_until
+from live_source import ProducerWriter, copy_live_then_sigterm
 
 from mirror.config import load_config
 from mirror.realkafka import KafkaCluster
@@ -199,20 +198,9 @@ def test_a_long_running_mirror_over_sasl_ssl_copies_a_live_stream_once_and_stops
                             str(tmp_path / "ck"), *flags], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                            env={**os.environ, "KMIRROR_TEST_SOURCE_PW": SOURCE_PASSWORD,
                                 "KMIRROR_TEST_DESTINATION_PW": DESTINATION_PASSWORD})
-    try:
-        with ProducerWriter(src.bootstrap_for("SASL_SSL"), topic, PARTITIONS, **source_conf) as writer:
-            wait_until(lambda: job.poll() is not None or len(writer.written[0]) >= 500, "the live stream", 60)
-        wait_until(lambda: job.poll() is not None or read_values(
-            dst.bootstrap_for("SASL_SSL"), topic, PARTITIONS, **destination_conf) == writer.written,
-            "the job to copy the live stream", 180, poll_s=1.0)
-        assert job.poll() is None, "the job ended on its own"
-        job.send_signal(signal.SIGTERM)
-        _, stderr = job.communicate(timeout=120)
-    finally:
-        if job.poll() is None:
-            job.kill()
-    assert job.returncode == 0, stderr[-5000:]
-    assert "Traceback" not in stderr and " ERROR " not in stderr, stderr[-5000:]
+    writer = ProducerWriter(src.bootstrap_for("SASL_SSL"), topic, PARTITIONS, **source_conf)
+    stderr = copy_live_then_sigterm(
+        job, writer, lambda: read_values(dst.bootstrap_for("SASL_SSL"), topic, PARTITIONS, **destination_conf))
     copied = read_values(dst.bootstrap_for("SASL_SSL"), topic, PARTITIONS, **destination_conf)
     assert copied == writer.written  # every record, once, in order, read_committed
     assert SOURCE_PASSWORD not in stderr and DESTINATION_PASSWORD not in stderr

@@ -11,13 +11,12 @@ from __future__ import annotations
 
 import logging
 import os
-import signal
 import subprocess
 import sys
 
 import pytest
 from librdkafka_reader import read_values
-from live_source import ProducerWriter, wait_until
+from live_source import ProducerWriter, copy_live_then_sigterm, wait_until
 from secure_brokers import USER, Pki, kmirror_security, librdkafka_conf
 
 import kcodecs
@@ -116,20 +115,9 @@ def test_a_long_running_mirror_between_sasl_ssl_brokers_copies_a_live_stream_onc
         source_conf = librdkafka_conf(pki, "SCRAM-SHA-512", password=SOURCE_PASSWORD)
         destination_conf = librdkafka_conf(pki, "SCRAM-SHA-512", password=DESTINATION_PASSWORD)
         job = _long_running(src, dst, pki, "meter", tmp_path)
-        try:
-            with ProducerWriter(src.bootstrap, "meter", PARTITIONS, **source_conf) as writer:
-                wait_until(lambda: job.poll() is not None or len(writer.written[0]) >= 500, "the live stream", 60)
-            wait_until(lambda: job.poll() is not None
-                       or read_values(dst.bootstrap, "meter", PARTITIONS, **destination_conf) == writer.written,
-                       "the job to copy the live stream", 180, poll_s=1.0)
-            assert job.poll() is None, "the job ended on its own"
-            job.send_signal(signal.SIGTERM)
-            _, stderr = job.communicate(timeout=120)
-        finally:
-            if job.poll() is None:
-                job.kill()
-        assert job.returncode == 0, stderr[-5000:]
-        assert "Traceback" not in stderr and " ERROR " not in stderr, stderr[-5000:]
+        writer = ProducerWriter(src.bootstrap, "meter", PARTITIONS, **source_conf)
+        stderr = copy_live_then_sigterm(
+            job, writer, lambda: read_values(dst.bootstrap, "meter", PARTITIONS, **destination_conf))
         assert read_values(dst.bootstrap, "meter", PARTITIONS, **destination_conf) == writer.written
     assert SOURCE_PASSWORD not in stderr and DESTINATION_PASSWORD not in stderr
 

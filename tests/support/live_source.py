@@ -9,8 +9,10 @@ does the same with librdkafka's producer and keys, as an application writes a re
 
 from __future__ import annotations
 
+import signal
 import threading
 import time
+from typing import Callable
 
 import kcodecs
 from kcodecs import Record
@@ -91,6 +93,27 @@ class ProducerWriter:
             self.stop.set()
             self.thread.join(60)
         return self.written
+
+
+def copy_live_then_sigterm(job, writer: ProducerWriter, copied: Callable[[], dict[int, list[bytes]]]) -> str:
+    """A running ``kmirror run`` (``job``, stderr piped) copies what ``writer`` writes (500
+    records a partition at least) until ``copied()`` (an independent reader of the destination)
+    shows every record; then a SIGTERM. Returns the job's stderr, having checked that it exited
+    0 on its own terms, with no traceback and no ERROR line."""
+    try:
+        with writer:
+            wait_until(lambda: job.poll() is not None or len(writer.written[0]) >= 500, "the live stream", 60)
+        wait_until(lambda: job.poll() is not None or copied() == writer.written, "the job to copy the live stream",
+                   180, poll_s=1.0)
+        assert job.poll() is None, "the job ended on its own"
+        job.send_signal(signal.SIGTERM)
+        _, stderr = job.communicate(timeout=120)
+    finally:
+        if job.poll() is None:
+            job.kill()
+    assert job.returncode == 0, stderr[-5000:]
+    assert "Traceback" not in stderr and " ERROR " not in stderr, stderr[-5000:]
+    return stderr
 
 
 def wait_until(predicate, what: str, timeout_s: float, poll_s: float = 0.1) -> None:

@@ -125,7 +125,7 @@ class _UserCreatesAfterTheLook(KafkaClient):
     def topics(self):
         listed = super().topics()
         if "orders" not in listed:
-            _create(",".join(self._bootstrap), "orders", 8)
+            _create(self.bootstrap, "orders", 8)
         return listed
 
 

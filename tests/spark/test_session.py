@@ -28,16 +28,34 @@ def test_the_jvms_compile_with_c1_only_unless_spark_conf_says_otherwise():
 @pytest.mark.slow
 def test_the_driver_jvm_is_started_with_the_options(tmp_path):
     """The options must reach the JVM, so they must be set before the session starts it: read
-    back from the running JVM's own arguments. (Every session of the test run is started by
-    :func:`spark_session`, so a session an earlier test started has them too.)"""
-    from mirror.spark.session import spark_session
+    back from the running JVM's own arguments, in a Python of its own. (This worker's session
+    may have been started by an earlier test with other settings: verify's, in process, brings
+    C2 back; CI met that.) The tests' JAVA_TOOL_OPTIONS, which say the same option, are left out
+    of that process, so that only the session's settings can put it there."""
+    import json
+    import os
+    import subprocess
+    import sys
 
-    spark = spark_session(load_config(None, {**_BASE, "checkpoint": str(tmp_path / "ck")}))
-    jvm = spark.sparkContext._jvm
-    arguments = list(jvm.java.lang.management.ManagementFactory.getRuntimeMXBean().getInputArguments())
-    assert JVM_OPTIONS in arguments
+    probe = f"""
+import json
+from mirror.config import load_config
+from mirror.spark.session import spark_session
+spark = spark_session(load_config(None, {{**{_BASE!r}, "checkpoint": {str(tmp_path / "ck")!r}}}))
+jvm = spark.sparkContext._jvm
+print(json.dumps({{
+    "driver": list(jvm.java.lang.management.ManagementFactory.getRuntimeMXBean().getInputArguments()),
+    "executor": spark.sparkContext.getConf().get("spark.executor.extraJavaOptions"),
+}}))
+spark.stop()
+"""
+    env = {name: value for name, value in os.environ.items() if name != "JAVA_TOOL_OPTIONS"}
+    done = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, timeout=240)
+    assert done.returncode == 0, done.stderr[-3000:]
+    seen = json.loads(done.stdout.strip().splitlines()[-1])
+    assert JVM_OPTIONS in seen["driver"]
     # Spark adds its own module options in front of the executors'.
-    assert JVM_OPTIONS in spark.sparkContext.getConf().get("spark.executor.extraJavaOptions").split()
+    assert JVM_OPTIONS in seen["executor"].split()
 
 
 @pytest.mark.slow

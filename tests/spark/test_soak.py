@@ -262,7 +262,16 @@ def test_the_mirror_rides_out_restarts_outages_and_a_paused_destination(tmp_path
     assert any("outage: source" in line or "stopped: source" in line for line in said), "\n".join(said)
     # A handful of lines per outage: one per backoff step, none per request retried.
     assert len(outage_lines) <= 12 * (2 + 3 * ROUNDS), "\n".join(outage_lines)
-    assert not [line for line in lines if "Traceback" in line or line.startswith("\tat ")]
+    # No traceback, but PySpark's own: a loaded machine may time out Spark's Python planner
+    # (PythonWorkerStartTimeout); the planner process it gave up on prints why it could not
+    # connect back, and the job starts the query again from the checkpoint and must say so
+    # (mirror.spark.restarts; met under four test workers).
+    restarts = sum("starting it again from the checkpoint" in line for line in lines)
+    tracebacks = [i for i, line in enumerate(lines) if "Traceback" in line]
+    unexplained = [lines[i] for i in tracebacks
+                   if not any("CANNOT_OPEN_SOCKET" in line for line in lines[i:i + 12])]
+    assert not unexplained and len(tracebacks) <= restarts, log_path.read_text()[-5000:]
+    assert not [line for line in lines if line.startswith("\tat ")]
 
     # Flat memory: the tree's RSS in the second half of the run is no larger than in the first,
     # within the noise of a JVM's heap (a buffer kept per micro-batch or per retry would show).

@@ -44,7 +44,7 @@ from typing import Callable, Iterable
 from ..errors import ApiError, kerr
 from ..log import LogError
 from .markers import MarkerWriter
-from .metadata import NO_PRODUCER_EPOCH, TxnMetadata, TxnState, is_epoch_exhausted
+from .metadata import NO_PRODUCER_EPOCH, NO_PRODUCER_ID, TxnMetadata, TxnState, is_epoch_exhausted
 from .state_log import TransactionStateLog
 
 __all__ = ["TransactionCoordinator", "COORDINATOR_EPOCH", "DEFAULT_MAX_TIMEOUT_MS", "DEFAULT_ID_EXPIRATION_MS"]
@@ -134,21 +134,40 @@ class TransactionCoordinator:
             return  # Kafka's shortcut: nothing new to persist
         self._persist(meta.add_partitions(wanted, self._clock()))
 
-    def end_txn(self, transactional_id: str, producer_id: int, producer_epoch: int, commit: bool) -> None:
-        """Commit or abort: persist the decision, write the markers, persist completion (``handleEndTransaction``)."""
-        meta = self._current(transactional_id, producer_id, producer_epoch)
+    def end_txn(self, transactional_id: str, producer_id: int, producer_epoch: int, commit: bool, *,
+                bump: bool = False) -> tuple[int, int]:
+        """Commit or abort: persist the decision and answer; the markers and the completion
+        follow (``handleEndTransaction``). Returns the producer id and epoch of the id's next
+        transaction.
+
+        ``bump`` is transactions v2 (EndTxn v5, KIP-890 part 2): the end bumps the epoch (and
+        past the last epoch, the producer id), and a retry whose first answer was lost, made
+        with the epoch the transaction had, is recognised by ``last_producer_epoch`` and gets
+        the same answer."""
         wanted = TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT
+        preparing = TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT
+        if bump:
+            retried = self._txns.get(transactional_id)
+            if (retried is not None and retried.state in (wanted, preparing)
+                    and retried.last_producer_epoch == producer_epoch != retried.producer_epoch
+                    and producer_id in (retried.producer_id, retried.previous_producer_id)):
+                if retried.state is preparing and self._complete(retried).state.in_doubt:
+                    raise _concurrent(retried)
+                return self._txns[transactional_id].next_identity
+        meta = self._current(transactional_id, producer_id, producer_epoch)
         if meta.state is TxnState.ONGOING:
-            prepared = self._persist(meta.prepare_end(commit, self._clock()))
+            rotation = self._allocate() if bump and meta.epoch_exhausted else NO_PRODUCER_ID
+            prepared = self._persist(meta.prepare_end(commit, self._clock(), bump=bump, next_producer_id=rotation))
             _after_the_answer(lambda: self._complete_if_current(prepared))
-        elif meta.state is wanted:
-            return  # a retry of an EndTxn that succeeded
-        elif meta.state is (TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT):
+            return prepared.next_identity
+        if meta.state is wanted:
+            return meta.next_identity  # a retry of an EndTxn that succeeded (v4 and older keep the epoch)
+        if meta.state is preparing:
             if self._complete(meta).state.in_doubt:  # its markers failed before: try again now
                 raise _concurrent(meta)
-        else:
-            raise ApiError(kerr.InvalidTxnStateError,
-                           f"{transactional_id!r} is {meta.state.kafka_name}: cannot {'commit' if commit else 'abort'}")
+            return self._txns[transactional_id].next_identity
+        raise ApiError(kerr.InvalidTxnStateError,
+                       f"{transactional_id!r} is {meta.state.kafka_name}: cannot {'commit' if commit else 'abort'}")
 
     def verify(self, transactional_id: str | None, producer_id: int, producer_epoch: int,
                partition: TopicPartition) -> None:

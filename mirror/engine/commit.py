@@ -41,7 +41,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Mapping
+from typing import Iterable, Mapping
 
 from ..kafka import IdempotentProducer, TopicPartition
 from ..kafka.transactional_producer import TransactionalProducer
@@ -82,15 +82,16 @@ class Committer:
     def exactly_once(self) -> bool:
         return self.offsets is not None
 
-    def begin(self) -> dict[TopicPartition, int]:
+    def begin(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
         """Before a copy task's attempt: exactly-once, this attempt's epoch (no earlier producer
-        of the task can commit after it), then what the destination says was committed
-        (Kafka's read-process-write order); at-least-once, nothing is known."""
+        of the task can commit after it), then what the destination says was committed for
+        ``partitions`` (Kafka's read-process-write order), waiting only for a transaction still
+        open that wrote them; at-least-once, nothing is known."""
         if self.offsets is None:
             return {}
         assert isinstance(self.producer, TransactionalProducer)
         self.producer.renew()
-        return self.offsets.refresh()
+        return self.offsets.latest(partitions)
 
     def commit(self, positions: Mapping[TopicPartition, int], syncs: SyncLog, *, flush: bool = True) -> None:
         """Make durable what was produced and acknowledged so far, with ``syncs`` (where it

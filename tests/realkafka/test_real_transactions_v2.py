@@ -99,3 +99,42 @@ def test_a_sealed_transaction_ends_while_the_next_ones_batches_wait(start_kafka,
     finally:
         cluster.stop()
     assert copied == committed_through(TRANSACTIONS - 1)
+
+
+def test_a_partitions_latest_offset_is_decided_as_kafkas_read_committed_decides_it(kafka_destination):
+    """kmirror's start reads its own partitions' offsets read_uncommitted and decides each
+    transaction by its marker (:func:`mirror.engine.topic_tail.latest_by_key`), so that a
+    sibling's transaction left open does not hold it up. On Kafka's log, with Kafka's markers,
+    the answer must be Kafka's: an aborted write never counts, an open one holds up only its
+    own keys, and once all are ended it equals what Kafka's read_committed fetch gives."""
+    from mirror.engine.offsets_topic import CommittedOffsets, encode_offsets, offsets_topic, offsets_topic_spec
+    from mirror.engine.topic_tail import TopicTailError
+
+    job = "latest-decided"
+    t0, t1 = TopicPartition("t", 0), TopicPartition("t", 1)
+    with KafkaClient(kafka_destination.bootstrap) as client:
+        client.create_topics([offsets_topic_spec(job)])
+        offsets = TopicPartition(offsets_topic(job), 0)
+
+        def producer(task: int) -> TransactionalProducer:
+            return TransactionalProducer(client, f"{job}-{task}", transaction_timeout_ms=60_000)
+
+        first = producer(0)
+        first.enqueue(offsets, encode_offsets({t0: 10, t1: 3}, 0), 2)
+        first.commit()
+        slow, fast = producer(1), producer(2)
+        slow.enqueue(offsets, encode_offsets({t1: 5}, 0), 1)
+        slow.flush()  # open, below what follows
+        fast.enqueue(offsets, encode_offsets({t0: 60}, 0), 1)
+        fast.commit()
+        view = CommittedOffsets(client, offsets_topic(job), max_wait_s=0.5)
+        assert view.latest([t0]) == {t0: 60}
+        with pytest.raises(TopicTailError, match="open transactions"):
+            view.latest([t1])
+        again = producer(1)  # the next attempt of task 1: Kafka aborts the open transaction
+        assert view.latest([t0, t1]) == {t0: 60, t1: 3}
+        again.enqueue(offsets, encode_offsets({t1: 7}, 0), 1)
+        again.commit()
+        decided = view.latest([t0, t1])
+        committed = CommittedOffsets(client, offsets_topic(job), max_wait_s=30).refresh()  # Kafka's read_committed
+    assert decided == committed == {t0: 60, t1: 7}

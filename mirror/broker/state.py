@@ -53,6 +53,11 @@ class BrokerConfig:
     transaction_abort_interval_ms: int = 10_000
     """Kafka's ``transaction.abort.timed.out.transaction.cleanup.interval.ms``: how often the
     coordinator looks for timed-out transactions (and retries unwritten markers)."""
+    transaction_version: int = 2
+    """The finalized ``transaction.version`` feature (KIP-890): 2, Kafka 4.x's default, offers
+    Produce v12 (a partition joins the transaction with its first batch) and EndTxn v5 (an
+    epoch bump per transaction); 1 offers Produce v11 and EndTxn v4 at most, as Kafka 3.x
+    brokers do, and clients add partitions with AddPartitionsToTxn."""
     transactional_id_expiration_ms: int = DEFAULT_ID_EXPIRATION_MS
     """Kafka's ``transactional.id.expiration.ms``: an id with no transaction and no request
     changing its state for this long is forgotten (seven days); it starts afresh, with a new

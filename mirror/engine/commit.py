@@ -14,20 +14,51 @@ copier (:mod:`.copier`).
 Readers of what a transaction wrote wait, for one left open by a producer that died, as
 long as :func:`open_transaction_wait_s` says: the coordinator aborts it once its timeout
 passes.
+
+A copy task commits once, at its end. A copy that runs on (a resident copier's
+:class:`~.copy.CopyLoop`) commits as it goes, and :class:`LoopCommits` says when:
+
+- the copy has caught up with the source and ``commit_interval_ms`` passed since the last
+  commit: a record waits at most that long for its transaction (the latency target);
+- a waiting task's ranges are routed to their ends: the task, and with it Spark's
+  micro-batch, can finish;
+- a second passed while catching up: a long backlog is committed in pieces, each costing
+  a flush and an EndTxn, so not every few milliseconds.
+
+At-least-once there is no flush but the last: a record is visible once acknowledged, and the
+acknowledgements, as they come, say how far each partition is durable
+(:meth:`~.copy.CopyLoop.durable`). A waiting task is answered from them, and a commit every
+``commit_interval_ms`` only writes the offset syncs (once a second) and notes the durable
+positions: a flush would wait for every batch in flight while the copy stops.
+
+Each commit writes every partition's position, so the last transaction alone says where the
+copy got to. Every write to kmirror's own topics at the destination (offset syncs, offsets,
+and a takeover's syncs seeded from MirrorMaker 2's, :mod:`.takeover`) goes through a
+:class:`Committer`, so through an idempotent or transactional producer.
 """
 
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Mapping
+from typing import Iterable, Mapping
 
 from ..kafka import IdempotentProducer, TopicPartition
 from ..kafka.transactional_producer import TransactionalProducer
+from .copy import CopyLoop
 from .offset_syncs import SyncLog, write_syncs
 from .offsets_topic import CommittedOffsets, encode_offsets
 
-__all__ = ["Committer", "open_transaction_wait_s"]
+__all__ = ["Committer", "LoopCommits", "open_transaction_wait_s", "CATCH_UP_COMMIT_S", "SYNCS_INTERVAL_S"]
+
+CATCH_UP_COMMIT_S = 1.0
+"""While catching up, a transaction is committed after this long (each commit flushes the
+producer and waits for EndTxn: every few milliseconds would halve the copy's speed)."""
+SYNCS_INTERVAL_S = 1.0
+"""Offset syncs go out with the first commit after this long, not with every commit: one record
+per source partition per commit would be a hundred a second for the driver to read back at
+every start, where micro-batches wrote about one. What a copier that dies loses is at most this
+long of syncs (group offsets in that stretch are not translated until later ones cover them)."""
 
 
 def open_transaction_wait_s(transaction_timeout_s: float) -> float:
@@ -51,15 +82,16 @@ class Committer:
     def exactly_once(self) -> bool:
         return self.offsets is not None
 
-    def begin(self) -> dict[TopicPartition, int]:
+    def begin(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
         """Before a copy task's attempt: exactly-once, this attempt's epoch (no earlier producer
-        of the task can commit after it), then what the destination says was committed
-        (Kafka's read-process-write order); at-least-once, nothing is known."""
+        of the task can commit after it), then what the destination says was committed for
+        ``partitions`` (Kafka's read-process-write order), waiting only for a transaction still
+        open that wrote them; at-least-once, nothing is known."""
         if self.offsets is None:
             return {}
         assert isinstance(self.producer, TransactionalProducer)
         self.producer.renew()
-        return self.offsets.refresh()
+        return self.offsets.latest(partitions)
 
     def commit(self, positions: Mapping[TopicPartition, int], syncs: SyncLog, *, flush: bool = True) -> None:
         """Make durable what was produced and acknowledged so far, with ``syncs`` (where it
@@ -82,7 +114,129 @@ class Committer:
         self.producer.take_acks()  # the offsets' and syncs': the next copy must not see them as its own
         self.offsets.record(dict(positions))
 
+    def seal(self, positions: Mapping[TopicPartition, int], syncs: SyncLog) -> None:
+        """Exactly-once, without waiting: ``syncs`` and ``positions`` join the open transaction,
+        which ends once its batches are acknowledged, while the copy goes on into the next
+        (:meth:`TransactionalProducer.seal`); :meth:`sealed_committed` when it has."""
+        assert isinstance(self.producer, TransactionalProducer) and self.offsets is not None
+        if self.syncs_to is not None:
+            write_syncs(self.producer, self.syncs_to, syncs)
+        self.producer.enqueue(self.offsets.partition, encode_offsets(positions, time.time_ns() // 1_000_000),
+                              len(positions))
+        self.producer.seal()
+
+    def sealed_committed(self, positions: Mapping[TopicPartition, int]) -> None:
+        """The sealed transaction (:meth:`seal`) with ``positions`` committed."""
+        assert self.offsets is not None
+        self.offsets.record(dict(positions))
+
     def abort(self, cause: BaseException) -> None:
         """What the producer holds belongs to a failed copy: dropped, and exactly-once its
         transaction aborted, before anything else is produced."""
         self.producer.abort(cause)
+
+
+class LoopCommits:
+    """The commits of a copy that runs on (see the module's docstring): when, and what each
+    made durable."""
+
+    def __init__(self, committer: Committer, loop: CopyLoop, interval_ms: int, trace=None):
+        self.committer = committer
+        self.loop = loop
+        self.interval_s = interval_ms / 1000
+        self.trace = trace
+        self.positions: dict[TopicPartition, int] = {}
+        """What the last commit made durable, per partition (what a waiting task may be told)."""
+        self.last_commit = time.monotonic()
+        self.last_syncs = self.last_commit
+        self._sealed: dict[TopicPartition, int] | None = None
+        """Exactly-once: the positions of the transaction sealed and not yet ended."""
+
+    def reached(self, ends: Mapping[TopicPartition, int]) -> bool:
+        """Whether every one of ``ends`` is committed (at-least-once: acknowledged, as the
+        acknowledgements come, with no commit)."""
+        if not self.committer.exactly_once:
+            copies = self.loop.copies
+            return all(tp in copies and self.loop.durable(tp) >= end for tp, end in ends.items())
+        return all(self.positions.get(tp, -1) >= end for tp, end in ends.items())
+
+    def routed(self, ends: Mapping[TopicPartition, int]) -> bool:
+        """Whether every one of ``ends`` is routed (a commit would make it durable)."""
+        return all(self.loop.position(tp) >= end for tp, end in ends.items() if tp in self.loop.copies)
+
+    def due(self, ends_waited: list[Mapping[TopicPartition, int]], now: float) -> bool:
+        """Whether to commit now (see the module's docstring); never while a sealed transaction
+        ends (one at a time)."""
+        if self._sealed is not None or not self._pending():
+            return False
+        since = now - self.last_commit
+        if not self.committer.exactly_once:
+            # At-least-once, a record is visible once acknowledged, and the acknowledgements
+            # say how far the copy is durable: a commit only writes that down, with the offset
+            # syncs, and flushes nothing (a flush would stop the copy until every batch in
+            # flight is answered: docs/performance.md, "The copier's trace").
+            return since >= self.interval_s
+        if any(self.routed(ends) and not self.reached(ends) for ends in ends_waited):
+            return True
+        if self.loop.caught_up:
+            return since >= self.interval_s
+        return since >= CATCH_UP_COMMIT_S
+
+    def _pending(self) -> bool:
+        loop = self.loop
+        if not self.committer.exactly_once:
+            return any(loop.durable(tp) != self.positions.get(tp) for tp in loop.copies)
+        return (any(loop.position(tp) != self.positions.get(tp) for tp in loop.copies)
+                or not self.committer.producer.idle)
+
+    def commit(self, *, last: bool = False) -> None:
+        """Make everything routed so far durable, with the offset syncs once a second and at the
+        ``last`` commit. Exactly-once, but for the ``last`` one, the transaction is sealed and
+        the copy goes on while it ends (:meth:`Committer.seal`; :meth:`poll` sees it end).
+        At-least-once, but for the ``last`` one, write down what the acknowledgements made
+        durable, and flush nothing. The ``last`` commit waits for everything."""
+        loop, step = self.loop, self.loop.step
+        if self.committer.exactly_once and not last:
+            positions = {tp: loop.position(tp) for tp in loop.copies}
+            # The syncs of the records acknowledged so far (those of the sealed transaction's
+            # last batches go with the next): where a record landed is known only then.
+            self.committer.seal(positions, self._syncs(last))
+            self._sealed = positions
+            return
+        flush = last or self.committer.exactly_once
+        if flush:
+            positions = {tp: loop.position(tp) for tp in loop.copies}
+            with step("flush"):
+                loop.flush()  # acknowledged (a sealed transaction ended): the syncs know where the records landed
+            self.poll()
+        else:
+            positions = {tp: loop.durable(tp) for tp in loop.copies}
+        syncs = self._syncs(last)
+        began = time.time()
+        with step("commit"):
+            self.committer.commit(positions, syncs, flush=flush)
+        self._committed(positions, began, time.time())
+
+    def poll(self) -> None:
+        """Exactly-once: whether the sealed transaction ended (after each turn of the loop)."""
+        if self._sealed is None:
+            return
+        for began, ended in self.committer.producer.take_ended():
+            positions, self._sealed = self._sealed, None
+            self.committer.sealed_committed(positions)
+            self._committed(positions, began, ended)
+
+    def _syncs(self, last: bool) -> SyncLog:
+        """The offset syncs to write with this commit: once a second, and at the last."""
+        now = time.monotonic()
+        if last or now - self.last_syncs >= SYNCS_INTERVAL_S:
+            self.last_syncs = now
+            return self.loop.take_syncs()
+        return SyncLog()
+
+    def _committed(self, positions: dict[TopicPartition, int], began: float, ended: float) -> None:
+        self.loop.committed(ended)  # exactly-once: the records are visible from now
+        if self.trace is not None:
+            self.trace.committed(began, ended)
+        self.positions = positions
+        self.last_commit = time.monotonic()

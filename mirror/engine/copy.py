@@ -38,63 +38,35 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import logging
 import time
-from collections import OrderedDict
 from typing import Literal, Mapping, Sequence
 
 from ..kafka import (
     FRAME_SLACK,
     READ_COMMITTED,
-    FetchedData,
     Fetcher,
     FrameBuffers,
     IdempotentProducer,
     KafkaClient,
-    OffsetOutOfRangeError,
     TopicPartition,
     wait_readable,
 )
 from ..kafka.fetcher import MAX_FETCHES_IN_FLIGHT
 from .collector import collecting_new_objects_only
-from .errors import CorruptSourceError, DataLossError, SourceTruncatedError
-from .fetched_set import FetchedSet, OutgoingBatch, RouteMode
+from .fetched_set import OutgoingBatch, RouteMode
 from .latency import Invisible, LatencyHistogram
 from .offset_syncs import SyncLog
-from .ranges import CopyRequest, RangeStats, TaskStats
+from .range_copy import TAIL, RangeCopy, route_slice, take_fetched
+from .ranges import CopyRequest, TaskStats
 from .topics import TopicRoute
 from .trace import CopierTrace
 
 __all__ = ["copy_ranges", "CopyLoop", "TAIL", "DEFAULT_MAX_BUFFER_BYTES"]
 
-log = logging.getLogger(__name__)
-
 DEFAULT_MAX_BUFFER_BYTES = 64 * 1024 * 1024
 """Bytes of fetch buffers and rebuilt batches not yet acknowledged by the destination, at most
 (Kafka's ``buffer.memory`` is 32 MiB)."""
 _MAX_WAIT_S = 1.0
-
-
-class _RangeCopy:
-    """Progress of one range: the next offset to fetch or route, the fetched set being routed,
-    and its statistics."""
-
-    def __init__(self, request: CopyRequest, route: TopicRoute):
-        self.request = request
-        self.route = route
-        self.offset = request.start
-        self.fetched: FetchedSet | None = None
-        self.stalls = 0
-        self.unacked: OrderedDict[int, int] = OrderedDict()
-        """Its enqueued batches not yet acknowledged (id -> first source offset), in routing
-        order: what :meth:`CopyLoop.durable` reads."""
-        self.caught_up = False
-        """A tailing range routed all the source had at its last fetch (reset by new data)."""
-        self.stats = RangeStats(request.tp, request.start, request.end)
-
-    @property
-    def active(self) -> bool:
-        return self.offset < self.request.end
 
 
 @collecting_new_objects_only()
@@ -131,10 +103,6 @@ def copy_ranges(requests: Sequence[CopyRequest], routes: Mapping[str, TopicRoute
     return stats
 
 
-TAIL = (1 << 63) - 1
-"""The end of a range that has none: :meth:`CopyLoop.assign` of a tailing copy."""
-
-
 class CopyLoop:
     """The fetch -> route -> produce loop over a set of ranges, one :meth:`turn` at a time.
 
@@ -157,7 +125,7 @@ class CopyLoop:
         self.max_buffer_bytes = max_buffer_bytes
         self.on_data_loss = on_data_loss
         self.mode = mode
-        self.copies: dict[TopicPartition, _RangeCopy] = {}
+        self.copies: dict[TopicPartition, RangeCopy] = {}
         # Idle buffers beyond what the bound leaves room for would only sit there.
         self.frames = FrameBuffers(fetch_max_bytes + FRAME_SLACK,
                                    keep=max(1, max_buffer_bytes // (fetch_max_bytes + FRAME_SLACK)))
@@ -185,7 +153,7 @@ class CopyLoop:
                 raise ValueError(f"{request.tp}: a range from {request.start} while the copy is at {copy.offset}")
             copy.request = CopyRequest(request.tp, copy.request.start, max(request.end, copy.request.end), copy.request.floor)
             return
-        self.copies[request.tp] = _RangeCopy(request, self.routes[request.tp.topic])
+        self.copies[request.tp] = RangeCopy(request, self.routes[request.tp.topic])
 
     def position(self, tp: TopicPartition) -> int:
         """The next offset of ``tp`` to route (every one before it is routed, and enqueued or dropped)."""
@@ -245,7 +213,7 @@ class CopyLoop:
             # the destination works on the requests in flight. (Answers cannot crowd
             # routing out: none come without requests, and none go without routed batches.)
             with step("route"):
-                grown = sum(_route_slice(copy, producer, len(copies), trace) for copy in routing)
+                grown = sum(route_slice(copy, producer, len(copies), trace) for copy in routing)
             if grown:
                 self.rebuilt += grown
                 self._peak = max(self._peak, frames.usage().pinned + self.rebuilt)
@@ -333,7 +301,7 @@ def _fetches_that_fit(frames: FrameBuffers, rebuilt: int, in_flight: int, max_bu
     return fit or int(in_flight == 0 and idle)
 
 
-def _read_fetch(fetcher: Fetcher, conn, copies: Mapping[TopicPartition, _RangeCopy], source: KafkaClient,
+def _read_fetch(fetcher: Fetcher, conn, copies: Mapping[TopicPartition, RangeCopy], source: KafkaClient,
                 on_data_loss: str, mode: RouteMode, trace: CopierTrace | None) -> None:
     """Take the fetch answered on ``conn``: each partition's record set waits in its range to be
     routed. A function of its own so that no view of the response outlives it here but those
@@ -341,11 +309,11 @@ def _read_fetch(fetcher: Fetcher, conn, copies: Mapping[TopicPartition, _RangeCo
     for tp, outcome in fetcher.on_readable(conn).items():
         if trace is not None:
             trace.fetched(tp)
-        _take(copies[tp], outcome, source, on_data_loss, mode)
+        take_fetched(copies[tp], outcome, source, on_data_loss, mode)
 
 
 def _take_acks(producer: IdempotentProducer, syncs: SyncLog, latency: LatencyHistogram | Invisible,
-               copies: Mapping[TopicPartition, _RangeCopy], trace: CopierTrace | None = None) -> int:
+               copies: Mapping[TopicPartition, RangeCopy], trace: CopierTrace | None = None) -> int:
     """Record where each acknowledged batch landed, and its replication latency (``latency``:
     counted now, or in a transaction kept until it commits); return the bytes of rebuilt
     batches let go. (A function of its own for the reason :func:`_read_fetch` is: no
@@ -373,96 +341,3 @@ def _take_acks(producer: IdempotentProducer, syncs: SyncLog, latency: LatencyHis
                       ack.base_offset + batch.records, batch.exact)
         released += batch.rebuilt_bytes
     return released
-
-
-def _take(copy: _RangeCopy, outcome, source: KafkaClient, on_data_loss: str, mode: RouteMode) -> None:
-    """One partition's fetched bytes: the set to route, or after data loss the offset to go on from."""
-    request, stats = copy.request, copy.stats
-    if isinstance(outcome, OffsetOutOfRangeError):
-        skipped_to = _after_data_loss(source, request.tp, copy.offset, request.end, on_data_loss, outcome)
-        stats.lost_records += min(skipped_to, request.end) - copy.offset
-        copy.offset = skipped_to
-        return
-    fetched: FetchedData = outcome
-    stats.high_watermark = fetched.high_watermark
-    copy.fetched = FetchedSet(fetched, request.tp, copy.offset, request.end, copy.route, stats.counters, mode,
-                              floor=request.floor)
-
-
-def _route_slice(copy: _RangeCopy, producer: IdempotentProducer, fetched_together: int,
-                 trace: CopierTrace | None = None) -> int:
-    """Route the next slice of the range's fetched set and enqueue it; return the bytes of the
-    batches rebuilt in it (forwarded ones are views of a fetch buffer, counted with it)."""
-    fetched_set, stats = copy.fetched, copy.stats
-    # A tailing copy's batches queued at the producer wait behind its requests in flight:
-    # merged, they drain in fewer round trips (routing.md, "Under a backlog"). A copy catching
-    # up always has a queue, and forwards byte for byte: it is there for throughput.
-    backlog = copy.caught_up and producer.queued(fetched_set.destination) > 0
-    outgoing = fetched_set.route_slice(backlog=backlog)
-    copy.offset = fetched_set.offset
-    if fetched_set.done:
-        copy.fetched = None
-        fetched = fetched_set.fetched
-        if copy.request.end == TAIL:
-            stable = fetched.last_stable_offset if fetched.last_stable_offset >= 0 else fetched.high_watermark
-            copy.caught_up = copy.offset >= stable
-        if not fetched_set.progressed:
-            _no_progress(copy, fetched, fetched_together)
-            return 0
-        copy.stalls = 0
-    size = rebuilt = 0
-    newest = stats.max_timestamp
-    unacked = copy.unacked
-    for out in outgoing:
-        producer.enqueue(out.tp, out.data, out.records, out)
-        unacked[id(out)] = out.first
-        if trace is not None:
-            trace.routed(out, copy.request.tp)
-        size += len(out.data)
-        rebuilt += out.rebuilt_bytes
-        if out.max_timestamp > newest:
-            newest = out.max_timestamp
-    stats.produced_batches += len(outgoing)
-    stats.produced_bytes += size
-    stats.max_timestamp = newest
-    return rebuilt
-
-
-def _no_progress(copy: _RangeCopy, fetched: FetchedData, fetched_together: int) -> None:
-    """A fetch that moved nothing forward. In a fetch of several partitions that is normal for
-    a partition whose next batch is larger than its share of ``max_bytes`` (only the first
-    partition of a response is sure to get a whole batch, KIP-74; the fetcher puts the most
-    starved one first). Persisting longer than one fetch per partition would loop forever:
-    say why instead.
-
-    At the last stable offset nothing moves while the source transaction open there goes on:
-    ranges end at the LSO, but one planned before (from the high watermark) or read from a new
-    leader whose LSO lags may reach it. That is a wait, not an error; the fetcher bounds it
-    (:class:`~mirror.kafka.HangingTransactionError`)."""
-    tp, offset = copy.request.tp, copy.offset
-    if copy.request.end == TAIL and fetched.high_watermark == offset:
-        return  # a tailing copy at the source's end: caught up, the next fetch waits for more
-    if fetched.high_watermark <= offset:
-        raise SourceTruncatedError(tp, offset, fetched.high_watermark)
-    if 0 <= fetched.last_stable_offset <= offset:
-        return
-    copy.stalls += 1
-    if copy.stalls > fetched_together + 1:
-        raise CorruptSourceError(tp, offset, f"{copy.stalls} fetches below the last stable offset "
-                                             f"{fetched.last_stable_offset} "
-                                             f"returned no complete batch at or after the offset (last: "
-                                             f"{len(fetched.records)} bytes; a batch larger than fetch_max_bytes on a "
-                                             f"broker without KIP-74?)")
-
-
-def _after_data_loss(source: KafkaClient, tp: TopicPartition, offset: int, end: int, on_data_loss: str,
-                     cause: OffsetOutOfRangeError) -> int:
-    """Where to go on after OFFSET_OUT_OF_RANGE: the earliest offset, or an error."""
-    earliest = source.list_offsets([tp], "earliest")[tp]
-    if offset >= earliest:
-        raise SourceTruncatedError(tp, offset, cause.high_watermark) from cause
-    if on_data_loss != "skip-to-earliest":
-        raise DataLossError(tp, offset, earliest) from cause
-    log.warning("DATA LOSS in %s: offsets %d to %d were deleted at the source before they were copied; "
-                "skipping to %d (--on-data-loss skip-to-earliest)", tp, offset, min(earliest, end) - 1, earliest)
-    return earliest

@@ -62,7 +62,7 @@ def copy_exactly_once(requests: Sequence[CopyRequest], routes, source: KafkaClie
     """Copy ``requests`` in one destination transaction together with their end offsets and
     with where their records landed (:class:`~.commit.Committer`)."""
     began = time.perf_counter()
-    committed = committer.begin()
+    committed = committer.begin(request.tp for request in requests)
     todo, done = resume_requests(requests, committed)
     starts = {request.tp: request.start for request in requests}
     resumed = sum(1 for request in todo if request.start != starts[request.tp])

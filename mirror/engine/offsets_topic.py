@@ -12,9 +12,12 @@ Because records and offsets commit together, the destination itself says what wa
 a task replayed after a crash reads these offsets first and skips what an earlier attempt
 already committed (:mod:`.exactly_once`). Spark's checkpoint is the plan; this is the truth.
 
-Reading is read_committed and goes to the end as it was when the read began, waiting for
-open transactions below it (:mod:`.topic_tail`). The view is kept per process and each read
-only fetches what is new.
+A task or copier starting asks only for its own partitions (:meth:`CommittedOffsets.latest`):
+read from the end, read_uncommitted, each transaction decided by its marker, so only an open
+transaction that wrote those partitions holds it up (:func:`~.topic_tail.latest_by_key`). The
+whole view (:meth:`CommittedOffsets.refresh`) is read_committed and goes to the end as it was
+when the read began, waiting for open transactions below it; it is kept per process and each
+read only fetches what is new.
 
 Resident copiers commit every few milliseconds (:mod:`.copier`), so the topic grows by a few
 hundred records a second under load: a day is tens of millions. Two things keep a start-up's

@@ -40,9 +40,10 @@ from typing import Iterable, Mapping
 from kcodecs import KMirrorError, Record
 
 from ..config import MirrorConfig
-from ..kafka import KafkaClient, TopicPartition
+from ..kafka import IdempotentProducer, KafkaClient, TopicPartition
 from ..kafka.groups import GroupAdmin
-from .offset_syncs import SyncLog, encode_syncs, offset_syncs_topic
+from .commit import Committer
+from .offset_syncs import SyncLog, offset_syncs_topic
 from .topic_tail import CommittedTail
 
 __all__ = ["take_over", "MirrorMakerRunningError", "TakeoverError", "TakeoverPlan", "plan_takeover", "connect_offsets",
@@ -261,7 +262,11 @@ def take_over(config: MirrorConfig, source: KafkaClient, destination: KafkaClien
         log.warning("MirrorMaker 2 ran at-least-once: records it wrote after its last offset flush are copied "
                     "again, at most %d in all (%s)", sum(plan.duplicates.values()),
                     ", ".join(f"{tp}: {n}" for tp, n in sorted(plan.duplicates.items()) if n) or "none")
-    data = encode_syncs(plan.syncs, int(time.time() * 1000))
-    if data is not None:
-        destination.produce([(TopicPartition(offset_syncs_topic(config.job_name), 0), data)])
+    if plan.syncs.by_source():
+        # Written as the job's own commits write theirs: by the Committer, idempotently.
+        producer = IdempotentProducer(destination, timeout_ms=int(config.clusters.destination.request_timeout_s * 1000))
+        try:
+            Committer(producer, TopicPartition(offset_syncs_topic(config.job_name), 0)).commit({}, plan.syncs)
+        finally:
+            producer.close()
     return plan.starts

@@ -9,6 +9,10 @@ a record another task committed may sit after a transaction still open below it,
 waits for those transactions to end (up to ``max_wait_s``: a transaction a dead task left
 open ends when its transactional id is taken over or the destination times it out) rather
 than miss that record.
+
+:func:`latest_by_key`, which asks only for some keys, reads read_uncommitted instead and
+decides each transaction by its marker: it waits only for an open transaction that wrote one
+of the keys it asks for.
 """
 
 from __future__ import annotations
@@ -16,11 +20,11 @@ from __future__ import annotations
 import time
 from typing import Callable, Iterable, Iterator, TypeVar
 
-from kcodecs import KMirrorError, Record, iter_batches
+from kcodecs import Batch, KMirrorError, Record, iter_batches
 
 from ..kafka import KafkaClient, OffsetOutOfRangeError, TopicPartition
 from ..kafka.client import READ_COMMITTED
-from ..routing.transactions import ReadCommitted
+from ..routing.transactions import ReadCommitted, is_abort_marker
 
 K = TypeVar("K")
 V = TypeVar("V")
@@ -96,29 +100,98 @@ class CommittedTail:
 
 def latest_by_key(client: KafkaClient, tp: TopicPartition, decode: Callable[[Record], Iterable[tuple[K, V | None]]],
                   wanted: Iterable[K], *, max_wait_s: float) -> dict[K, tuple[V, Record]]:
-    """The latest value of each ``wanted`` key (and the record that said it), read from the end
-    of ``tp`` backwards: the last :data:`_TAIL_SPAN` offsets, then four times as many, until
-    every wanted key is seen or the log's start is reached. ``decode`` gives a record's
+    """The latest committed value of each ``wanted`` key (and the record that said it), read from
+    the end of ``tp`` backwards: the last :data:`_TAIL_SPAN` offsets, then four times as many,
+    until every wanted key is seen or the log's start is reached. ``decode`` gives a record's
     ``(key, value)`` pairs, a value None for a tombstone (which decides its key too). Keys
     never seen are left out. For topics whose writers say every key they own at every write
-    (kmirror's offsets and offset syncs), the last write alone answers."""
+    (kmirror's offsets and offset syncs), the last write alone answers.
+
+    The read is read_uncommitted and decides each transaction by its own marker
+    (:func:`_decided_records`), so a transaction still open holds up only the keys it wrote:
+    a starting copier is not kept waiting by a sibling that died in the middle of its
+    transaction (its partitions are not the copier's), only by one that wrote the copier's
+    own partitions, and then for up to ``max_wait_s``."""
     wanted = set(wanted)
+    deadline = time.monotonic() + max_wait_s
+    pause = 0.01
+    while True:
+        found, undecided = _latest_decided(client, tp, decode, wanted)
+        if not undecided:
+            return found
+        if time.monotonic() > deadline:
+            raise TopicTailError(
+                f"{tp}: open transactions kept the latest values of {len(undecided)} of the {len(wanted)} keys "
+                f"asked for undecided for {max_wait_s:g} s (a copy's transaction neither committed nor timed out)")
+        time.sleep(pause)
+        pause = min(pause * 2, 0.5)
+
+
+def _latest_decided(client: KafkaClient, tp: TopicPartition, decode, wanted: set) -> tuple[dict, set]:
+    """One look for :func:`latest_by_key`: what is decided, and the wanted keys whose latest
+    write belongs to a transaction still open."""
     end = client.list_offsets([tp], "latest")[tp]
     start = client.list_offsets([tp], "earliest")[tp]
     span = _TAIL_SPAN
     while True:
         since = max(start, end - span)
-        tail = CommittedTail(client, tp, max_wait_s=max_wait_s)
-        tail.position = since
-        found: dict[K, tuple[V, Record]] = {}
-        seen: set[K] = set()
-        for record in tail.read_to_end():
+        found: dict = {}
+        seen: set = set()
+        undecided: set = set()
+        for record, still_open in _decided_records(client, tp, since, end):
             for key, value in decode(record):
+                if still_open:
+                    if key in wanted:
+                        undecided.add(key)
+                    continue
                 seen.add(key)
+                undecided.discard(key)  # a later committed write decides the key whatever the open one does
                 if value is None:
                     found.pop(key, None)
                 else:
                     found[key] = (value, record)
+        if undecided:
+            return found, undecided
         if wanted <= seen or since <= start:
-            return {key: found[key] for key in found if key in wanted}
+            return {key: found[key] for key in found if key in wanted}, set()
         span *= 4
+
+
+def _decided_records(client: KafkaClient, tp: TopicPartition, since: int, end: int) -> list[tuple[Record, bool]]:
+    """The data records of ``tp`` from ``since`` to ``end`` (a high watermark), read_uncommitted,
+    each with whether its transaction is still open; aborted transactions' records left out.
+
+    A transactional batch is decided by the next marker of its producer id (KIP-98): the
+    marker follows the transaction's last batch in the log, so one that lies in the range
+    read decides it, and one that does not is still to come. Compaction keeps a marker while
+    any record of its transaction remains."""
+    batches: list[Batch | None] = []
+    open_batches: dict[int, list[int]] = {}  # producer id -> indexes in ``batches``
+    position = since
+    while position < end:
+        try:
+            fetched = client.fetch(tp, position, max_bytes=_FETCH_BYTES)
+        except OffsetOutOfRangeError as exc:
+            if exc.log_start_offset <= position:
+                raise
+            position = exc.log_start_offset  # cleaned away: compaction keeps every key's last value after it
+            continue
+        before = position
+        for batch in iter_batches(fetched.records):
+            if batch.last_offset < position:
+                continue
+            position = batch.last_offset + 1
+            if batch.is_control:
+                ended = open_batches.pop(batch.producer_id, [])
+                if is_abort_marker(batch):
+                    for index in ended:
+                        batches[index] = None
+            else:
+                if batch.is_transactional:
+                    open_batches.setdefault(batch.producer_id, []).append(len(batches))
+                batches.append(batch)
+        if position == before:
+            break  # nothing below the high watermark came back: what was read is all there is
+    still_open = {index for indexes in open_batches.values() for index in indexes}
+    return [(record, index in still_open) for index, batch in enumerate(batches) if batch is not None
+            for record in batch.records()]

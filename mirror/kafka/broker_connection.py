@@ -92,6 +92,8 @@ class BrokerConnection:
         self._client_id = client_id
         self._timeout_s = timeout_s
         self._tls = tls
+        self.features: dict[str, int] = {}
+        """The cluster's finalized feature levels, as this broker said them (empty before KIP-584)."""
         self.conn = self._connect()
         try:
             self.versions = self._negotiate()
@@ -114,9 +116,16 @@ class BrokerConnection:
             self.conn.close()
             self.conn = self._connect()
             response = self.conn.call(request, 0)
-        # UNSUPPORTED_VERSION comes as a v0 response that still lists every API (KIP-511).
+        # UNSUPPORTED_VERSION comes as a v0 response that still lists every API (KIP-511): ask
+        # again in the highest version the broker speaks, whose answer has the features (v3+).
+        if response.error_code == kerr.UnsupportedVersionError.errno:
+            spoken = {api.api_key: api.max_version for api in response.api_keys}.get(ApiVersionsRequest.API_KEY, 0)
+            if 0 < spoken < ApiVersionsRequest.max_version:
+                response = self.conn.call(request, spoken)
         if response.error_code not in (0, kerr.UnsupportedVersionError.errno):
             raise BrokerApiError.from_code("ApiVersions", response.error_code, detail=f"broker {self.address}")
+        # KIP-584's finalized feature levels (v3+), such as transaction.version (KIP-890).
+        self.features = {f.name: f.max_version_level for f in getattr(response, "finalized_features", None) or ()}
         return {api.api_key: (api.min_version, api.max_version) for api in response.api_keys}
 
     def version(self, request) -> int:

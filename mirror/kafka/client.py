@@ -310,6 +310,14 @@ class KafkaClient:
         return BrokerConnection(address, client_id=self._client_id, timeout_s=self._timeout_s, tls=self._tls,
                                 sasl=self._sasl)
 
+    def feature_level(self, name: str) -> int:
+        """The cluster's finalized level of feature ``name`` (KIP-584: ``transaction.version``,
+        ...), as the first broker that answers says it; 0 where none is finalized (brokers
+        before Kafka 3.x's features, or a feature they do not have)."""
+        if not self._brokers:
+            self.retrying("read the cluster's features", lambda: self._refresh([]))
+        return next(iter(self._brokers.values())).features.get(name, 0)
+
     def call(self, request, *, address: str | None = None):
         """One request, not retried: to ``address``, or to any broker that answers; its response,
         or the :class:`KMirrorError` it failed with (for callers with retry rules of their own,

@@ -50,14 +50,22 @@ class Coordinator:
         self._key_type = key_type
         self._address: str | None = None
 
+    def address(self) -> str:
+        """Where the coordinator is: looked up (one FindCoordinator, not retried) unless known."""
+        if self._address is None:
+            self._address = find_coordinator(self._client, self.key, self._key_type)
+        return self._address
+
+    def forget(self) -> None:
+        """Look the coordinator up again next time (it may have moved)."""
+        self._address = None
+
     def call(self, request, read: Callable[[Any], T]) -> T:
         """``request`` at the coordinator, its answer ``read`` (which raises on an error code).
         A lost connection, or an answer saying the coordinator is elsewhere or not up yet
         (:data:`FIND_AGAIN`), forgets the address: the caller's retry looks it up again."""
-        if self._address is None:
-            self._address = find_coordinator(self._client, self.key, self._key_type)
         try:
-            return read(self._client.call(request, address=self._address))
+            return read(self._client.call(request, address=self.address()))
         except KMirrorError as exc:
             if not isinstance(exc, BrokerApiError) or exc.code in FIND_AGAIN:
                 self._address = None

@@ -33,14 +33,17 @@ import time
 from typing import Iterable
 
 import kafka.errors as kerr
-from kafka.protocol.producer import AddPartitionsToTxnRequest, EndTxnRequest, InitProducerIdRequest
+from kafka.protocol.producer import AddPartitionsToTxnRequest, EndTxnRequest, EndTxnResponse, InitProducerIdRequest
+
+from kcodecs import KMirrorError
 
 from .client import KafkaClient
-from .coordinators import TRANSACTION, Coordinator
+from .coordinators import FIND_AGAIN, TRANSACTION, Coordinator
 from .errors import BrokerApiError
+from .pipeline import PipelinedConnection
 from .types import TopicPartition
 
-__all__ = ["TransactionManager", "TransactionError", "ProducerFencedError"]
+__all__ = ["TransactionManager", "TransactionError", "ProducerFencedError", "PendingEnd"]
 
 log = logging.getLogger(__name__)
 
@@ -71,6 +74,15 @@ class ProducerFencedError(TransactionError):
     task): this one must stop, and whatever it had not committed is aborted."""
 
 
+class PendingEnd:
+    """An EndTxn sent and not yet answered (:meth:`TransactionManager.send_end`): its
+    connection, for the caller's loop to wait on with its other sockets, and the request."""
+
+    def __init__(self, conn: PipelinedConnection, request: EndTxnRequest):
+        self.conn = conn
+        self.request = request
+
+
 class TransactionManager:
     """One transactional id's conversation with its coordinator."""
 
@@ -83,6 +95,8 @@ class TransactionManager:
         self._coordinator = Coordinator(client, transactional_id, TRANSACTION)
         self.producer_id = -1
         self.epoch = -1
+        self._end_conn: PipelinedConnection | None = None
+        """The connection EndTxn goes ahead on (:meth:`send_end`), kept from one to the next."""
 
     def init_producer(self) -> tuple[int, int]:
         """Our producer id and a new epoch; fences earlier producers of this id and aborts
@@ -153,14 +167,81 @@ class TransactionManager:
 
         bumped = self._client.retrying(f"{'commit' if commit else 'abort'} transaction {self.transactional_id}",
                                        lambda: self._coordinator.call(request, read))
-        if bumped is None or bumped == (self.producer_id, self.epoch):
-            return False
-        log.debug("transactional id %s: transaction ended, producer %d epoch %d -> producer %d epoch %d (v2)",
-                  self.transactional_id, self.producer_id, self.epoch, *bumped)
-        self.producer_id, self.epoch = bumped
-        return True
+        return bumped is not None and self._adopt(*bumped)
+
+    def send_end(self, commit: bool) -> PendingEnd | None:
+        """Send EndTxn without waiting for its answer, on a connection of its own to the
+        coordinator (kept for the next one): the caller goes on copying and reads the answer
+        with :meth:`read_end` once the connection is readable. None when it could not be sent
+        (no coordinator known and none found, a lost connection): the caller then ends the
+        transaction with :meth:`end`, which retries as Kafka's producer does."""
+        request = EndTxnRequest(transactional_id=self.transactional_id, producer_id=self.producer_id,
+                                producer_epoch=self.epoch, committed=commit)
+        try:
+            conn = self._end_connection()
+            conn.send_encoded(EndTxnRequest, lambda cid, version: [_framed(request, cid, version, conn)], None)
+        except KMirrorError as exc:
+            log.debug("transactional id %s: EndTxn not sent ahead (%s); ending it the blocking way",
+                      self.transactional_id, exc)
+            self._drop_end_connection()
+            return None
+        return PendingEnd(conn, request)
+
+    def read_end(self, pending: PendingEnd, *, overdue: bool = False) -> bool | None:
+        """The answer to :meth:`send_end`'s EndTxn: as :meth:`end` returns (True: transactions
+        v2 bumped the epoch), or None when the answer was an error or never came (the
+        connection lost, or ``overdue``: unanswered for a request timeout): the caller then
+        ends the transaction with :meth:`end`, which a coordinator that did end it answers as
+        done."""
+        if overdue:
+            self._drop_end_connection()
+            return None
+        try:
+            sent, body = pending.conn.receive(EndTxnResponse)
+            response = EndTxnResponse.decode(body, version=sent.version)
+        except KMirrorError as exc:
+            log.debug("transactional id %s: EndTxn's answer lost (%s)", self.transactional_id, exc)
+            self._drop_end_connection()
+            return None
+        except Exception as exc:  # kafka-python raises assorted errors on bad bytes
+            log.debug("transactional id %s: EndTxn's answer undecodable (%r)", self.transactional_id, exc)
+            self._drop_end_connection()
+            return None
+        if response.error_code:
+            error = kerr.for_code(response.error_code)
+            if response.error_code in _FENCED or not error.retriable:
+                self._check("EndTxn", response.error_code)  # raises
+            if response.error_code in FIND_AGAIN:
+                self._drop_end_connection()
+            return None
+        return self._adopt(getattr(response, "producer_id", -1), getattr(response, "producer_epoch", -1))
+
+    def close(self) -> None:
+        self._drop_end_connection()
 
     # ---- internals ----------------------------------------------------------------------------
+
+    def _end_connection(self) -> PipelinedConnection:
+        if self._end_conn is None or self._end_conn.closed:
+            address = self._coordinator.address()
+            self._end_conn = PipelinedConnection(self._client.connect(address), 1)
+        return self._end_conn
+
+    def _drop_end_connection(self) -> None:
+        if self._end_conn is not None:
+            self._end_conn.abandon()
+            self._end_conn = None
+        self._coordinator.forget()
+
+    def _adopt(self, producer_id: int, epoch: int) -> bool:
+        """An EndTxn answer's identity for the next transaction (v5: -1 where the coordinator did
+        not bump, and v4 and older say none): True when it is a new one (transactions v2)."""
+        if producer_id < 0 or epoch < 0 or (producer_id, epoch) == (self.producer_id, self.epoch):
+            return False
+        log.debug("transactional id %s: transaction ended, producer %d epoch %d -> producer %d epoch %d (v2)",
+                  self.transactional_id, self.producer_id, self.epoch, producer_id, epoch)
+        self.producer_id, self.epoch = producer_id, epoch
+        return True
 
     def _check(self, api: str, code: int, tp: TopicPartition | None = None) -> None:
         if not code:
@@ -172,3 +253,11 @@ class TransactionManager:
         if error.retriable:
             raise BrokerApiError.from_code(api, code, tp, detail=detail)
         raise TransactionError(api, error.message, code, False, tp, detail=detail)
+
+
+def _framed(request: EndTxnRequest, correlation_id: int, version: int, conn: PipelinedConnection) -> bytes:
+    """``request`` framed as ``version`` with its header, by kafka-python's schema (a request a
+    transaction, not a record, so not the hot path's own codec)."""
+    request.API_VERSION = version
+    request.with_header(correlation_id=correlation_id, client_id=conn.broker.conn.client_id)
+    return request.encode(header=True, framed=True)

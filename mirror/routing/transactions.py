@@ -25,7 +25,7 @@ from typing import Iterable
 
 from kcodecs import Batch, ControlType, parse_control_record
 
-__all__ = ["ReadCommitted"]
+__all__ = ["ReadCommitted", "is_abort_marker"]
 
 
 class ReadCommitted:
@@ -53,13 +53,13 @@ class ReadCommitted:
         while self._pending and self._pending[0][0] <= batch.last_offset:
             self._aborted.add(heapq.heappop(self._pending)[1])
         if batch.is_control:
-            if producer_id in self._aborted and _is_abort_marker(batch):
+            if producer_id in self._aborted and is_abort_marker(batch):
                 self._aborted.discard(producer_id)
             return False
         return batch.is_transactional and producer_id in self._aborted
 
 
-def _is_abort_marker(batch: Batch) -> bool:
+def is_abort_marker(batch: Batch) -> bool:
     """A control batch holds one marker; its key says commit or abort (Kafka's ``ControlRecordType``)."""
     first = next(iter(batch.records()), None)
     return first is not None and parse_control_record(first)[0] is ControlType.ABORT

@@ -150,6 +150,34 @@ def test_an_open_transaction_holds_read_committed_readers_at_its_start(broker):
     uncommitted.close()
 
 
+def test_end_txn_is_answered_before_the_markers_are_written(broker, monkeypatch):
+    """As Kafka's coordinator (issue 62): EndTxn answers once the decision is persisted, and the
+    markers follow, so embedded figures pay what Kafka's do. librdkafka's commit succeeds and
+    its records are then read_committed, each once."""
+    create_topic(broker.bootstrap, "ordered")
+    coordinator = broker.state.transactions
+    events: list[str] = []
+    end_txn, write_markers = coordinator.end_txn, coordinator._markers.write_markers
+
+    def answered(*args, **kwargs):
+        end_txn(*args, **kwargs)
+        events.append("EndTxn answered")
+
+    def markers(*args, **kwargs):
+        events.append("markers written")
+        return write_markers(*args, **kwargs)
+
+    monkeypatch.setattr(coordinator, "end_txn", answered)
+    monkeypatch.setattr(coordinator._markers, "write_markers", markers)
+    producer = transactional_producer(broker.bootstrap, "ordered")
+    for t in range(2):
+        producer.begin_transaction()
+        producer.produce("ordered", value=b"t%d" % t, partition=0)
+        producer.commit_transaction(TIMEOUT_S)
+    assert events == ["EndTxn answered", "markers written"] * 2
+    assert consume_rdkafka(broker, "ordered", "read_committed", partitions=1) == [b"t0", b"t1"]
+
+
 def test_a_second_librdkafka_producer_fences_the_first(broker):
     create_topic(broker.bootstrap, "fence", 2)
     first = transactional_producer(broker.bootstrap, "shared")
@@ -300,9 +328,66 @@ def produce(wire: KafkaConnection, transactional_id: str | None, producer_id: in
 
 
 def test_api_versions_lists_the_transaction_apis(wire):
+    """As Kafka 4.x with transaction.version 2 finalized: Produce v12 and EndTxn v5 offered."""
     response = wire.call(ApiVersionsRequest(client_software_name="t", client_software_version="1"), version=3)
     ranges = {k.api_key: (k.min_version, k.max_version) for k in response.api_keys}
-    assert {key: ranges[key] for key in (10, 22, 24, 25, 26)} == {10: (0, 6), 22: (0, 4), 24: (0, 3), 25: (0, 3), 26: (0, 3)}
+    assert {key: ranges[key] for key in (0, 10, 22, 24, 25, 26)} == {
+        0: (3, 12), 10: (0, 6), 22: (0, 4), 24: (0, 3), 25: (0, 3), 26: (0, 5)}
+    assert [(f.name, f.min_version_level, f.max_version_level) for f in response.finalized_features] == [
+        ("transaction.version", 2, 2)]
+
+
+def test_a_broker_without_transactions_v2_offers_neither_produce_v12_nor_endtxn_v5(tmp_path):
+    """As a Kafka 3.x broker (or a 4.x one with transaction.version 1): clients then add their
+    partitions with AddPartitionsToTxn and keep their epoch."""
+    with EmbeddedBroker(tmp_path / "v1", transaction_version=1) as v1, KafkaConnection(v1.bootstrap) as conn:
+        response = conn.call(ApiVersionsRequest(client_software_name="t", client_software_version="1"), version=3)
+    ranges = {k.api_key: (k.min_version, k.max_version) for k in response.api_keys}
+    assert (ranges[0], ranges[26]) == ((3, 11), (0, 4))
+    assert [(f.name, f.max_version_level) for f in response.finalized_features] == [("transaction.version", 1)]
+
+
+def end_txn_v5(wire: KafkaConnection, transactional_id: str, producer_id: int, epoch: int, commit: bool = True):
+    return wire.call(EndTxnRequest(transactional_id=transactional_id, producer_id=producer_id, producer_epoch=epoch,
+                                   committed=commit), version=5)
+
+
+def test_transactions_v2_a_first_batch_joins_the_transaction_and_its_end_bumps_the_epoch(broker, wire):
+    """KIP-890 part 2 as Kafka's coordinator runs it: Produce v12's first transactional batch on
+    a partition starts the transaction with no AddPartitionsToTxn (v11 is refused without it);
+    EndTxn v5 answers the next transaction's epoch, the old epoch is fenced, the new one starts
+    at sequence 0; an EndTxn retried with the old epoch (its answer lost) gets the same answer."""
+    first = init(wire, "tv2")
+    pid, epoch = first.producer_id, first.producer_epoch
+    assert produce(wire, "tv2", pid, epoch, version=11) != 0  # not added: refused before v12
+    assert produce(wire, "tv2", pid, epoch, version=12) == 0
+    assert broker.state.transactions.get("tv2").state is TxnState.ONGOING
+    ended = end_txn_v5(wire, "tv2", pid, epoch)
+    assert (ended.error_code, ended.producer_id, ended.producer_epoch) == (0, pid, epoch + 1)
+    again = end_txn_v5(wire, "tv2", pid, epoch)
+    assert (again.error_code, again.producer_id, again.producer_epoch) == (0, pid, epoch + 1)
+    assert produce(wire, "tv2", pid, epoch, version=12, sequence=1) == INVALID_PRODUCER_EPOCH  # fenced
+    assert produce(wire, "tv2", pid, epoch + 1, version=12, sequence=0) == 0
+    second = end_txn_v5(wire, "tv2", pid, epoch + 1, commit=False)
+    assert (second.error_code, second.producer_id, second.producer_epoch) == (0, pid, epoch + 2)
+
+
+def test_transactions_v2_past_the_last_epoch_a_new_producer_id_follows(broker, wire):
+    """Kafka's epoch is a short and its last value is kept for fencing: the end of a
+    transaction in the last epoch but one writes its markers in the last and names a new
+    producer id at epoch 0 for the next (the coordinator's ``nextProducerId``)."""
+    import dataclasses
+
+    first = init(wire, "worn")
+    coordinator = broker.state.transactions
+    worn = dataclasses.replace(coordinator.get("worn"), producer_epoch=32766)
+    coordinator._txns["worn"] = worn  # as after 32,766 transactions
+    pid = first.producer_id
+    assert produce(wire, "worn", pid, 32766, version=12) == 0
+    ended = end_txn_v5(wire, "worn", pid, 32766)
+    assert ended.error_code == 0 and ended.producer_id != pid and ended.producer_epoch == 0
+    assert produce(wire, "worn", ended.producer_id, 0, version=12) == 0
+    assert end_txn_v5(wire, "worn", ended.producer_id, 0).error_code == 0
 
 
 def test_find_coordinator_names_this_broker_for_transactions(broker, wire):
@@ -437,3 +522,29 @@ def test_verification_errors_as_kafkas_produce_path_reports_them(coordinator_err
     from mirror.broker.handlers.produce import _as_produce_error
 
     assert _as_produce_error(ApiError(coordinator_error, "x"), version).code == produce_error
+
+
+def test_kmirrors_producer_runs_transactions_v2_on_the_embedded_broker(broker):
+    """kmirror's client learns the finalized feature from ApiVersions: its partitions join by
+    their first batch (Produce v12) and each commit's EndTxn v5 moves the coordinator's epoch
+    on by one, as the coordinator's own state shows."""
+    from mirror.kafka import KafkaClient
+    from mirror.kafka import TopicPartition as Tp
+    from mirror.kafka.transactional_producer import TransactionalProducer
+
+    create_topic(broker.bootstrap, "v2")
+    with KafkaClient(broker.bootstrap) as client:
+        producer = TransactionalProducer(client, "kmirror-v2")
+        try:
+            assert producer.implicit_partitions
+            epochs = [broker.state.transactions.get("kmirror-v2").producer_epoch]
+            for _ in range(3):
+                producer.enqueue(Tp("v2", 0), bytearray(kcodecs.build_batch([kcodecs.Record(value=b"v", timestamp=1)])),
+                                 1, None)
+                producer.commit()
+                meta = broker.state.transactions.get("kmirror-v2")
+                assert meta.state is TxnState.COMPLETE_COMMIT
+                epochs.append(meta.producer_epoch)
+        finally:
+            producer.close()
+    assert epochs == [epochs[0] + n for n in range(4)]

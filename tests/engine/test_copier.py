@@ -172,3 +172,31 @@ def test_a_traced_copier_writes_each_committed_batch_with_its_stages_in_order(se
         created, *stages = batch["b"]
         assert round(created * 1000) in newest, batch
         assert [created, *stages] == sorted([created, *stages]), batch  # created, fetched, ... committed
+
+
+def test_a_copier_starting_is_not_held_by_a_dead_siblings_open_transaction(setup):
+    """Found by the soak test (issue 62's notes): an outage killed both copiers of a job in the
+    middle of their transactions, and the copier of task 0 started again alone (task 1's start
+    was refused, and the driver runs it again only once task 0's micro-batch is done). A
+    starting copier reads where it is from ``kmirror-offsets``, read_committed, to its end,
+    and that end was held by task 1's transaction, which nothing ended until the destination's
+    transaction timeout: the job stood still for a minute. Here task 1's transactional id has
+    a transaction open on the offsets topic, left by a producer that is gone; task 0's copier
+    must still copy its ranges within its lease."""
+    from mirror.engine.exactly_once import transactional_id
+    from mirror.engine.offsets_topic import encode_offsets, offsets_topic
+    from mirror.kafka.transactional_producer import TransactionalProducer
+
+    src, dst, job = setup
+    if job.delivery != "exactly-once":
+        pytest.skip("no transactions at-least-once")
+    with Writer(src.bootstrap, "live", PARTITIONS) as writer:
+        time.sleep(0.5)
+    with KafkaClient(dst.bootstrap) as destination:
+        dead = TransactionalProducer(destination, transactional_id(JOB, 1), transaction_timeout_ms=15 * 60 * 1000)
+        record = encode_offsets({TopicPartition("live", 1): 0}, int(time.time() * 1000))
+        dead.enqueue(TopicPartition(offsets_topic(JOB), 0), record, 1, None)
+        dead.flush()  # written, never committed: its producer is gone
+        stats = lease(job, 0, [CopyRequest(TopicPartition("live", 0), 0, len(writer.written[0]))], 10)
+    assert stats.failure is None
+    assert _copied(dst.bootstrap)[0] == writer.written[0]

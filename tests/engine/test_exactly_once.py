@@ -299,3 +299,30 @@ def test_replication_latency_counts_from_the_commit_that_makes_records_visible(m
     assert stats.latency.count == 12  # every batch, once
     assert stats.latency.sum / stats.latency.count >= began + 0.5 - newest_s
     assert not stats.invisible.newest
+
+
+def test_a_partitions_latest_offset_waits_only_for_an_open_transaction_that_wrote_it(mirror_setup):
+    """A task or copier starting asks for its own partitions (:meth:`CommittedOffsets.latest`): a
+    sibling's transaction left open holds up the partitions it wrote, and no others, and once
+    it ends its outcome decides them (Kafka's read_committed answer for the same log)."""
+    (src, dst, source, destination), routes = mirror_setup
+    offsets = TopicPartition(offsets_topic(JOB), 0)
+    t0, t1 = TopicPartition("t", 0), TopicPartition("t", 1)
+    first = _producer(destination, task=0)
+    first.enqueue(offsets, encode_offsets({t0: 10, t1: 3}, NOW_MS), 2)
+    first.commit()
+    slow, fast = _producer(destination, task=1), _producer(destination, task=2)
+    slow.enqueue(offsets, encode_offsets({t1: 5}, NOW_MS), 1)
+    slow.flush()  # open, below what follows
+    fast.enqueue(offsets, encode_offsets({t0: 60}, NOW_MS), 1)
+    fast.commit()
+    view = CommittedOffsets(destination, offsets_topic(JOB), max_wait_s=0.3)
+    assert view.latest([t0]) == {t0: 60}
+    with pytest.raises(TopicTailError, match="open transactions"):
+        view.latest([t1])
+    again = _producer(destination, task=1)  # task 1's next attempt: its id's open transaction is aborted
+    assert view.latest([t0, t1]) == {t0: 60, t1: 3}  # the aborted 5 never counts
+    again.enqueue(offsets, encode_offsets({t1: 7}, NOW_MS), 1)
+    again.commit()
+    assert view.latest([t0, t1]) == {t0: 60, t1: 7}
+    assert CommittedOffsets(destination, offsets_topic(JOB), max_wait_s=5).refresh() == {t0: 60, t1: 7}

@@ -1,4 +1,4 @@
-"""Produce (key 0), v3-11: acks 0, 1 and -1; one v2 batch per partition; idempotent and
+"""Produce (key 0), v3-12: acks 0, 1 and -1; one v2 batch per partition; idempotent and
 transactional producers.
 
 Offsets are assigned by patching the batch header (KIP-31) and LogAppendTime topics are
@@ -13,6 +13,9 @@ coordinator first, as Kafka 3.6+ does (KIP-890 part 1): it must come from the id
 producer id and epoch, inside an Ongoing transaction to which AddPartitionsToTxn added this
 partition. That is asked once per transaction and partition: later batches find the
 transaction open in the partition's producer state (Kafka's ``hasOngoingTransaction``).
+From v12 (transactions v2, KIP-890 part 2) the first batch of a transaction on a partition
+adds the partition to it, starting the transaction if need be, as Kafka's leader does on the
+producer's behalf: no AddPartitionsToTxn comes.
 Refusals are what Kafka's ``AddPartitionsToTxnManager`` and ``ReplicaManager`` give a
 producer: INVALID_PRODUCER_ID_MAPPING; INVALID_PRODUCER_EPOCH for a fenced epoch
 (librdkafka then fails fatally as fenced); INVALID_TXN_STATE for a partition not in the
@@ -46,7 +49,10 @@ from ..log import RecordBatchTooLargeError
 from ..topics import Verifier
 from ._api import Api
 
-API = Api(key=0, min_version=3, max_version=11, request=ProduceRequest)
+API = Api(key=0, min_version=3, max_version=12, request=ProduceRequest)
+
+IMPLICIT_ADD = 12
+"""The first Produce version whose transactional batches add their partition (transactions v2)."""
 
 log = logging.getLogger(__name__)
 
@@ -107,7 +113,11 @@ def _verifier(transactional_id: str | None, partition: tuple[str, int], version:
         if ongoing:  # the transaction's first batch here was verified, as Kafka's ReplicaManager skips it then
             return
         try:
-            state.transactions.verify(transactional_id, batch.producer_id, batch.producer_epoch, partition)
+            if version >= IMPLICIT_ADD and state.config.transaction_version >= 2:
+                state.transactions.add_partitions(transactional_id, batch.producer_id, batch.producer_epoch,
+                                                  [partition])
+            else:
+                state.transactions.verify(transactional_id, batch.producer_id, batch.producer_epoch, partition)
         except ApiError as exc:
             raise _as_produce_error(exc, version) from exc
 

@@ -5,9 +5,13 @@ Every request is checked, moved to its next :class:`TxnMetadata`, persisted in t
 (:class:`ApiError` with the code Kafka's coordinator gives); the handlers turn
 PRODUCER_FENCED into INVALID_PRODUCER_EPOCH for request versions that predate it.
 
-Where Kafka is asynchronous this coordinator is not: its markers go to local partitions, so
-EndTxn writes them before it answers (Kafka answers once PrepareCommit/PrepareAbort is
-persisted and sends the markers afterwards), and InitProducerId on an id with an ongoing
+EndTxn answers once PrepareCommit/PrepareAbort is persisted and writes the markers right
+after the answer went out (the broker's next turn of its event loop), as Kafka's coordinator
+sends them afterwards: a client that commits and at once begins its next transaction meets
+what it meets on Kafka, a transaction whose markers may still be on their way
+(CONCURRENT_TRANSACTIONS), and embedded figures do not hide the markers' cost. Outside an
+event loop (the coordinator's unit tests) they are written before the answer. Where Kafka is
+asynchronous this coordinator is not otherwise: InitProducerId on an id with an ongoing
 transaction fences and aborts it and then bumps the epoch again in the same request (Kafka
 answers CONCURRENT_TRANSACTIONS and does that bump when the client retries). The outcome,
 epochs included, is the same. Should a marker write fail (a disk error), the decision is
@@ -33,13 +37,14 @@ What clients do not see, but Kafka does too:
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from typing import Callable, Iterable
 
 from ..errors import ApiError, kerr
 from ..log import LogError
 from .markers import MarkerWriter
-from .metadata import NO_PRODUCER_EPOCH, TxnMetadata, TxnState, is_epoch_exhausted
+from .metadata import NO_PRODUCER_EPOCH, NO_PRODUCER_ID, TxnMetadata, TxnState, is_epoch_exhausted
 from .state_log import TransactionStateLog
 
 __all__ = ["TransactionCoordinator", "COORDINATOR_EPOCH", "DEFAULT_MAX_TIMEOUT_MS", "DEFAULT_ID_EXPIRATION_MS"]
@@ -129,20 +134,40 @@ class TransactionCoordinator:
             return  # Kafka's shortcut: nothing new to persist
         self._persist(meta.add_partitions(wanted, self._clock()))
 
-    def end_txn(self, transactional_id: str, producer_id: int, producer_epoch: int, commit: bool) -> None:
-        """Commit or abort: persist the decision, write the markers, persist completion (``handleEndTransaction``)."""
-        meta = self._current(transactional_id, producer_id, producer_epoch)
+    def end_txn(self, transactional_id: str, producer_id: int, producer_epoch: int, commit: bool, *,
+                bump: bool = False) -> tuple[int, int]:
+        """Commit or abort: persist the decision and answer; the markers and the completion
+        follow (``handleEndTransaction``). Returns the producer id and epoch of the id's next
+        transaction.
+
+        ``bump`` is transactions v2 (EndTxn v5, KIP-890 part 2): the end bumps the epoch (and
+        past the last epoch, the producer id), and a retry whose first answer was lost, made
+        with the epoch the transaction had, is recognised by ``last_producer_epoch`` and gets
+        the same answer."""
         wanted = TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT
+        preparing = TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT
+        if bump:
+            retried = self._txns.get(transactional_id)
+            if (retried is not None and retried.state in (wanted, preparing)
+                    and retried.last_producer_epoch == producer_epoch != retried.producer_epoch
+                    and producer_id in (retried.producer_id, retried.previous_producer_id)):
+                if retried.state is preparing and self._complete(retried).state.in_doubt:
+                    raise _concurrent(retried)
+                return self._txns[transactional_id].next_identity
+        meta = self._current(transactional_id, producer_id, producer_epoch)
         if meta.state is TxnState.ONGOING:
-            self._complete(self._persist(meta.prepare_end(commit, self._clock())))
-        elif meta.state is wanted:
-            return  # a retry of an EndTxn that succeeded
-        elif meta.state is (TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT):
+            rotation = self._allocate() if bump and meta.epoch_exhausted else NO_PRODUCER_ID
+            prepared = self._persist(meta.prepare_end(commit, self._clock(), bump=bump, next_producer_id=rotation))
+            _after_the_answer(lambda: self._complete_if_current(prepared))
+            return prepared.next_identity
+        if meta.state is wanted:
+            return meta.next_identity  # a retry of an EndTxn that succeeded (v4 and older keep the epoch)
+        if meta.state is preparing:
             if self._complete(meta).state.in_doubt:  # its markers failed before: try again now
                 raise _concurrent(meta)
-        else:
-            raise ApiError(kerr.InvalidTxnStateError,
-                           f"{transactional_id!r} is {meta.state.kafka_name}: cannot {'commit' if commit else 'abort'}")
+            return self._txns[transactional_id].next_identity
+        raise ApiError(kerr.InvalidTxnStateError,
+                       f"{transactional_id!r} is {meta.state.kafka_name}: cannot {'commit' if commit else 'abort'}")
 
     def verify(self, transactional_id: str | None, producer_id: int, producer_epoch: int,
                partition: TopicPartition) -> None:
@@ -229,6 +254,12 @@ class TransactionCoordinator:
         self._txns[meta.transactional_id] = meta
         return meta
 
+    def _complete_if_current(self, prepared: TxnMetadata) -> None:
+        """The markers of ``prepared``, unless a request wrote them meanwhile (a retried EndTxn,
+        an InitProducerId) or :meth:`tick` will (they failed)."""
+        if self._txns.get(prepared.transactional_id) is prepared:
+            self._complete(prepared)
+
     def _complete(self, meta: TxnMetadata) -> TxnMetadata:
         """Write the markers of an in-doubt transaction and persist its completion; on failure it stays in doubt."""
         commit = meta.state is TxnState.PREPARE_COMMIT
@@ -240,6 +271,18 @@ class TransactionCoordinator:
             log.error("%r: %s markers not all written, will retry: %s",
                       meta.transactional_id, "COMMIT" if commit else "ABORT", exc)
             return meta
+
+
+def _after_the_answer(write: Callable[[], object]) -> None:
+    """Run ``write`` once the request being handled is answered: on the broker's event loop, at
+    its next turn (callbacks run in order, so before any later request is read); outside one,
+    now."""
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:
+        write()
+        return
+    loop.call_soon(write)
 
 
 def _check_id(transactional_id: str) -> None:

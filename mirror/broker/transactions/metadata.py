@@ -96,6 +96,9 @@ class TxnMetadata:
     """The epoch before the last client-requested bump (KIP-360), so its retry is recognised."""
     partitions: frozenset[TopicPartition] = frozenset()
     txn_start_ms: int = -1
+    next_producer_id: int = NO_PRODUCER_ID
+    """Transactions v2: the producer id the next transaction gets, when this one's end bumped
+    the last epoch there is (Kafka's ``nextProducerId``); taken up at completion."""
 
     @classmethod
     def new(cls, transactional_id: str, producer_id: int, timeout_ms: int, now_ms: int) -> "TxnMetadata":
@@ -135,9 +138,25 @@ class TxnMetadata:
         start = now_ms if self.state.idle else self.txn_start_ms
         return self._to(TxnState.ONGOING, now_ms, partitions=self.partitions | partitions, txn_start_ms=start)
 
-    def prepare_end(self, commit: bool, now_ms: int) -> "TxnMetadata":
-        """The client's decision, persisted before any marker is written (``prepareAbortOrCommit``)."""
-        return self._to(TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT, now_ms)
+    def prepare_end(self, commit: bool, now_ms: int, *, bump: bool = False,
+                    next_producer_id: int = NO_PRODUCER_ID) -> "TxnMetadata":
+        """The client's decision, persisted before any marker is written (``prepareAbortOrCommit``).
+
+        ``bump`` (transactions v2, EndTxn v5): the markers carry the next epoch, which fences
+        the transaction's own epoch, and the next transaction runs in it; when this epoch is the
+        last but one, the markers take the last one and ``next_producer_id`` follows at epoch 0."""
+        state = TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT
+        if not bump:
+            return self._to(state, now_ms)
+        return self._to(state, now_ms, producer_epoch=self.producer_epoch + 1,
+                        last_producer_epoch=self.producer_epoch, next_producer_id=next_producer_id)
+
+    @property
+    def next_identity(self) -> tuple[int, int]:
+        """The producer id and epoch of this id's next transaction."""
+        if self.next_producer_id != NO_PRODUCER_ID:
+            return self.next_producer_id, 0
+        return self.producer_id, self.producer_epoch
 
     def fence(self, now_ms: int) -> "TxnMetadata":
         """Abort an ongoing transaction under a bumped epoch, so its producer's writes and
@@ -150,6 +169,9 @@ class TxnMetadata:
     def complete(self, now_ms: int) -> "TxnMetadata":
         """Every marker is written (``prepareComplete``)."""
         done = TxnState.COMPLETE_COMMIT if self.state is TxnState.PREPARE_COMMIT else TxnState.COMPLETE_ABORT
+        if self.next_producer_id != NO_PRODUCER_ID:  # transactions v2 ran out of epochs: rotate
+            return self._to(done, now_ms, partitions=frozenset(), producer_id=self.next_producer_id, producer_epoch=0,
+                            previous_producer_id=self.producer_id, next_producer_id=NO_PRODUCER_ID)
         return self._to(done, now_ms, partitions=frozenset())
 
     def _to(self, state: TxnState, now_ms: int, **changes) -> "TxnMetadata":

@@ -7,7 +7,8 @@ whole state of one transactional id after a transition, the last record of an id
 replaying the file rebuilds the coordinator. A record's payload is UTF-8 JSON::
 
     {"id", "pid", "epoch", "timeout_ms", "state" (Kafka's state name), "update_ms",
-     "prev_pid", "last_epoch", "partitions": [[topic, p], ...], "start_ms"}
+     "prev_pid", "last_epoch", "partitions": [[topic, p], ...], "start_ms",
+     "next_pid" (transactions v2's next producer id, -1 for none; absent in older logs)}
     {"id", "tombstone": true}        the id expired (Kafka's record with a null value)
 
 Compaction: once the file holds :data:`COMPACT_SLACK` records more than there are ids, it
@@ -23,7 +24,7 @@ from pathlib import Path
 from typing import Literal
 
 from ..coordinator_log import CoordinatorLog
-from .metadata import TxnMetadata, TxnState
+from .metadata import NO_PRODUCER_ID, TxnMetadata, TxnState
 
 __all__ = ["TransactionStateLog", "COMPACT_SLACK"]
 
@@ -81,7 +82,7 @@ def _encode(meta: TxnMetadata) -> bytes:
         "timeout_ms": meta.timeout_ms, "state": meta.state.kafka_name, "update_ms": meta.last_update_ms,
         "prev_pid": meta.previous_producer_id, "last_epoch": meta.last_producer_epoch,
         "partitions": sorted([topic, partition] for topic, partition in meta.partitions),
-        "start_ms": meta.txn_start_ms,
+        "start_ms": meta.txn_start_ms, "next_pid": meta.next_producer_id,
     }, separators=(",", ":")).encode()
 
 
@@ -96,4 +97,5 @@ def _decode(fields: dict) -> TxnMetadata:
         previous_producer_id=fields["prev_pid"], last_producer_epoch=fields["last_epoch"],
         partitions=frozenset((topic, partition) for topic, partition in fields["partitions"]),
         txn_start_ms=fields["start_ms"],
+        next_producer_id=fields.get("next_pid", NO_PRODUCER_ID),  # absent from logs written before transactions v2
     )

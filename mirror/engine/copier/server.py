@@ -148,7 +148,7 @@ class _Server:
 
     def _on_release(self, sock: socket.socket) -> None:
         if self.copier is not None:
-            self.copier.commit(last=True)
+            self.copier.commits.commit(last=True)
         self.path.unlink(missing_ok=True)  # gone before the answer: the next lease starts anew
         _answer(sock, Report(stats=self.copier.report() if self.copier else TaskStats([])))
         self.stopping.append("released")
@@ -169,18 +169,18 @@ class _Server:
             _answer(sock, Report(stats=self.copier.report()))
 
     def _commit_if_due(self) -> None:
-        copier = self.copier
-        if not copier.due([w.ends for w in self.waiters], time.monotonic()):
-            return
-        before = copier.positions
-        copier.commit()
-        if self.waiters and copier.positions != before:
+        commits = self.copier.commits
+        before = commits.positions
+        commits.poll()  # a sealed transaction ended (exactly-once)
+        if commits.due([w.ends for w in self.waiters], time.monotonic()):
+            commits.commit()
+        if self.waiters and commits.positions != before:
             # A task waits on this socket, so its driver is alive, and its copy moves: a
             # micro-batch longer than the lease runs on (one that stalls does not).
             self.lease_until = max(self.lease_until, time.monotonic() + self.lease_s)
 
     def _answer_reached(self) -> None:
-        for waiter in [w for w in self.waiters if self.copier.reached(w.ends)]:
+        for waiter in [w for w in self.waiters if self.copier.commits.reached(w.ends)]:
             self.waiters.remove(waiter)
             _answer(waiter.conn, Report(stats=self.copier.report()))
 
@@ -188,7 +188,7 @@ class _Server:
         """The lease is over (or a signal, or a release): commit, then answer who still waits."""
         if self.copier is None:
             return
-        self.copier.commit(last=True)
+        self.copier.commits.commit(last=True)
         self.path.unlink(missing_ok=True)  # gone before the answers: a task run again starts a new copier
         why = self.stopping[0] if self.stopping else "lease over"
         for waiter in self.waiters:
@@ -247,10 +247,11 @@ def _final_report(copier: Copier, waiter: _Waiter, why: str) -> Report:
     driver runs the task again (a new copier goes on from what was committed). A report would
     tell the driver that the ranges were copied, and the next micro-batch's would start past
     records this copier never committed."""
-    if copier.reached(waiter.ends):
+    commits = copier.commits
+    if commits.reached(waiter.ends):
         return Report(stats=copier.report())
-    behind = ", ".join(f"{tp} at {copier.positions.get(tp, '?')} of {end}" for tp, end in waiter.ends.items()
-                       if copier.positions.get(tp, -1) < end)
+    behind = ", ".join(f"{tp} at {commits.positions.get(tp, '?')} of {end}" for tp, end in waiter.ends.items()
+                       if commits.positions.get(tp, -1) < end)
     return Report(crash=f"stopped ({why}) before its ranges were committed: {behind}")
 
 

@@ -99,6 +99,8 @@ class LatencyResult:
     notes: list[str] = field(default_factory=list)
     trace: TraceReport | None = None
     """With --trace, kmirror's copiers' stages and stalls in the measured window."""
+    run: int = 1
+    """The round of ``--runs`` it was measured in."""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -128,6 +130,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="the load and the reader are Java's producer (its defaults, the codec) and a "
                              "read_committed Java consumer, from the Kafka jars the bench fetches, instead of "
                              "librdkafka's (needs Java 17)")
+    parser.add_argument("--runs", type=int, default=1,
+                        help="rounds of every mode on the same clusters, the order rotated by one mode each round "
+                             "so that no mode always runs first or last; with more than one, a table of each "
+                             "figure's min / median / max over the rounds follows (default 1)")
+    parser.add_argument("--destination-nodes", type=int, choices=(1, 3), default=1,
+                        help="--cluster kafka: 3 makes the destination three brokers, replication factor 3, "
+                             "min.insync.replicas 2 (default 1)")
     parser.add_argument("--json", type=Path, metavar="FILE", help="write the results as JSON")
 
 
@@ -144,23 +153,35 @@ def run(args: argparse.Namespace) -> int:
         print("kmirror bench latency: the MirrorMaker 2 modes run on real Kafka only (--cluster kafka)",
               file=sys.stderr)
         return 2
+    if args.cluster != "kafka" and args.destination_nodes != 1:
+        print("kmirror bench latency: a three-node destination is real Kafka's (--cluster kafka)", file=sys.stderr)
+        return 2
+    if args.runs < 1:
+        print("kmirror bench latency: --runs is at least 1", file=sys.stderr)
+        return 2
     results = []
     with tempfile.TemporaryDirectory(prefix="kmirror-latency-") as tmp, \
-            bench_clusters(args.cluster, Path(tmp)) as (src, dst):
+            bench_clusters(args.cluster, Path(tmp), destination_nodes=args.destination_nodes) as (src, dst):
         print(f"kmirror bench latency: {args.rate} records/s of {args.record_bytes} B, {args.codec}, "
-              f"{args.partitions} partitions, {args.cluster} clusters; {args.warmup:g} s warm-up + {args.seconds:g} s "
-              f"measured per mode; load and reader: {'Java' if args.java_clients else 'librdkafka'} clients",
-              flush=True)
+              f"{args.partitions} partitions, {args.cluster} clusters (destination: {args.destination_nodes} "
+              f"node{'s' if args.destination_nodes > 1 else ''}); {args.warmup:g} s warm-up + {args.seconds:g} s "
+              f"measured per mode, {args.runs} round{'s' if args.runs > 1 else ''}; load and reader: "
+              f"{'Java' if args.java_clients else 'librdkafka'} clients", flush=True)
         if args.cluster_warmup > 0:
             _warm_clusters(src, dst, Path(tmp) / "cluster-warm-up", args)
-        for mode in modes:
-            result = bench_mode(mode, src, dst, Path(tmp) / mode, args)
-            results.append(result)
-            print(f"  {mode}: p50 {result.p50_ms:.1f} ms, p99 {result.p99_ms:.1f} ms, "
-                  f"CPU {result.busy_cpu * 100:.0f}% busy / {result.idle_cpu * 100:.1f}% idle", flush=True)
-            if result.trace is not None:
-                print(result.trace.text() + "\n", flush=True)
+        for round_ in range(1, args.runs + 1):
+            for mode in rotated(modes, round_ - 1):
+                named = mode if args.runs == 1 else f"{mode}-{round_}"
+                result = bench_mode(mode, src, dst, Path(tmp) / named, args, topic=f"latency-{named}")
+                result.run = round_
+                results.append(result)
+                print(f"  {named}: p50 {result.p50_ms:.1f} ms, p99 {result.p99_ms:.1f} ms, "
+                      f"CPU {result.busy_cpu * 100:.0f}% busy / {result.idle_cpu * 100:.1f}% idle", flush=True)
+                if result.trace is not None:
+                    print(result.trace.text() + "\n", flush=True)
     print("\n" + table(results))
+    if args.runs > 1:
+        print("\n" + spread_table(results))
     if args.json:
         args.json.write_text(json.dumps({"parameters": {k: (str(v) if isinstance(v, Path) else v)
                                                         for k, v in vars(args).items() if k != "run"},
@@ -177,6 +198,30 @@ def table(results: Sequence[LatencyResult]) -> str:
         lines.append(f"| {r.mode} | {r.p50_ms:.1f} | {r.p90_ms:.1f} | {r.p99_ms:.1f} | {r.p999_ms:.1f} | {r.max_ms:.0f} | "
                      f"{r.source_p50_ms:.1f} / {r.source_p99_ms:.1f} | {r.arrived:,} / {r.produced:,} | "
                      f"{r.busy_cpu * 100:.0f}% | {r.idle_cpu * 100:.1f}% |")
+    return "\n".join(lines)
+
+
+def rotated(modes: Sequence[str], by: int) -> list[str]:
+    """``modes`` begun ``by`` places on: round ``r`` of ``--runs`` starts with its ``r``-th mode."""
+    by %= len(modes)
+    return [*modes[by:], *modes[:by]]
+
+
+def spread_table(results: Sequence[LatencyResult]) -> str:
+    """Each mode's figures as min / median / max over the rounds (one run is not a measurement
+    on a shared machine: tails vary several-fold between runs)."""
+    lines = ["| mode | runs | p50 ms | p99 ms | max ms | source ack p99 ms | CPU busy % | CPU idle % |",
+             "|---|--:|--:|--:|--:|--:|--:|--:|"]
+    for mode in dict.fromkeys(r.mode for r in results):
+        runs = [r for r in results if r.mode == mode]
+
+        def spread(figure, scale: float = 1.0, digits: int = 0) -> str:
+            values = sorted(figure(r) * scale for r in runs)
+            return " / ".join(f"{v:.{digits}f}" for v in (values[0], percentile(values, 0.5), values[-1]))
+
+        lines.append(f"| {mode} | {len(runs)} | {spread(lambda r: r.p50_ms, digits=1)} | {spread(lambda r: r.p99_ms)} | "
+                     f"{spread(lambda r: r.max_ms)} | {spread(lambda r: r.source_p99_ms)} | "
+                     f"{spread(lambda r: r.busy_cpu, 100)} | {spread(lambda r: r.idle_cpu, 100, 1)} |")
     return "\n".join(lines)
 
 

@@ -190,3 +190,17 @@ def test_percentiles_are_by_the_nearest_rank():
     assert (percentile(hundred, 0.5), percentile(hundred, 0.99), percentile(hundred, 1.0)) == (50, 99, 100)
     assert (percentile([10, 100], 0.5), percentile([10, 100], 0.9)) == (10, 100)
     assert percentile([1, 2, 3], 0.5) == 2 and percentile([7], 0.999) == 7
+
+
+def test_latency_rounds_rotate_the_modes_and_report_each_figures_spread():
+    from mirror.bench.latency_bench import LatencyResult, rotated, spread_table
+
+    modes = ["a", "b", "c"]
+    assert [rotated(modes, r) for r in range(4)] == [["a", "b", "c"], ["b", "c", "a"], ["c", "a", "b"], ["a", "b", "c"]]
+
+    def result(p50: float, p99: float, busy: float) -> LatencyResult:
+        return LatencyResult("kmirror-eos", 10, 10, 10, p50, p50, p99, p99, p99 * 2, 1.0, 5.0, busy, 0.01)
+
+    table = spread_table([result(30.0, 90.0, 0.5), result(20.0, 300.0, 0.3), result(25.0, 100.0, 0.4)])
+    row = table.splitlines()[-1]
+    assert row == "| kmirror-eos | 3 | 20.0 / 25.0 / 30.0 | 90 / 100 / 300 | 180 / 200 / 600 | 5 / 5 / 5 | 30 / 40 / 50 | 1.0 / 1.0 / 1.0 |"

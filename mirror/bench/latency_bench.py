@@ -101,6 +101,22 @@ class LatencyResult:
     """With --trace, kmirror's copiers' stages and stalls in the measured window."""
     run: int = 1
     """The round of ``--runs`` it was measured in."""
+    busy_cpu_by_role: dict[str, float] = field(default_factory=dict)
+    """``busy_cpu`` split by the part of the mirror that used it (:func:`process_role`)."""
+
+
+def process_role(command: str) -> str:
+    """Which part of a mirror a process of its tree is, from its command line: kmirror's driver,
+    Spark's JVM, Spark's Python workers, kmirror's copiers; MirrorMaker 2's JVM; the loop."""
+    if "mirror.engine.copier" in command:
+        return "copiers"
+    if command.startswith("java") or "/java " in command:
+        return "mirrormaker2 jvm" if "MirrorMaker" in command else "spark jvm"
+    if "pyspark" in command:
+        return "spark python workers"
+    if "mirror.cli" in command:
+        return "driver"
+    return "other"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -175,8 +191,10 @@ def run(args: argparse.Namespace) -> int:
                 result = bench_mode(mode, src, dst, Path(tmp) / named, args, topic=f"latency-{named}")
                 result.run = round_
                 results.append(result)
+                split = ", ".join(f"{role} {cpu * 100:.0f}%" for role, cpu in result.busy_cpu_by_role.items())
                 print(f"  {named}: p50 {result.p50_ms:.1f} ms, p99 {result.p99_ms:.1f} ms, "
-                      f"CPU {result.busy_cpu * 100:.0f}% busy / {result.idle_cpu * 100:.1f}% idle", flush=True)
+                      f"CPU {result.busy_cpu * 100:.0f}% busy ({split or 'no mirror'}) / "
+                      f"{result.idle_cpu * 100:.1f}% idle", flush=True)
                 if result.trace is not None:
                     print(result.trace.text() + "\n", flush=True)
     print("\n" + table(results))
@@ -295,7 +313,15 @@ def bench_mode(mode: str, source: str, destination: str, work: Path, args: argpa
                          latencies[-1] if latencies else float("nan"), percentile(acks, 0.5), percentile(acks, 0.99),
                          busy.cpu_s / args.seconds,
                          idle.cpu_s / args.idle_seconds if args.idle_seconds and pid is not None else 0.0,
-                         trace=traced)
+                         trace=traced, busy_cpu_by_role=_by_role(busy.cpu_by_command, args.seconds))
+
+
+def _by_role(cpu_by_command: dict[str, float], seconds: float) -> dict[str, float]:
+    roles: dict[str, float] = {}
+    for command, cpu_s in cpu_by_command.items():
+        role = process_role(command)
+        roles[role] = roles.get(role, 0.0) + cpu_s / seconds
+    return dict(sorted(roles.items(), key=lambda kv: -kv[1]))
 
 
 @contextlib.contextmanager
@@ -354,7 +380,7 @@ def _reader(java: bool, spawn, destination: str, topic: str, partitions: int, me
 
 def _meter(pid: int | None):
     """A :class:`TreeMeter` of the mirror's process tree; for no mirror, a meter of nothing."""
-    return TreeMeter(pid) if pid is not None else contextlib.nullcontext(argparse.Namespace(cpu_s=0.0))
+    return TreeMeter(pid) if pid is not None else contextlib.nullcontext(argparse.Namespace(cpu_s=0.0, cpu_by_command={}))
 
 
 def _join(process: subprocess.Popen, timeout: float) -> None:

@@ -82,6 +82,14 @@ def tree_rss(root: int) -> int:
     return total
 
 
+def _command(pid: int) -> str:
+    """The process's command line, its arguments joined by spaces ("" once it has exited)."""
+    try:
+        return (_PROC / str(pid) / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
+    except OSError:
+        return ""
+
+
 class TreeMeter:
     """``with TreeMeter() as m: ...`` then ``m.cpu_s`` and ``m.peak_rss_bytes`` of the tree."""
 
@@ -89,6 +97,9 @@ class TreeMeter:
         self.root = root or os.getpid()
         self.interval_s = interval_s
         self.cpu_s = 0.0
+        self.cpu_by_command: dict[str, float] = {}
+        """The same CPU split by each process's command line (how a profile of a job's processes
+        tells its driver, JVM, workers and copiers apart)."""
         self.peak_rss_bytes = 0
         self._last: dict[int, float] = {}
         self._done = threading.Event()
@@ -104,7 +115,12 @@ class TreeMeter:
     def _add_cpu(self) -> None:
         """Each process's own CPU since the last sample (all of it for one not seen before)."""
         now = _tree_cpu(self.root)
-        self.cpu_s += sum(max(0.0, cpu - self._last.get(pid, 0.0)) for pid, cpu in now.items())
+        for pid, cpu in now.items():
+            used = max(0.0, cpu - self._last.get(pid, 0.0))
+            self.cpu_s += used
+            if used:
+                command = _command(pid)
+                self.cpu_by_command[command] = self.cpu_by_command.get(command, 0.0) + used
         self._last = now
 
     def __enter__(self) -> "TreeMeter":

@@ -124,9 +124,27 @@ def test_tree_pids_follows_parents():
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
 def test_tree_meter_counts_a_child_that_burns_cpu():
+    burn = "sum(i * i for i in range(3_000_000)); import time; time.sleep(0.2)"  # seen alive once it burned
     with TreeMeter(interval_s=0.05) as meter:
-        subprocess.run([sys.executable, "-c", "sum(i * i for i in range(3_000_000))"], check=True)
+        subprocess.run([sys.executable, "-c", burn], check=True)
     assert meter.cpu_s > 0 and meter.peak_rss_bytes > 0
+    # The CPU split by command line: the child's burn under its own.
+    assert meter.cpu_by_command.get(f"{sys.executable} -c {burn}", 0) > 0.5 * meter.cpu_s
+    assert sum(meter.cpu_by_command.values()) == pytest.approx(meter.cpu_s)
+
+
+def test_a_mirrors_processes_are_told_apart_by_their_command_lines():
+    from mirror.bench.latency_bench import process_role
+
+    python = "/work/.venv/bin/python"
+    assert process_role(f"{python} -m mirror.cli run --source a:9092 --destination b:9092") == "driver"
+    assert process_role("/usr/lib/jvm/java-17/bin/java -cp /x/jars/* -Xmx1g org.apache.spark.deploy.SparkSubmit "
+                        "--conf spark.master=local[2] pyspark-shell") == "spark jvm"
+    assert process_role(f"{python} -m pyspark.daemon") == "spark python workers"
+    assert process_role(f"{python} -m mirror.engine.copier /tmp/copier-0.sock") == "copiers"
+    assert process_role("/usr/lib/jvm/java-17/bin/java -Xmx1g -cp /k/libs/* "
+                        "org.apache.kafka.connect.mirror.MirrorMaker /w/mm2.properties") == "mirrormaker2 jvm"
+    assert process_role(f"{python} -c from multiprocessing.spawn import spawn_main") == "other"
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")

@@ -244,3 +244,22 @@ def produce_raw(bootstrap: str, topic: str, partition: int, records: bytes, *, t
         if answer.error_code not in (3, 6) or time.monotonic() > deadline:
             return answer.error_code, answer.base_offset if answer.error_code == 0 else None
         time.sleep(0.1)
+
+
+def partition_leader(bootstrap: str, topic: str, partition: int, *, timeout_s: float = 60.0) -> int:
+    """The node leading ``topic``'s ``partition``, once the metadata names one: right after
+    CreateTopics, Kafka's metadata may not list the topic's partitions yet, or give no leader."""
+    import time
+
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    deadline = time.monotonic() + timeout_s
+    while True:
+        found = admin.list_topics(topic, timeout=30).topics.get(topic)
+        leader = found.partitions[partition].leader if found and partition in found.partitions else -1
+        if leader >= 0:
+            return leader
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{topic}/{partition} has no leader after {timeout_s:g} s")
+        time.sleep(0.2)

@@ -103,7 +103,7 @@ def run_mirror(config: MirrorConfig, *, stop: threading.Event | None = None,
     if config.streaming.once:
         writer = writer.trigger(availableNow=True)
     else:
-        writer = writer.trigger(processingTime=f"{config.streaming.trigger_interval_s} seconds")
+        writer = writer.trigger(processingTime=f"{config.streaming.trigger_s} seconds")
     query = writer.start()
     renewer = runner.start_renewing(spark.sparkContext)
     shape = ShapeSync(config, lambda: runner.routes)

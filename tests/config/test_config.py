@@ -127,7 +127,6 @@ on_data_loss = "fail"
 checkpoint = "/var/lib/kmirror/eu-orders"
 delivery = "exactly-once"
 name = "eu-orders"
-trigger_interval_s = 1.0
 max_bytes_per_trigger = 268435456
 master = "local[2]"
 
@@ -185,3 +184,13 @@ def test_flags_and_sectioned_overrides_win_over_a_flat_file(tmp_path):
     config = load_config(old, {**MINIMAL, "routing.partitioning": "preserve", "spark_conf": {"spark.b": "2"}})
     assert config.routing.partitioning == "preserve"
     assert config.streaming.spark_conf == {"spark.a": "1", "spark.b": "2"}
+
+
+def test_the_trigger_is_five_seconds_with_resident_copiers_and_one_without_unless_set():
+    """Resident copiers copy as records arrive: the trigger only checkpoints the plan, leases
+    new partitions and reports (docs/configuration.md). Without them records wait for it."""
+    base = {"source.bootstrap": "a:9092", "destination.bootstrap": "b:9092", "topics": "t"}
+    assert load_config(None, base).streaming.trigger_s == 5.0
+    assert load_config(None, {**base, "copy_between_micro_batches": False}).streaming.trigger_s == 1.0
+    assert load_config(None, {**base, "trigger_interval_s": 0.5}).streaming.trigger_s == 0.5
+    assert load_config(None, {**base, "trigger_interval_s": 0}).streaming.trigger_s == 0

@@ -23,7 +23,7 @@ from typing import Callable, Iterable, Iterator, TypeVar
 from kcodecs import Batch, KMirrorError, Record, iter_batches
 
 from ..kafka import KafkaClient, OffsetOutOfRangeError, TopicPartition
-from ..kafka.client import READ_COMMITTED
+from ..kafka.client import READ_COMMITTED, READ_UNCOMMITTED
 from ..routing.transactions import ReadCommitted, is_abort_marker
 
 K = TypeVar("K")
@@ -63,28 +63,15 @@ class CommittedTail:
     def read_to_end(self) -> Iterator[Record]:
         """Every committed data record from the position to the end of the partition as it is now."""
         end = self._client.list_offsets([self.tp], "latest")[self.tp]
-        deadline = time.monotonic() + self._max_wait_s
-        pause = 0.01
+        patience = _Patience(self._max_wait_s)
         while self.position < end:
-            try:
-                fetched = self._client.fetch(self.tp, self.position, max_bytes=_FETCH_BYTES,
-                                             isolation_level=READ_COMMITTED)
-            except OffsetOutOfRangeError as exc:
-                if exc.log_start_offset <= self.position:
-                    raise
-                # Cleaned away below the log start: compaction keeps every key's last value after it.
-                self.position = exc.log_start_offset
-                continue
+            self.position, fetched = _fetch(self._client, self.tp, self.position, READ_COMMITTED)
             start = self.position
             yield from self._committed(fetched)
-            if self.position > start:
-                continue
-            if time.monotonic() > deadline:
-                raise TopicTailError(
-                    f"{self.tp}: open transactions kept offsets {self.position} to {end} unreadable for "
-                    f"{self._max_wait_s:g} s (a copy task's transaction neither committed nor timed out)")
-            time.sleep(pause)
-            pause = min(pause * 2, 0.5)
+            if self.position == start:
+                patience.wait(lambda: f"{self.tp}: open transactions kept offsets {self.position} to {end} unreadable "
+                                      f"for {self._max_wait_s:g} s (a copy task's transaction neither committed nor "
+                                      "timed out)")
 
     def _committed(self, fetched) -> Iterator[Record]:
         """The data records of one fetch; markers and aborted batches move the position too
@@ -113,18 +100,14 @@ def latest_by_key(client: KafkaClient, tp: TopicPartition, decode: Callable[[Rec
     transaction (its partitions are not the copier's), only by one that wrote the copier's
     own partitions, and then for up to ``max_wait_s``."""
     wanted = set(wanted)
-    deadline = time.monotonic() + max_wait_s
-    pause = 0.01
+    patience = _Patience(max_wait_s)
     while True:
         found, undecided = _latest_decided(client, tp, decode, wanted)
         if not undecided:
             return found
-        if time.monotonic() > deadline:
-            raise TopicTailError(
-                f"{tp}: open transactions kept the latest values of {len(undecided)} of the {len(wanted)} keys "
-                f"asked for undecided for {max_wait_s:g} s (a copy's transaction neither committed nor timed out)")
-        time.sleep(pause)
-        pause = min(pause * 2, 0.5)
+        patience.wait(lambda: f"{tp}: open transactions kept the latest values of {len(undecided)} of the "
+                              f"{len(wanted)} keys asked for undecided for {max_wait_s:g} s (a copy's transaction "
+                              "neither committed nor timed out)")
 
 
 def _latest_decided(client: KafkaClient, tp: TopicPartition, decode, wanted: set) -> tuple[dict, set]:
@@ -169,13 +152,7 @@ def _decided_records(client: KafkaClient, tp: TopicPartition, since: int, end: i
     open_batches: dict[int, list[int]] = {}  # producer id -> indexes in ``batches``
     position = since
     while position < end:
-        try:
-            fetched = client.fetch(tp, position, max_bytes=_FETCH_BYTES)
-        except OffsetOutOfRangeError as exc:
-            if exc.log_start_offset <= position:
-                raise
-            position = exc.log_start_offset  # cleaned away: compaction keeps every key's last value after it
-            continue
+        position, fetched = _fetch(client, tp, position, READ_UNCOMMITTED)
         before = position
         for batch in iter_batches(fetched.records):
             if batch.last_offset < position:
@@ -195,3 +172,30 @@ def _decided_records(client: KafkaClient, tp: TopicPartition, since: int, end: i
     still_open = {index for indexes in open_batches.values() for index in indexes}
     return [(record, index in still_open) for index, batch in enumerate(batches) if batch is not None
             for record in batch.records()]
+
+
+def _fetch(client: KafkaClient, tp: TopicPartition, position: int, isolation_level: int):
+    """``(position, fetched)``: a fetch at ``position``, or at the log's start where compaction
+    cleaned away what lay below it (it keeps every key's last value after it)."""
+    while True:
+        try:
+            return position, client.fetch(tp, position, max_bytes=_FETCH_BYTES, isolation_level=isolation_level)
+        except OffsetOutOfRangeError as exc:
+            if exc.log_start_offset <= position:
+                raise
+            position = exc.log_start_offset
+
+
+class _Patience:
+    """The waits between looks at a partition that an open transaction holds up: 10 ms, doubling
+    to half a second, until ``max_wait_s`` is spent; then :class:`TopicTailError`."""
+
+    def __init__(self, max_wait_s: float):
+        self._deadline = time.monotonic() + max_wait_s
+        self._pause = 0.01
+
+    def wait(self, why: Callable[[], str]) -> None:
+        if time.monotonic() > self._deadline:
+            raise TopicTailError(why())
+        time.sleep(self._pause)
+        self._pause = min(self._pause * 2, 0.5)

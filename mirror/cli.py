@@ -34,7 +34,7 @@ _COMMANDS: dict[tuple[str, ...], _Command | str] = {
     ("submit-file",): _Command("mirror.submit_file_cli", "print the application file spark-submit runs kmirror "
                                "from: spark-submit ... \"$(kmirror submit-file)\" run ..."),
     ("status",): _Command("mirror.status_cli", "how far behind a mirror is, from the clusters, with no running job"),
-    ("verify",): _Command("mirror.verify_cli", "prove on Spark that the destination holds exactly what the job copied"),
+    ("verify",): _Command("mirror.verify.cli", "prove on Spark that the destination holds exactly what the job copied"),
     ("groups",): "consumer groups across the mirror, for a failover",
     ("groups", "translate"): _Command("mirror.groups_cli",
                                       "where consumer groups resume at the destination; --apply commits it there"),

@@ -14,7 +14,7 @@ Steps:
      (Trigger.AvailableNow), translating the group's offsets;
   5. check every topic: the records with `kmirror verify` on the same Spark (each present
      exactly once with equal key, value, headers and CreateTime; per-key order; keyed
-     records on Kafka's murmur2 partition), then, reading both clusters with kafka-python,
+     records on Kafka's murmur2 partition), then, reading both clusters with verify's reader,
      passed-through batches byte-identical, LogAppendTime stamped by the destination broker,
      the routing classes taken, and the group, resumed at the destination, reading exactly
      what it had not consumed;
@@ -44,7 +44,7 @@ from ..progress import MicroBatchReport, RunTotals
 from ..routing import RouteCounters
 from .fill import DEMO_TOPICS, DemoError, Say, create_destination_topics, fill_source
 from .groups import DEMO_GROUP, GROUP_TOPIC, consume_part, resume
-from .verify import (Check, Verification, read_batches, read_records, record_checks, verify_group_resume, verify_routes,
+from ..verify.demo_checks import (Check, Verification, read_batches, read_records, record_checks, verify_group_resume, verify_routes,
                      verify_topic)
 
 if TYPE_CHECKING:
@@ -209,13 +209,13 @@ class Demo:
 
     def verify(self, run: MirrorRun) -> Verification:
         """``kmirror verify`` for the records, then what the demo shows beyond them, read with
-        kafka-python (see :mod:`mirror.demo.verify`)."""
-        from ..verify_cli import verify_mirror
+        verify's reader (see :mod:`mirror.verify.demo_checks`)."""
+        from ..verify.cli import verify_mirror
 
         self.say("verifying the records with kmirror verify (Spark)")
         assert self.config is not None, "verify after mirror"
         checks: list[Check] = record_checks(verify_mirror(self.config))
-        self.say("verifying timestamps, batches, routes and the group: reading both clusters with kafka-python")
+        self.say("verifying timestamps, batches, routes and the group: reading both clusters")
         names = [topic.name for topic in DEMO_TOPICS]
         source = read_records(self.source.bootstrap, names)
         destination = read_records(self.destination.bootstrap, names)

@@ -40,7 +40,7 @@ from kcodecs import KMirrorError, Record
 
 from ..kafka import KafkaClient, NewTopic, TopicPartition
 from ..routing import RouteClass
-from .verify import RouteExpectation, read_batches
+from ..verify.demo_checks import RouteExpectation, read_batches
 
 __all__ = ["DemoTopic", "DEMO_TOPICS", "DemoError", "fill_source", "create_destination_topics"]
 

@@ -49,6 +49,8 @@ class CommittedTail:
         self.tp = tp
         self._max_wait_s = max_wait_s
         self.position = 0
+        self.producers: set[int] = set()
+        """The producer ids of the committed data batches read so far (who wrote them)."""
 
     def update_latest(self, table: dict[K, V], decode: Callable[[Record], tuple[K, V | None]]) -> None:
         """``table`` brought up to the end of the partition as a compacted topic's view: every
@@ -81,6 +83,7 @@ class CommittedTail:
             if batch.last_offset < self.position:
                 continue
             if not read_committed.is_aborted(batch) and not batch.is_control:
+                self.producers.add(batch.producer_id)
                 yield from batch.records()
             self.position = batch.last_offset + 1
 

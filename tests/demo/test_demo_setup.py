@@ -1,6 +1,6 @@
 """The demo's setup without Spark: its command line refuses what it cannot use, and the source
 it fills holds what the demo claims (records, keys, codecs, LogAppendTime), read back with
-kafka-python."""
+librdkafka, a reader independent of kmirror's."""
 
 from __future__ import annotations
 
@@ -8,11 +8,12 @@ import argparse
 from dataclasses import replace
 
 import pytest
+from confluent_kafka import TIMESTAMP_LOG_APPEND_TIME
+from librdkafka_reader import read_values
 
 from mirror.broker import EmbeddedBroker
 from mirror.demo import cli
 from mirror.demo.fill import DEMO_TOPICS, DemoError, fill_source
-from mirror.demo.verify import LOG_APPEND_TIME, read_records
 
 
 def parse(*argv: str) -> argparse.Namespace:
@@ -42,15 +43,18 @@ def test_fill_writes_what_the_demo_claims(tmp_path):
     with EmbeddedBroker(tmp_path / "src") as src:
         fill_source(src.bootstrap, 100, say=lines.append)
         fill_source(src.bootstrap, 50, start=100, say=lines.append)
-        data = read_records(src.bootstrap, [t.name for t in DEMO_TOPICS])
+        data = {topic.name: read_values(src.bootstrap, topic.name, topic.partitions,
+                                        take=lambda m: (m.key(), m.value(), m.timestamp()[0]))
+                for topic in DEMO_TOPICS}
     for topic in DEMO_TOPICS:
-        records = data[topic.name].records
-        assert (data[topic.name].partitions, len(records)) == (topic.partitions, 150)
-        keys = {r.key for r in records}
+        records = [record for partition in data[topic.name].values() for record in partition]
+        assert (len(data[topic.name]), len(records)) == (topic.partitions, 150)
+        keys = {key for key, _, _ in records}
         assert keys == ({None} if not topic.keys else {b"customer-%04d" % k for k in range(min(topic.keys, 150))})
-        appended = {r.timestamp_type for r in records} == {LOG_APPEND_TIME}
+        appended = {kind for _, _, kind in records} == {TIMESTAMP_LOG_APPEND_TIME}
         assert appended == (topic.configs.get("message.timestamp.type") == "LogAppendTime")
-    orders = [r.value for r in data["keyed.orders"].records if r.key == b"customer-0070"]
+    orders = [value for partition in data["keyed.orders"].values() for key, value, _ in partition
+              if key == b"customer-0070"]
     assert orders == [b'{"key":"customer-0070","seq":0,"amount":590.70,"status":"placed"}']
     assert any("nokeys.kmirror" in line and "lz4" in line and "zstd" in line for line in lines)
 

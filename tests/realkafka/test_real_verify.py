@@ -9,6 +9,9 @@ code wrote, and against a mirror ``kmirror run`` made.
   passes it, with librdkafka's count of the source's records on both sides.
 - A live ``kmirror run`` that librdkafka's producer keeps writing to: verified up to its last
   commit, clean, and once the job stops librdkafka reads the same records on both sides.
+- Records a second producer (librdkafka) writes straight into the destination while a live job
+  copies: found as foreign, at their offsets, failing on a topic kmirror created and reported on
+  one the user made (failing there under --strict), on real Kafka and on the embedded broker.
 - A mirror whose source Kafka's own log cleaner compacted after the copy: the records the
   cleaner removed are reported as no longer at the source (no failure), as many as librdkafka
   no longer reads there.
@@ -33,7 +36,7 @@ from in_process import kmirror
 from live_source import ProducerWriter, caught_up, committed_everywhere, wait_until
 from mirror.config import ClusterConfig, RetryConfig, load_config
 from mirror.engine.offset_syncs import SyncEntry
-from mirror.engine.verify_plan import plan_pair
+from mirror.verify.plan import plan_pair
 from mirror.kafka import TopicPartition
 from mirror.realkafka import KAFKA_4
 
@@ -71,8 +74,9 @@ def test_edits_made_by_javas_producer_are_each_found_at_their_offset(cluster, re
 
 def _edits_found(jars, source: str, destination: str) -> None:
     from mirror.spark.session import spark_session
-    from mirror.spark.verify import Finding, compare_pair
-    from mirror.verify_cli import _compiling
+    from mirror.verify.compare import compare_pair
+    from mirror.verify.report import Finding
+    from mirror.verify.cli import _compiling
 
     _create(source, {"verify.src": 1})
     _create(destination, {"verify.good": 1, "verify.bad": 1})
@@ -171,6 +175,84 @@ def test_a_live_job_verifies_up_to_its_last_commit(kafka_source, kafka_destinati
     at_destination = read_values(dst, "verify.live", 3, take=lambda m: (m.key(), m.value()))
     assert at_source == at_destination
     assert report["source_records"] <= sum(map(len, at_source.values()))
+
+
+FOREIGN_TOPICS = ("fx.made", "fx.found")
+"""One whose destination kmirror creates, one the user made at the destination beforehand."""
+
+
+@pytest.mark.parametrize("cluster", ["kafka", "embedded"])
+def test_records_another_producer_writes_into_the_destination_mid_copy_are_foreign(cluster, request, tmp_path):
+    """Issue 63: librdkafka, as a second producer of the destination, writes an exact copy of a
+    source record into partition 0 and an altered one into partition 1, nothing into partition
+    2, while a live exactly-once job copies. Every consumer of the destination reads both."""
+    with _clusters(cluster, request, tmp_path) as (src, dst):
+        _create(src, {topic: 3 for topic in FOREIGN_TOPICS})
+        _create(dst, {"fx.found": 3})
+        job = subprocess.Popen([sys.executable, "-m", "mirror.cli", "run", "--source", src, "--destination", dst,
+                                "--topics", r"fx\..*", "--name", "fx", "--checkpoint", str(tmp_path / "ck"),
+                                "--master", "local[2]", "--trigger-interval", "1"],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        try:
+            with ProducerWriter(src, "fx.made", 3), ProducerWriter(src, "fx.found", 3):
+                wait_until(lambda: committed_everywhere(src, dst, r"fx\..*", "fx"), "a first commit", 240, poll_s=1)
+                strays = {topic: _stray_writes(src, dst, topic) for topic in FOREIGN_TOPICS}
+                time.sleep(3)  # the copy goes on past them
+            wait_until(lambda: caught_up(src, dst, r"fx\..*", "fx"), "the job to copy the last records", 120,
+                       poll_s=1)
+        finally:
+            job.send_signal(signal.SIGTERM)
+            _, stderr = job.communicate(timeout=120)
+        assert job.returncode == 0, stderr[-3000:]
+        made = _verify(src, dst, r"fx\.made", "fx")
+        found = _verify(src, dst, r"fx\.found", "fx")
+        strict = _verify(src, dst, r"fx\.found", "fx", "--strict")
+        found_text = kmirror("verify", "--source", src, "--destination", dst, "--topics", r"fx\.found", "--name",
+                             "fx", "--master", "local[2]")
+    for topic, answer in (("fx.made", made), ("fx.found", found), ("fx.found", strict)):
+        (report,) = json.loads(answer.stdout)
+        copy_of, altered = strays[topic]
+        assert report["findings"] == [
+            {"kind": "foreign", "topic": topic, "partition": 1, "count": 1, "first_offset": altered},
+            {"kind": "foreign-duplicate", "topic": topic, "partition": 0, "count": 1, "first_offset": copy_of}]
+        # Everything the job copied was compared; the two strays are the destination's only other records.
+        assert report["source_records"] == report["destination_records"] > 0
+        assert report["destination_total"] == report["destination_records"] + 2 and report["not_covered"] == 0
+        assert report["created"] is (topic == "fx.made")
+    assert (made.returncode, found.returncode, strict.returncode) == (1, 0, 1)
+    assert found_text.returncode == 0
+    compared = report["destination_records"]
+    assert f"compared {compared:,} of {compared + 2:,}" in found_text.stdout
+    assert "foreign records reported, not failed: kmirror found fx.found" in found_text.stdout
+
+
+def _stray_writes(source: str, destination: str, topic: str) -> tuple[int, int]:
+    """Source records 0 of partitions 0 and 1 (copied already) read with librdkafka, then
+    written into the destination by librdkafka's idempotent producer: partition 0's as it is,
+    partition 1's with another value. Returns the destination offsets they were written at."""
+    from confluent_kafka import Consumer, TopicPartition as Tp
+
+    consumer = Consumer({"bootstrap.servers": source, "group.id": "fx-reader", "enable.auto.commit": False,
+                         "isolation.level": "read_committed"})
+    try:
+        consumer.assign([Tp(topic, 0, 0), Tp(topic, 1, 0)])
+        first: dict[int, tuple] = {}
+        deadline = time.monotonic() + 30
+        while len(first) < 2 and time.monotonic() < deadline:
+            message = consumer.poll(1)
+            if message is not None and message.error() is None:
+                first.setdefault(message.partition(), _take(message))
+    finally:
+        consumer.close()
+    assert len(first) == 2, first
+    producer = Producer({"bootstrap.servers": destination, "enable.idempotence": True})
+    landed: dict[int, int] = {}
+    for partition, (key, value, headers, timestamp) in first.items():
+        producer.produce(topic, key=key, value=value if partition == 0 else value + b" (altered)", headers=headers,
+                         timestamp=timestamp, partition=partition,
+                         on_delivery=lambda error, message: landed.setdefault(message.partition(), message.offset()))
+    assert producer.flush(30) == 0 and len(landed) == 2, landed
+    return landed[0], landed[1]
 
 
 COMPACTED = "verify.compacted"

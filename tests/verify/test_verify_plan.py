@@ -4,8 +4,8 @@ each side covers, and the sync entry each offset falls in, worked out by hand he
 from __future__ import annotations
 
 from mirror.engine.offset_syncs import SyncEntry
-from mirror.engine.verify_plan import Range, plan_pair
-from mirror.engine.verify_rows import NO_ENTRY, Spans
+from mirror.verify.plan import Range, plan_pair
+from mirror.verify.rows import NO_ENTRY, Spans
 from mirror.kafka import TopicPartition
 
 
@@ -39,3 +39,13 @@ def test_overlapping_spans_name_the_latest_start_and_any_they_meet():
     assert spans.overlapping(15, 35) == {7, 8, 9}
     assert spans.overlapping(100, 200) == set()
     assert Spans().entry_at(3) == NO_ENTRY and Spans().overlapping(0, 10) == set()
+
+
+def test_every_destination_partition_is_planned_with_its_end_and_the_jobs_producers():
+    entries = [_entry(0, 0, 9, 0, 3, 13), _entry(0, 10, 19, 2, 0, 10)]
+    plan = plan_pair("t", "m.t", by_key=True, destination_partitions=3, entries=entries, committed={0: 20},
+                     destination_tails={0: 15, 1: 7, 2: 12}, producers=frozenset({4000, 4001}), created=False)
+    # Partition 1 has no sync: an empty range, its 7 offsets counted as not covered; the others'
+    # offsets outside their ranges too (0-2 and 13-14 of partition 0, 10-11 of partition 2).
+    assert plan.destinations == (Range(0, 3, 13, 15), Range(1, 0, 0, 7), Range(2, 0, 10, 12))
+    assert (plan.producers, plan.created) == ({4000, 4001}, False)

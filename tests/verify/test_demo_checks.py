@@ -1,7 +1,7 @@
 """The demo's verifier must be able to fail: each kind of wrong destination it checks beyond the
-records (``kmirror verify``'s, tests/spark/test_verify_compare.py) is reported, all at once,
+records (``kmirror verify``'s, tests/verify/test_verify_compare.py) is reported, all at once,
 and a right one passes. Mostly pure (hand-made records and batches); one test reads
-hand-produced clusters through the verifier's kafka-python and raw-batch readers."""
+hand-produced clusters through the verifier's reader (records and raw batches)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from kafka.partitioner.default import murmur2
 import kcodecs
 from kcodecs import Record
 from mirror.broker import EmbeddedBroker
-from mirror.demo.verify import (
+from mirror.verify.demo_checks import (
     LOG_APPEND_TIME,
     Rec,
     RouteExpectation,
@@ -27,7 +27,7 @@ from mirror.demo.verify import (
 )
 from mirror.kafka import KafkaClient, NewTopic, TopicPartition
 from mirror.routing import ClassCounts, RouteClass, RouteCounters
-from mirror.spark.verify import Finding, PairReport
+from mirror.verify.report import Finding, PairReport
 
 TS = 1_700_000_000_000
 STARTED = TS + 10_000
@@ -205,11 +205,11 @@ def test_no_checks_is_not_a_pass():
 
 
 @pytest.mark.interop
-def test_reads_clusters_with_kafka_python_and_catches_a_wrong_destination(tmp_path):
+def test_reads_clusters_with_the_verifiers_reader_and_catches_a_wrong_destination(tmp_path):
     """Hand-produce a source and a wrong "mirror" (one record dropped, one keyed record on the
     wrong partition, one passed-through batch with a changed value): the readers see what was
     written, and the batch check the changed batch (the records are kmirror verify's to check:
-    tests/spark/test_verify_compare.py)."""
+    tests/verify/test_verify_compare.py)."""
     with EmbeddedBroker(tmp_path / "src") as src, EmbeddedBroker(tmp_path / "dst") as dst, \
             KafkaClient(src.bootstrap) as source, KafkaClient(dst.bootstrap) as destination:
         source.create_topics([NewTopic("keyed", 2), NewTopic("plain", 1)])
@@ -241,7 +241,7 @@ def test_reads_clusters_with_kafka_python_and_catches_a_wrong_destination(tmp_pa
 
 
 def test_a_group_that_resumes_exactly_passes_and_a_duplicate_or_gap_is_reported():
-    from mirror.demo.verify import Rec, verify_group_resume
+    from mirror.verify.demo_checks import Rec, verify_group_resume
 
     source = TopicData(2, tuple(Rec(p, o, None, b"%d-%d" % (p, o)) for p in range(2) for o in range(5)))
     consumed = {0: 2, 1: 0}

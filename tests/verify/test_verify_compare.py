@@ -12,9 +12,10 @@ from librdkafka_reader import read_values
 from mirror.broker import EmbeddedBroker
 from mirror.config import ClusterConfig, RetryConfig
 from mirror.engine.offset_syncs import SyncEntry
-from mirror.engine.verify_plan import plan_pair
+from mirror.verify.plan import plan_pair
 from mirror.kafka import KafkaClient, NewTopic, TopicPartition
-from mirror.spark.verify import Finding, compare_pair
+from mirror.verify.compare import compare_pair
+from mirror.verify.report import Finding
 
 pytestmark = pytest.mark.slow
 

@@ -1,7 +1,8 @@
 """The rows ``kmirror verify`` compares, proved against librdkafka: the same ranges of a topic
 written by librdkafka (keys and none, headers and none, empty values, an aborted transaction
 among committed records) read by kmirror's reader and by librdkafka's read_committed consumer
-give the same identities at the same offsets, and the same murmur2 partitions as Java's
+give the same identities at the same offsets, the same counts from batch headers alone, each
+batch's producer id, and the same murmur2 partitions as Java's
 partitioner would (tests/support/java_partitioner.py is the independent one there)."""
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from confluent_kafka import Consumer, KafkaError, Producer
 from confluent_kafka import TopicPartition as CTP
 
 from mirror.broker import EmbeddedBroker
-from mirror.engine.verify_rows import RangeReader, identity
+from mirror.verify.rows import RangeReader, count_records, identity
 from mirror.kafka import KafkaClient, NewTopic, TopicPartition
 
 
@@ -54,11 +55,23 @@ def test_kmirrors_reader_and_librdkafka_see_the_same_records(tmp_path):
         for i in range(300, 320):
             plain.produce("t", value=b"v%d" % i, partition=0, timestamp=1_700_000_000_000 + i)
         assert plain.flush(30) == 0
+        idempotent = Producer({"bootstrap.servers": broker.bootstrap, "enable.idempotence": True})
+        for i in range(320, 330):
+            idempotent.produce("t", value=b"v%d" % i, partition=0, timestamp=1_700_000_000_000 + i)
+        assert idempotent.flush(30) == 0
         end = client.list_offsets([TopicPartition("t", 0)], "latest")[TopicPartition("t", 0)]
-        for start, stop in ((0, end), (7, 250), (290, end)):
+        for start, stop in ((0, end), (7, 250), (290, end), (5, 5)):
             ours = [(row.identity, row.offset) for row in RangeReader(client, TopicPartition("t", 0), start, stop).rows()]
-            assert ours == _librdkafka_rows(broker.bootstrap, "t", 0, start, stop)
-        assert len([r for r in RangeReader(client, TopicPartition("t", 0), 0, end).rows()]) == 320
+            theirs = _librdkafka_rows(broker.bootstrap, "t", 0, start, stop)
+            assert ours == theirs
+            # The header count (decoding only the batches an end cuts) agrees with librdkafka's.
+            assert count_records(client, TopicPartition("t", 0), start, stop) == len(theirs)
+        rows = list(RangeReader(client, TopicPartition("t", 0), 0, end).rows())
+        assert len(rows) == 330
+        # librdkafka without idempotence writes no producer id; with it, one the broker gave.
+        assert {row.producer for row in rows[:320]} == {-1}
+        (given,) = {row.producer for row in rows[320:]}
+        assert given >= 0
 
 
 @pytest.mark.parametrize("partitions", [1, 6])

@@ -3,7 +3,7 @@ a process of its own), against what a real ``kmirror run`` left:
 a clean mirror (its record counts are librdkafka's reading of the source), the same mirror
 after the source's log cleaner removed copied records (reported as no longer at the source, no
 failure, as many as librdkafka no longer reads there), a live job being written to, and bad
-input (one line, exit 2). The verdicts on edited destinations are tests/spark/test_verify_compare.py's."""
+input (one line, exit 2). The verdicts on edited destinations are tests/verify/test_verify_compare.py's."""
 
 from __future__ import annotations
 

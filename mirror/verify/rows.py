@@ -9,15 +9,18 @@ lacks but whose near hash an unmatched source record shares is that record, alte
 hash** groups a key's records for the order check. The offset says where it was; for a by-key
 pair, the partition Kafka's murmur2 gives its key says where it should be.
 
-Each row also names the **sync entry** it lies in (:mod:`.verify_plan`): the job's record of
-which source span went to which destination span. A reader notes the entries whose span lost
+Each row also names the **sync entry** it lies in (:mod:`.plan`): the job's record of
+which source span went to which destination span, and its batch's **producer id**: a
+destination record in no entry's span that none of the job's producers wrote is **foreign**,
+written by another producer. A reader notes the entries whose span lost
 offsets from the log since the copy (retention moved the log start, or compaction removed
 records): records missing from such a span are "no longer there", not lost by the mirror.
 A Kafka log's offsets run without a hole except where records were cleaned away; aborted
 records and transaction markers keep their offsets, so they are no hole.
 
-The reader here is kmirror's own (its client and kcodecs): tests/engine/test_verify_rows.py
-proves it against librdkafka's reading of the same ranges, record for record.
+The reader here is kmirror's own (its client and kcodecs): tests/verify/test_verify_rows.py
+proves it against librdkafka's reading of the same ranges, record for record. Outside the
+ranges verified, :func:`count_records` counts what a consumer reads from batch headers alone.
 """
 
 from __future__ import annotations
@@ -36,7 +39,7 @@ from ..kafka.client import READ_COMMITTED
 from ..routing.murmur2 import partition_for_key
 from ..routing.transactions import ReadCommitted
 
-__all__ = ["RecordRow", "Spans", "RangeReader", "identity", "content_identity", "near", "key_hash", "NO_ENTRY"]
+__all__ = ["RecordRow", "Spans", "RangeReader", "CommittedBatches", "count_records", "identity", "content_identity", "near", "key_hash", "NO_ENTRY"]
 
 _FETCH_BYTES = 4 * 1024 * 1024
 _INT64 = struct.Struct(">q")
@@ -57,6 +60,9 @@ class RecordRow:
     """The sync entry whose span holds the offset (:class:`Spans`), or :data:`NO_ENTRY`."""
     key_partition: int | None = None
     """``murmur2(key) % partitions`` for a keyed record when asked (by-key pairs); else None."""
+    producer: int = -1
+    """The producer id of the record's batch (-1: none, as a producer without idempotence writes):
+    a destination record in no sync entry's span is the job's if one of its producers wrote it."""
 
 
 def content_identity(encoded: bytes | memoryview, timestamp: int | None) -> bytes:
@@ -128,12 +134,65 @@ def _contents(batch: Batch) -> Iterator[tuple[int, int, bytes | None, bytes | me
     return ((r.offset, r.timestamp, r.key, record_content(r.key, r.value, r.headers)) for r in batch.records())
 
 
+class CommittedBatches:
+    """The batches of ``tp`` a read_committed consumer's fetches walk through from ``start`` up to
+    ``end``, each with whether its transaction aborted (markers and aborted batches keep their
+    offsets: a reader decides what to do with them). A start below the log's start (retention
+    or compaction since) begins at the log start. After the walk, :attr:`position` is how far
+    the log was walked: the offset after the last batch seen, ``end`` if the next one starts
+    there or later, or where the walk began. The one fetch loop of the verifier: its
+    rows, its counts and the demo's reads all walk it."""
+
+    def __init__(self, client: KafkaClient, tp: TopicPartition, start: int, end: int):
+        self.client, self.tp, self.end = client, tp, end
+        self.position = start
+
+    def __iter__(self) -> Iterator[tuple[Batch, bool]]:
+        while self.position < self.end:
+            try:
+                fetched = self.client.fetch(self.tp, self.position, max_bytes=_FETCH_BYTES,
+                                            isolation_level=READ_COMMITTED)
+            except OffsetOutOfRangeError as exc:
+                if exc.log_start_offset <= self.position:
+                    raise
+                self.position = exc.log_start_offset  # retention or compaction moved the log start past it
+                continue
+            read_committed = ReadCommitted(fetched.aborted_transactions or ())
+            moved = False
+            for batch in iter_batches(fetched.records):
+                if batch.next_offset <= self.position:
+                    continue
+                if batch.base_offset >= self.end:
+                    self.position = self.end  # the log holds nothing before it: walked to the end
+                    return
+                moved = True
+                yield batch, read_committed.is_aborted(batch)
+                self.position = batch.next_offset
+            if not moved:
+                return  # nothing past the position: the partition ends there (its last stable offset)
+
+
+def count_records(client: KafkaClient, tp: TopicPartition, start: int, end: int) -> int:
+    """The data records a read_committed consumer reads in ``[start, end)`` of ``tp``: counted
+    from the batch headers, decompressing only a batch that straddles an end."""
+    if start >= end:
+        return 0
+    count = 0
+    for batch, aborted in CommittedBatches(client, tp, start, end):
+        if aborted or batch.is_control:
+            continue
+        whole = start <= batch.base_offset and batch.next_offset <= end and batch.record_count is not None
+        count += batch.record_count if whole else sum(1 for offset, *_ in _contents(batch) if start <= offset < end)
+    return count
+
+
 @dataclass
 class RangeReader:
     """The committed data records of ``tp`` in ``[start, end)`` as rows, as a read_committed
     consumer reads them (aborted transactions and markers left out), each tagged with its sync
-    entry in ``spans``; with ``key_partitions``, each keyed record's murmur2 partition too.
-    After :meth:`rows`, :attr:`cleaned` holds the entries whose spans lost offsets."""
+    entry in ``spans`` and its batch's producer; with ``key_partitions``, each keyed record's
+    murmur2 partition too. After :meth:`rows`, :attr:`cleaned` holds the entries whose spans
+    lost offsets."""
 
     client: KafkaClient
     tp: TopicPartition
@@ -146,26 +205,11 @@ class RangeReader:
     """The offset after the last one seen in the log, while :meth:`rows` reads."""
 
     def rows(self) -> Iterator[RecordRow]:
-        self._expected = position = self.start
-        while position < self.end:
-            try:
-                fetched = self.client.fetch(self.tp, position, max_bytes=_FETCH_BYTES, isolation_level=READ_COMMITTED)
-            except OffsetOutOfRangeError as exc:
-                if exc.log_start_offset <= position:
-                    raise
-                position = exc.log_start_offset  # retention or compaction moved the log start past it
-                continue
-            read_committed = ReadCommitted(fetched.aborted_transactions or ())
-            moved = False
-            for batch in iter_batches(fetched.records):
-                if batch.next_offset <= position:
-                    continue
-                moved = True
-                yield from self._batch_rows(batch, read_committed.is_aborted(batch))
-                position = batch.next_offset
-            if not moved:
-                break  # nothing past the position: the range ends at the partition's end
-        self._present(min(position, self.end))
+        self._expected = self.start
+        batches = CommittedBatches(self.client, self.tp, self.start, self.end)
+        for batch, aborted in batches:
+            yield from self._batch_rows(batch, aborted)
+        self._present(min(batches.position, self.end))
 
     def _batch_rows(self, batch: Batch, aborted: bool) -> Iterator[RecordRow]:
         if batch.is_control:
@@ -173,6 +217,7 @@ class RangeReader:
             self._expected = batch.next_offset
             return
         appended = batch.timestamp_type is TimestampType.LOG_APPEND_TIME
+        producer = batch.producer_id
         for offset, timestamp, key, encoded in _contents(batch):
             if offset < self.start:
                 continue
@@ -187,7 +232,7 @@ class RangeReader:
             placed = (partition_for_key(key, self.key_partitions)
                       if self.key_partitions is not None and key is not None else None)
             yield RecordRow(content_identity(encoded, timestamp), near(key, timestamp), key_hash(key),
-                            self.tp.partition, offset, self.spans.entry_at(offset), placed)
+                            self.tp.partition, offset, self.spans.entry_at(offset), placed, producer)
         # A cleaned batch keeps its offsets: the next one starts after its last.
         self._present(min(batch.next_offset, self.end))
         self._expected = max(self._expected, min(batch.next_offset, self.end))

@@ -1,7 +1,7 @@
 """``kmirror verify``'s comparison, on Spark: one topic pair at a time, at any size.
 
-Spark tasks read each side's ranges (:mod:`mirror.engine.verify_plan`) into small rows
-(:mod:`mirror.engine.verify_rows`), handed to the JVM as Arrow batches: identity, near and key
+Spark tasks read each side's ranges (:mod:`mirror.verify.plan`) into small rows
+(:mod:`mirror.verify.rows`), handed to the JVM as Arrow batches: identity, near and key
 hashes, partition, offset, sync entry. Records never leave the executors; the shuffles move
 hashes, and spill to disk, so an executor's memory does not grow with the topic, and only
 counts and first offsets reach the driver.
@@ -37,31 +37,23 @@ import logging
 import re
 import time
 from dataclasses import dataclass
-from typing import Iterator
+from typing import Callable, Iterator
 
 from kcodecs import KMirrorError
 
 from ..config import ClusterConfig, RetryConfig
-from ..engine.verify_plan import PairPlan
+from .plan import PairPlan
+from .report import Finding, PairReport
 
-__all__ = ["Finding", "PairReport", "VerifyTaskError", "compare_pair", "FAILURES", "KINDS"]
-
-KINDS = {
-    "missing": "at the source, not at the destination",
-    "duplicated": "at the destination more often than at the source",
-    "altered": "at the destination with a key, value, header or timestamp the source record does not have",
-    "misplaced": "in another destination partition than the pair's partitioning puts it in",
-    "reordered": "before a record that preceded it at the source (same key and source partition)",
-    "gone": "no longer at the source (retention or compaction since the copy); not a failure",
-    "cleaned": "no longer at the destination (its retention or compaction); not a failure",
-}
-"""Each kind of finding and what it means, as the report explains it."""
-FAILURES = frozenset({"missing", "duplicated", "altered", "misplaced", "reordered"})
+__all__ = ["VerifyTaskError", "compare_pair"]
 
 log = logging.getLogger(__name__)
 
 _SOURCE, _DESTINATION = 0, 1
-_RECORD, _CLEANED, _LATER = 0, 1, 2
+_RECORD, _CLEANED, _LATER, _FOREIGN, _UNCOVERED = 0, 1, 2, 3, 4
+"""Row kinds: a record compared; entries whose spans lost offsets; a source record past the
+verified range; a destination record no copy of the job wrote; a destination partition's count
+of the records a consumer reads there that are not compared (``records``)."""
 _ARROW_ROWS = 65536
 _ROWS_PER_SHUFFLE_PARTITION = 1_000_000
 
@@ -88,31 +80,6 @@ def _task_error(exc: Exception) -> VerifyTaskError:
 
 
 @dataclass(frozen=True)
-class Finding:
-    kind: str
-    """A key of :data:`KINDS`."""
-    topic: str
-    partition: int
-    count: int
-    first_offset: int
-    """The first offending offset of ``topic`` (the source's for missing and cleaned records,
-    the destination's for the others)."""
-
-
-@dataclass(frozen=True)
-class PairReport:
-    source_topic: str
-    destination_topic: str
-    source_records: int
-    destination_records: int
-    findings: tuple[Finding, ...]
-
-    @property
-    def failures(self) -> tuple[Finding, ...]:
-        return tuple(f for f in self.findings if f.kind in FAILURES)
-
-
-@dataclass(frozen=True)
 class _Reading:
     """What an executor needs to read one pair's ranges (pickled to it once, broadcast)."""
 
@@ -130,7 +97,8 @@ def _schema():
 
     return pa.schema([("side", pa.int8()), ("kind", pa.int8()), ("id_high", pa.int64()), ("id_low", pa.int64()),
                       ("near", pa.int64()), ("key_hash", pa.int64()), ("partition", pa.int32()), ("offset", pa.int64()),
-                      ("entry", pa.int32()), ("key_partition", pa.int32())])
+                      ("entry", pa.int32()), ("key_partition", pa.int32()), ("producer", pa.int64()),
+                      ("records", pa.int64())])
 
 
 IDENTITY = ["id_high", "id_low"]
@@ -139,11 +107,9 @@ IDENTITY = ["id_high", "id_low"]
 def _read_tasks(reading, tasks: list[tuple[int, int]], batches) -> Iterator:
     """The rows of the tasks whose numbers are in ``batches`` (Arrow batches of ``id``), each a
     (side, index) of ``tasks``: on executors."""
-    import pyarrow as pa
-
     from ..engine.clients import client_for
-    from ..engine.verify_rows import RangeReader, Spans
     from ..kafka import TopicPartition
+    from .rows import RangeReader, Spans, count_records
 
     config: _Reading = reading.value
     plan = config.plan
@@ -157,44 +123,76 @@ def _read_tasks(reading, tasks: list[tuple[int, int]], batches) -> Iterator:
                 r, cluster, topic, spans, key_partitions = (
                     plan.destinations[index], config.destination, plan.destination_topic, plan.destination_spans,
                     plan.destination_partitions if plan.by_key else None)
+            tp = TopicPartition(topic, r.partition)
             with client_for(cluster, config.retry) as client:
-                reader = RangeReader(client, TopicPartition(topic, r.partition), r.start, r.read_to,
+                reader = RangeReader(client, tp, r.start, r.read_to if side == _SOURCE else r.end,
                                      spans.get(r.partition, Spans()), key_partitions)
                 rows = reader.rows()
+                uncovered = 0
                 while chunk := list(itertools.islice(rows, _ARROW_ROWS)):
-                    yield _arrow_rows(side, r.end, chunk, schema)
+                    batch, left_out = _arrow_rows(side, r.end, chunk, schema, plan.producers)
+                    uncovered += left_out
+                    yield batch
                 if reader.cleaned:
-                    cleaned = sorted(reader.cleaned)
-                    n = len(cleaned)
-                    yield pa.RecordBatch.from_pydict({field.name: [None] * n for field in schema} | {
-                        "side": [side] * n, "kind": [_CLEANED] * n, "partition": [r.partition] * n, "entry": cleaned},
-                        schema=schema)
+                    yield _special_rows(schema, side, _CLEANED, r.partition, entry=sorted(reader.cleaned))
+                if side == _DESTINATION:
+                    uncovered += count_records(client, tp, 0, r.start) + count_records(client, tp, r.end, r.tail or 0)
+                    yield _special_rows(schema, side, _UNCOVERED, r.partition, records=[uncovered])
 
 
-def _arrow_rows(side: int, end: int, rows: list, schema):
-    """Rows as one Arrow batch, a column at a time (a row at a time costs several times more)."""
+def _special_rows(schema, side: int, kind: int, partition: int, **columns: list):
+    """Rows of ``kind`` that are no record: each column of ``columns`` given, the others null."""
+    import pyarrow as pa
+
+    n = len(next(iter(columns.values())))
+    return pa.RecordBatch.from_pydict({field.name: [None] * n for field in schema} | columns | {
+        "side": [side] * n, "kind": [kind] * n, "partition": [partition] * n}, schema=schema)
+
+
+def _arrow_rows(side: int, end: int, rows: list, schema, producers: frozenset[int]):
+    """Rows as one Arrow batch, a column at a time (a row at a time costs several times more),
+    and how many destination rows were left out as not covered. A source row past ``end`` is
+    :data:`_LATER`; a destination row in no sync entry's span is left out when one of the job's
+    ``producers`` wrote it (a span not verified), :data:`_FOREIGN` when another one did."""
     import numpy as np
     import pyarrow as pa
 
     identities = np.frombuffer(b"".join(row.identity for row in rows), dtype=">i8").reshape(-1, 2).astype(np.int64)
     offsets = np.fromiter((row.offset for row in rows), dtype=np.int64, count=len(rows))
+    entries = np.fromiter((row.entry for row in rows), dtype=np.int32, count=len(rows))
+    written_by = np.fromiter((row.producer for row in rows), dtype=np.int64, count=len(rows))
+    if side == _SOURCE:
+        kinds = np.where(offsets < end, _RECORD, _LATER).astype(np.int8)
+        kept = slice(None)
+    else:
+        ours = np.isin(written_by, np.fromiter(producers, dtype=np.int64, count=len(producers)))
+        kinds = np.where(entries >= 0, _RECORD, _FOREIGN).astype(np.int8)
+        kept = (entries >= 0) | ~ours
     columns = {
         "side": np.full(len(rows), side, dtype=np.int8),
-        "kind": np.where(offsets < end, _RECORD, _LATER).astype(np.int8),
+        "kind": kinds,
         "id_high": identities[:, 0], "id_low": identities[:, 1],
         "near": np.fromiter((row.near for row in rows), dtype=np.int64, count=len(rows)),
         "key_hash": pa.array([row.key_hash for row in rows], pa.int64()),
         "partition": np.fromiter((row.partition for row in rows), dtype=np.int32, count=len(rows)),
         "offset": offsets,
-        "entry": np.fromiter((row.entry for row in rows), dtype=np.int32, count=len(rows)),
+        "entry": entries,
         "key_partition": pa.array([row.key_partition for row in rows], pa.int32()),
+        "producer": written_by,
+        "records": pa.nulls(len(rows), pa.int64()),
     }
-    return pa.RecordBatch.from_pydict(columns, schema=schema)
+    batch = pa.RecordBatch.from_pydict(columns, schema=schema)
+    if isinstance(kept, slice):
+        return batch, 0
+    left_out = len(rows) - int(kept.sum())
+    return (batch.filter(pa.array(kept)) if left_out else batch), left_out
 
 
-def compare_pair(spark, plan: PairPlan, source: ClusterConfig, destination: ClusterConfig,
-                 retry: RetryConfig) -> PairReport:
-    """Read both sides of ``plan`` on the executors and compare them (see the module's doc)."""
+def compare_pair(spark, plan: PairPlan, source: ClusterConfig, destination: ClusterConfig, retry: RetryConfig, *,
+                 later_producers: Callable[[], set[int]] | None = None) -> PairReport:
+    """Read both sides of ``plan`` on the executors and compare them (see the module's doc).
+    ``later_producers``, asked once the destination's rows are read and only if some look
+    foreign, names the job's producers that wrote syncs since ``plan`` was made."""
     from pyspark.sql import Window
     from pyspark.sql import functions as F
     from pyspark.sql.pandas.types import from_arrow_schema
@@ -206,12 +204,12 @@ def compare_pair(spark, plan: PairPlan, source: ClusterConfig, destination: Clus
     tasks = ([(_SOURCE, i) for i in range(len(plan.sources))]
              + [(_DESTINATION, i) for i in range(len(plan.destinations))])
     if not tasks:
-        return PairReport(plan.source_topic, plan.destination_topic, 0, 0, ())
+        return PairReport(plan.source_topic, plan.destination_topic, 0, 0, (), created=plan.created)
     reading = spark.sparkContext.broadcast(_Reading(plan, source, destination, retry))
     rows = (spark.range(len(tasks), numPartitions=len(tasks))  # a task each, with no shuffle
             .mapInArrow(lambda batches: _read_tasks(reading, tasks, batches), from_arrow_schema(_schema())))
     try:
-        return _compare(plan, rows, F, Window)
+        return _compare(plan, rows, later_producers or set, F, Window)
     except KMirrorError:
         raise
     except Exception as exc:  # Spark's report of an executor's error (PythonException, Py4JJavaError)
@@ -220,32 +218,41 @@ def compare_pair(spark, plan: PairPlan, source: ClusterConfig, destination: Clus
         reading.unpersist()
 
 
-def _compare(plan: PairPlan, rows, F, Window) -> PairReport:
+def _compare(plan: PairPlan, rows, later_producers: Callable[[], set[int]], F, Window) -> PairReport:
     from pyspark import StorageLevel
 
-    # A destination row in no sync entry was written by another writer, or before the syncs kept.
-    records = rows.where((F.col("kind") == _RECORD) & ((F.col("side") == _SOURCE) | (F.col("entry") >= 0)))
+    kind = F.col("kind")
+    records = rows.where(kind == _RECORD)
 
     def side(number: int, column: str):
-        return F.max(F.when(F.col("side") == number, F.col(column)))
+        return F.max(F.when((F.col("side") == number) & (kind == _RECORD), F.col(column)))
+
+    def copies(condition):
+        return F.sum(condition.cast("int"))
 
     # Nearly every identity has one copy on each side: one aggregation pairs them, a single
-    # shuffle, and reads both sides once. The others (copies missing or repeated) are paired by
-    # occurrence below, and only a mirror that has them pays for reading it again.
-    tally = records.groupBy(*IDENTITY).agg(
-        F.sum((F.col("side") == _SOURCE).cast("int")).alias("s_copies"),
-        F.sum((F.col("side") == _DESTINATION).cast("int")).alias("d_copies"),
+    # shuffle, and reads both sides once. The others (copies missing or repeated, foreign
+    # records) are paired by occurrence below, and only a mirror that has them pays for
+    # reading it again. The destinations' counts of what is not covered have no identity, and
+    # are summed in a group of their own.
+    tally = rows.where(kind.isin(_RECORD, _FOREIGN, _UNCOVERED)).groupBy(*IDENTITY).agg(
+        copies((F.col("side") == _SOURCE) & (kind == _RECORD)).alias("s_copies"),
+        copies((F.col("side") == _DESTINATION) & (kind == _RECORD)).alias("d_copies"),
+        copies(kind == _FOREIGN).alias("f_copies"),
+        F.sum(F.when(kind == _UNCOVERED, F.col("records"))).alias("uncovered"),
         side(_SOURCE, "partition").alias("s_partition"), side(_SOURCE, "offset").alias("s_offset"),
         side(_SOURCE, "key_hash").alias("s_key_hash"), side(_DESTINATION, "partition").alias("d_partition"),
         side(_DESTINATION, "offset").alias("d_offset"), side(_DESTINATION, "key_partition").alias("d_key_partition"),
     ).persist(StorageLevel.MEMORY_AND_DISK)
-    once = (F.col("s_copies") == 1) & (F.col("d_copies") == 1)
+    once = (F.col("s_copies") == 1) & (F.col("d_copies") == 1) & (F.col("f_copies") == 0)
     started = time.monotonic()
-    counts = tally.agg(F.sum("s_copies").alias("s"), F.sum("d_copies").alias("d"),
-                       F.count(F.when(~once, 1)).alias("others")).collect()[0]
-    log.info("verify: %s -> %s: read both sides (%d and %d records) in %.1f s; %d identities without one copy "
-             "a side", plan.source_topic, plan.destination_topic, counts.s or 0, counts.d or 0,
-             time.monotonic() - started, counts.others)
+    counts = tally.agg(F.sum("s_copies").alias("s"), F.sum("d_copies").alias("d"), F.sum("f_copies").alias("f"),
+                       F.sum("uncovered").alias("uncovered"),
+                       F.count(F.when(~once & F.col("id_high").isNotNull(), 1)).alias("others")).collect()[0]
+    compared, foreign, uncovered = counts.d or 0, counts.f or 0, counts.uncovered or 0
+    log.info("verify: %s -> %s: read both sides (%d and %d records compared, %d more at the destination) in %.1f s; "
+             "%d identities without one copy a side", plan.source_topic, plan.destination_topic, counts.s or 0,
+             compared, foreign + uncovered, time.monotonic() - started, counts.others)
     pair_columns = ["s_partition", "s_offset", "s_key_hash", "d_partition", "d_offset", "d_key_partition"]
     paired = tally.where(once).select(*pair_columns)
     found = []
@@ -254,6 +261,8 @@ def _compare(plan: PairPlan, rows, F, Window) -> PairReport:
         left, found = _unpaired(plan, rows, records.join(tally.where(~once).select(*IDENTITY, "s_copies"), IDENTITY),
                                 F, Window)
         paired = paired.unionByName(left.select(*pair_columns))
+        if foreign:
+            found += _foreign(rows, later_producers(), F)
     home = F.col("s_partition") % F.lit(plan.destination_partitions)
     expected = (F.when(F.col("d_key_partition").isNotNull(), F.col("d_key_partition")).otherwise(home)
                 if plan.by_key else F.col("s_partition"))
@@ -270,8 +279,22 @@ def _compare(plan: PairPlan, rows, F, Window) -> PairReport:
         findings.append(Finding(row["kind"], topic, row["partition"], row["count"], row["first"]))
     rows.unpersist()
     tally.unpersist()
-    return PairReport(plan.source_topic, plan.destination_topic, counts.s or 0, counts.d or 0,
-                      tuple(sorted(findings, key=lambda f: (f.kind, f.topic, f.partition))))
+    return PairReport(plan.source_topic, plan.destination_topic, counts.s or 0, compared,
+                      tuple(sorted(findings, key=lambda f: (f.kind, f.topic, f.partition))),
+                      destination_total=compared + foreign + uncovered, created=plan.created)
+
+
+def _foreign(rows, later: set[int], F) -> list:
+    """The findings of the destination records no copy of the job wrote: those equal to a
+    source record (verified, or copied since) are **foreign duplicates**, the others
+    **foreign**. A record one of ``later`` wrote is the job's after all (a copier whose first
+    syncs came after the plan), in a span not verified: left out, as not covered."""
+    foreign = rows.where(F.col("kind") == _FOREIGN)
+    if later:
+        foreign = foreign.where(~F.col("producer").isin(sorted(later)))
+    source = rows.where((F.col("side") == _SOURCE) & F.col("kind").isin(_RECORD, _LATER)).select(*IDENTITY).distinct()
+    return [_per_partition(foreign.join(source, IDENTITY, "left_semi"), "foreign-duplicate", "", F),
+            _per_partition(foreign.join(source, IDENTITY, "left_anti"), "foreign", "", F)]
 
 
 def _unpaired(plan: PairPlan, rows, others, F, Window):

@@ -1,6 +1,6 @@
 """Compare a mirrored destination with its source, check by check, reporting every failure.
 
-The records themselves are ``kmirror verify``'s to check (:mod:`mirror.spark.verify`, one
+The records themselves are ``kmirror verify``'s to check (:mod:`mirror.verify.compare`, one
 verifier for the demo and for users): each source record at the destination exactly once, with
 its key, value, headers and CreateTime, on the partition the pair's partitioning gives it, in
 its source order per key. :func:`record_checks` turns its reports into the demo's checks.
@@ -18,30 +18,27 @@ What this module adds, for what the demo shows beyond the records:
 * **routes**: the run's routing classes for the topic are the ones its data should take;
 * **group offsets**: a group resumed at the destination reads what it had not consumed.
 
-Records are read with kafka-python's ``KafkaConsumer``, a client independent of kmirror's own
-reader. Only the byte-identity check reads raw batches with kmirror's
-:func:`kcodecs.iter_batches`: no consumer API exposes batch bytes.
+Both clusters are read with the verifier's one reader (:class:`~.rows.CommittedBatches`, as a
+read_committed consumer reads): records for the timestamp and group checks, raw batches for
+the byte-identity check, which no consumer API exposes. The verdicts of this reader are
+tested against librdkafka's (tests/verify/test_verify_rows.py).
 """
 
 from __future__ import annotations
 
-import time
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Hashable, Iterable, Mapping, Sequence, TypeVar
+from typing import TYPE_CHECKING, Hashable, Iterable, Iterator, Mapping, Sequence, TypeVar
 
-from kafka import KafkaConsumer
-from kafka import TopicPartition as KafkaTopicPartition
-
-from kcodecs import KMirrorError, iter_batches
+from kcodecs import Batch, KMirrorError, TimestampType
 
 from ..kafka import KafkaClient, TopicPartition
 from ..kafka.client import READ_COMMITTED
 from ..routing import RouteClass, RouteCounters
-from ..routing.transactions import ReadCommitted
+from .rows import CommittedBatches
 
 if TYPE_CHECKING:
-    from ..spark.verify import PairReport
+    from .report import PairReport
 
 __all__ = [
     "Rec",
@@ -59,7 +56,7 @@ __all__ = [
 ]
 
 LOG_APPEND_TIME = 1
-"""kafka-python's ``ConsumerRecord.timestamp_type`` for LogAppendTime (Kafka's ``TimestampType``)."""
+"""A record's ``timestamp_type`` under LogAppendTime, as Kafka's ``TimestampType`` numbers it."""
 EXAMPLES = 3
 """Offending records quoted per failed check; the count covers the rest."""
 
@@ -149,56 +146,43 @@ class RouteExpectation:
 # ---- reading ---------------------------------------------------------------------------------
 
 
-def read_records(bootstrap: str, topics: Sequence[str], *, timeout_s: float = 60.0) -> dict[str, TopicData]:
-    """Every record of ``topics`` from the log start to the current end, with kafka-python."""
-    consumer = KafkaConsumer(bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False,
-                             client_id="kmirror-demo-verify", isolation_level="read_committed")
-    try:
-        counts = {topic: len(consumer.partitions_for_topic(topic)) for topic in topics}
-        missing = [topic for topic, n in counts.items() if n == 0]
+def read_records(bootstrap: str, topics: Sequence[str]) -> dict[str, TopicData]:
+    """Every record of ``topics`` a read_committed consumer reads, from the log start to the
+    current end (the verifier's reader, :class:`~.rows.CommittedBatches`)."""
+    with KafkaClient(bootstrap, client_id="kmirror-demo-verify") as client:
+        counts = client.topics()
+        missing = [topic for topic in topics if topic not in counts]
         if missing:
             raise VerifyReadError(f"{bootstrap}: no such topic: {', '.join(missing)}")
-        parts = [KafkaTopicPartition(topic, p) for topic, n in counts.items() for p in range(n)]
-        consumer.assign(parts)
-        consumer.seek_to_beginning(*parts)
-        end = consumer.end_offsets(parts)
-        seen: dict[str, list[Rec]] = {topic: [] for topic in topics}
-        deadline = time.monotonic() + timeout_s
-        while any(consumer.position(tp) < end[tp] for tp in parts):
-            if time.monotonic() > deadline:
-                short = {f"{tp.topic}/{tp.partition}": end[tp] - consumer.position(tp) for tp in parts
-                         if consumer.position(tp) < end[tp]}
-                raise VerifyReadError(f"{bootstrap}: records still unread after {timeout_s:.0f} s: {short}")
-            for tp, batch in consumer.poll(timeout_ms=500).items():
-                seen[tp.topic].extend(
-                    Rec(r.partition, r.offset, r.key, r.value, tuple(r.headers or ()), r.timestamp, r.timestamp_type)
-                    for r in batch if r.offset < end[tp])
-    finally:
-        consumer.close()
-    return {topic: TopicData(counts[topic], tuple(sorted(recs, key=lambda r: (r.partition, r.offset))))
-            for topic, recs in seen.items()}
+        return {topic: TopicData(counts[topic], tuple(
+            Rec(partition, r.offset, r.key, r.value, tuple(r.headers), r.timestamp,
+                LOG_APPEND_TIME if batch.timestamp_type is TimestampType.LOG_APPEND_TIME else 0)
+            for partition, batch in _committed_batches(client, topic, counts[topic]) for r in batch.records()))
+            for topic in topics}
 
 
 def read_batches(bootstrap: str, topic: str, partitions: int) -> dict[int, list[bytes]]:
-    """The raw v2 data batches of every partition of ``topic``, read committed (kmirror's fetch
-    and header reader): transaction markers and aborted transactions left out."""
-    out: dict[int, list[bytes]] = {}
+    """The raw data batches of every partition of ``topic`` a read_committed consumer reads:
+    transaction markers and aborted transactions left out."""
+    out: dict[int, list[bytes]] = {p: [] for p in range(partitions)}
     with KafkaClient(bootstrap, client_id="kmirror-demo-verify") as client:
-        for partition in range(partitions):
-            tp, offset, batches = TopicPartition(topic, partition), 0, []
-            while True:
-                fetched = client.fetch(tp, offset, max_bytes=1 << 20, max_wait_ms=0, isolation_level=READ_COMMITTED)
-                if offset >= fetched.last_stable_offset:
-                    break
-                found = [batch for batch in iter_batches(fetched.records) if batch.next_offset > offset]
-                if not found:
-                    raise VerifyReadError(f"{bootstrap}: fetching {tp} at offset {offset} returned no complete batch")
-                read_committed = ReadCommitted(fetched.aborted_transactions)
-                batches += [bytes(batch.raw) for batch in found
-                            if not read_committed.is_aborted(batch) and not batch.is_control]
-                offset = found[-1].next_offset
-            out[partition] = batches
+        for partition, batch in _committed_batches(client, topic, partitions):
+            out[partition].append(bytes(batch.raw))
     return out
+
+
+def _committed_batches(client: KafkaClient, topic: str, partitions: int) -> Iterator[tuple[int, Batch]]:
+    """Each partition's committed data batches, up to its last stable offset as it is now."""
+    tps = [TopicPartition(topic, p) for p in range(partitions)]
+    ends = client.list_offsets(tps, "latest", isolation_level=READ_COMMITTED)
+    for tp in tps:
+        batches = CommittedBatches(client, tp, 0, ends[tp])
+        for batch, aborted in batches:
+            if not aborted and not batch.is_control:
+                yield tp.partition, batch
+        if batches.position < ends[tp]:
+            raise VerifyReadError(f"{client.bootstrap}: {tp} could be read to offset {batches.position} only, "
+                                  f"not to its end {ends[tp]}")
 
 
 # ---- checking --------------------------------------------------------------------------------
@@ -207,7 +191,7 @@ def read_batches(bootstrap: str, topic: str, partitions: int) -> dict[int, list[
 def record_checks(reports: Sequence[PairReport]) -> list[Check]:
     """A check per topic pair from ``kmirror verify``'s reports: every finding is a problem
     (the demo's mirror is exactly-once, and nothing is cleaned while it runs)."""
-    from ..spark.verify import KINDS
+    from .report import KINDS
 
     return [Check(report.source_topic, "records",
                   f"{report.destination_records} of {report.source_records} source records at the destination once, "

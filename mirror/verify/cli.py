@@ -1,24 +1,35 @@
-"""``kmirror verify``: prove, on Spark, that the destination holds exactly what the job copied.
+"""``kmirror verify``: prove, on Spark, that the destination holds exactly what the job copied,
+and nothing a consumer reads there besides.
 
 For every topic pair of the job, it reads the source ranges the job has committed as copied
 and the destination ranges its offset syncs say they went to, and compares them record by
 record (key, value, headers, CreateTime): nothing missing, duplicated or altered, each record
-on the partition the pair's partitioning gives it, each key's records in their source order.
-It reads up to the job's last commit, so it runs beside a live job. It takes every option of
-``kmirror run`` (those not listed below are accepted and ignored): the job's --config and flags
-name the clusters, the job and its topics, and --master the Spark cluster it runs on.
+on the partition the pair's partitioning gives it, each key's records in their source order,
+and no record in those ranges that another producer wrote. It reads up to the job's last
+commit, so it runs beside a live job. It takes every option of ``kmirror run`` (those not
+listed below are accepted and ignored): the job's --config and flags name the clusters, the
+job and its topics, and --master the Spark cluster it runs on.
 
 What it covers: the ranges the job's offset syncs still describe (kmirror-offset-syncs.NAME
-keeps a week), or those written since --from-time.
+keeps a week), or those written since --from-time. Each pair's verdict says how many of the
+destination's records it compared, of all a consumer reads there ("compared N of M"); the
+others are not covered: before the oldest sync kept (or --from-time), or after the job's
+last commit.
 
 Findings, per partition, with a count and the first offset:
-  missing      at the source, not at the destination
-  duplicated   at the destination more often than at the source
-  altered      at the destination with a key, value, header or time its source record lacks
-  misplaced    on another destination partition than the pair's partitioning gives it
-  reordered    before a record of the same key (and source partition) that preceded it there
-  gone         no longer at the source (retention or compaction since the copy): not a failure
-  cleaned      no longer at the destination (its retention or compaction): not a failure
+  missing            at the source, not at the destination
+  duplicated         at the destination more often than at the source
+  altered            at the destination with a key, value, header or time its source record lacks
+  misplaced          on another destination partition than the pair's partitioning gives it
+  reordered          before a record of the same key (and source partition) that preceded it there
+  foreign            written into the destination by another producer than the job's copies
+  foreign-duplicate  the same, and equal to a source record: consumers read that record twice
+  gone               no longer at the source (retention or compaction since the copy): not a failure
+  cleaned            no longer at the destination (its retention or compaction): not a failure
+
+Foreign records fail on a destination topic kmirror created; on one it found there (the
+user's), other producers may be expected, so they are reported without failing, unless
+--strict.
 
 Exit codes: 0 no failure; 1 a failure found (under at-least-once, duplicates alone are
 reported and are not one: that mode's promise allows them); 2 invalid configuration, a
@@ -28,25 +39,25 @@ cluster unreachable or credentials refused, or no state of the job on the destin
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import logging
 import sys
 import time
-from dataclasses import asdict
 from typing import TYPE_CHECKING
 
 from kcodecs import KMirrorError
 
-from . import options
-from .columns import columns
-from .exits import EXIT_FAILED, EXIT_UNUSABLE, exit_code
-from .status_cli import HELP, SHOWN
+from .. import options
+from ..exits import EXIT_FAILED, EXIT_UNUSABLE, exit_code
+from ..status_cli import HELP, SHOWN
+from .report import failures, report_json, report_text
 
 if TYPE_CHECKING:
-    from .config import MirrorConfig
-    from .spark.verify import PairReport
+    from ..config import MirrorConfig
+    from .report import PairReport
 
-__all__ = ["add_arguments", "run", "verify_mirror", "failures"]
+__all__ = ["add_arguments", "run", "verify_mirror"]
 
 log = logging.getLogger("kmirror")
 
@@ -59,7 +70,7 @@ _HELP = HELP | {
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from .config.sections import time_ms
+    from ..config.sections import time_ms
 
     def moment(text: str) -> int:
         try:
@@ -72,12 +83,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--from-time", type=moment, metavar="TIME",
                         help="verify only what the job copied at or after TIME (ISO 8601, UTC unless it says; or ms "
                         "since the epoch): recent data, in a fraction of the time")
+    parser.add_argument("--strict", action="store_true",
+                        help="fail on foreign records (written by another producer) in a destination topic kmirror "
+                        "found there too, not only in one it created")
     parser.add_argument("--json", action="store_true", help="print JSON instead of the tables")
 
 
 def run(args: argparse.Namespace) -> int:
-    from .engine.status import NoSuchJobError
-    from .kafka import AuthenticationError, ClusterUnreachableError
+    from ..engine.status import NoSuchJobError
+    from ..kafka import AuthenticationError, ClusterUnreachableError
 
     config = options.config_from_args(args)
     if config is None:
@@ -86,13 +100,13 @@ def run(args: argparse.Namespace) -> int:
         reports = verify_mirror(config, from_ms=args.from_time)
     except KMirrorError as exc:
         return exit_code(exc, (NoSuchJobError, ClusterUnreachableError, AuthenticationError), "verify failed")
+    at_least_once = config.delivery.mode == "at-least-once"
     if args.json:
-        json.dump([{**asdict(report), "findings": [asdict(f) for f in report.findings]} for report in reports],
-                  sys.stdout, indent=2)
+        json.dump(report_json(reports), sys.stdout, indent=2)
         print()
     else:
-        print(report_text(reports))
-    failed = failures(reports, config)
+        print(report_text(reports, at_least_once=at_least_once, strict=args.strict))
+    failed = failures(reports, at_least_once=at_least_once, strict=args.strict)
     if failed:
         log.error("verify: %d records fail (%s)", sum(f.count for f in failed),
                   ", ".join(sorted({f.kind for f in failed})))
@@ -106,16 +120,24 @@ def run(args: argparse.Namespace) -> int:
 def verify_mirror(config: MirrorConfig, *, from_ms: int | None = None) -> list[PairReport]:
     """Each topic pair's report (pairs whose partitioning the job has not chosen yet are not
     copied yet, and left out)."""
-    from .engine import client_for
-    from .engine.verify_plan import plan_mirror
-    from .spark.session import spark_session
-    from .spark.verify import compare_pair
+    from ..engine import client_for
+    from ..spark.session import spark_session
+    from .compare import compare_pair
+    from .plan import plan_mirror
 
     with client_for(config.clusters.source, config.limits.retry) as source, \
             client_for(config.clusters.destination, config.limits.retry) as destination:
-        plans = [plan for plan in plan_mirror(config, source, destination, from_ms=from_ms) if plan.sources]
-    if not plans:
+        plans, syncs = plan_mirror(config, source, destination, from_ms=from_ms)
+    plans = [plan for plan in plans if plan.sources]
+    if not plans or syncs is None:
         return []
+
+    @functools.cache
+    def later_producers() -> set[int]:
+        """Asked once a pair's rows are read, if some look foreign; read the first time only."""
+        with client_for(config.clusters.destination, config.limits.retry) as destination:
+            return syncs.producers_since(destination)
+
     log.info("verify: %d topic pairs, %d source offsets, on Spark", len(plans), sum(p.records for p in plans))
     started = time.monotonic()
     spark = spark_session(_compiling(config))
@@ -124,10 +146,11 @@ def verify_mirror(config: MirrorConfig, *, from_ms: int | None = None) -> list[P
     for plan in plans:
         started = time.monotonic()
         reports.append(compare_pair(spark, plan, config.clusters.source, config.clusters.destination,
-                                    config.limits.retry))
+                                    config.limits.retry, later_producers=later_producers))
         log.info("verify: %s -> %s: %d records in %.1f s, %s", plan.source_topic, plan.destination_topic,
                  reports[-1].source_records, time.monotonic() - started,
-                 "exact" if not reports[-1].failures else "FAILED")
+                 "exact" if not reports[-1].findings else "findings: " + ", ".join(
+                     sorted({f.kind for f in reports[-1].findings})))
     return reports
 
 
@@ -140,28 +163,3 @@ def _compiling(config: MirrorConfig) -> MirrorConfig:
     conf = {"spark.driver.extraJavaOptions": options, "spark.executor.extraJavaOptions": options}
     streaming = config.streaming.model_copy(update={"spark_conf": conf | config.streaming.spark_conf})
     return config.model_copy(update={"streaming": streaming})
-
-
-def failures(reports: list[PairReport], config: MirrorConfig):
-    """The findings that fail the mirror: duplicates do not under at-least-once."""
-    allowed = {"duplicated"} if config.delivery.mode == "at-least-once" else set()
-    return [f for report in reports for f in report.failures if f.kind not in allowed]
-
-
-def report_text(reports: list[PairReport]) -> str:
-    from .spark.verify import KINDS
-
-    pairs = [("PAIR", "SOURCE-RECORDS", "DESTINATION-RECORDS", "VERDICT")]
-    for report in reports:
-        verdict = ("exact" if not report.findings else
-                   ", ".join(f"{kind} {sum(f.count for f in report.findings if f.kind == kind)}"
-                             for kind in KINDS if any(f.kind == kind for f in report.findings)))
-        pairs.append((f"{report.source_topic} -> {report.destination_topic}", str(report.source_records),
-                      str(report.destination_records), verdict))
-    text = columns(pairs)
-    found = [f for report in reports for f in report.findings]
-    if found:
-        rows = [("KIND", "PARTITION", "RECORDS", "FIRST-OFFSET", "MEANING")]
-        rows += [(f.kind, f"{f.topic}-{f.partition}", str(f.count), str(f.first_offset), KINDS[f.kind]) for f in found]
-        text += "\n\n" + columns(rows)
-    return text

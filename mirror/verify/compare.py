@@ -1,17 +1,22 @@
 """``kmirror verify``'s comparison, on Spark: one topic pair at a time, at any size.
 
-Spark tasks read each side's ranges (:mod:`mirror.verify.plan`) into small rows
-(:mod:`mirror.verify.rows`), handed to the JVM as Arrow batches: identity, near and key
-hashes, partition, offset, sync entry. Records never leave the executors; the shuffles move
-hashes, and spill to disk, so an executor's memory does not grow with the topic, and only
-counts and first offsets reach the driver.
+Spark tasks read each side's ranges (:mod:`.plan`) into small rows (:mod:`.rows`), handed to
+the JVM as Arrow batches: identity, near and key hashes, partition, offset, sync entry,
+producer. Records never leave the executors; the shuffles move hashes, and spill to disk, so
+an executor's memory does not grow with the topic, and only counts and first offsets reach the
+driver. A destination task also counts, from batch headers, what a consumer reads in its
+partition outside the range: the verdict's "compared N of M".
+
+A destination record in the range but in no sync entry's span is the job's, in a span not
+verified, when one of the job's producers wrote it: counted as not covered. Any other is
+**foreign** (step 5).
 
 The comparison:
 
 1. An aggregation by identity counts each side's copies and pairs the records whose identity
-   has one copy on each side: nearly all, in one shuffle, reading each side once. When every
-   identity has one copy a side (a clean mirror), steps 3 and 4 have nothing to do and are
-   skipped. Otherwise both sides are read again, cached this time, and the records of the
+   has one copy on each side and no foreign one: nearly all, in one shuffle, reading each
+   side once. When every identity is so (a clean mirror), steps 3 to 5 have nothing to do
+   and are skipped. Otherwise both sides are read again, cached this time, and the records of the
    other identities (copies missing or repeated) are numbered per side (``row_number`` over
    the identity, in partition and offset order); a full outer join on (identity, number) pairs
    every source record with one destination record.
@@ -28,6 +33,9 @@ The comparison:
    destination**); a destination record still left over is **altered** too (no source record
    has its key and time), unless the source lost offsets from its span since the copy (**no
    longer at the source**: retention or compaction).
+5. Foreign records whose identity a source record has (in the range or past it) are **foreign
+   duplicates**, the others **foreign**; one that a producer of the job wrote after all (a
+   copier whose first syncs came after the plan) is not covered.
 """
 
 from __future__ import annotations

@@ -140,6 +140,10 @@ def test_a_by_key_mirror_kmirror_made_verifies_with_librdkafkas_counts(kafka_sou
     assert clean.returncode == 0, clean.stderr[-3000:]
     (report,) = json.loads(clean.stdout)
     assert (report["source_records"], report["destination_records"], report["findings"]) == (written, written, [])
+    assert (report["destination_total"], report["not_covered"]) == (written, 0)
+    text = kmirror("verify", "--source", kafka_source.bootstrap, "--destination", kafka_destination.bootstrap,
+                   "--topics", r"verify\.keyed", "--name", "verified", "--master", "local[2]")
+    assert text.returncode == 0 and f"exact; compared {written:,} of {written:,}" in text.stdout, text.stdout
 
 
 def test_a_live_job_verifies_up_to_its_last_commit(kafka_source, kafka_destination, tmp_path):

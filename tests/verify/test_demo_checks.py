@@ -66,13 +66,15 @@ def test_a_correct_mirror_passes_and_createtime_topics_need_no_check_beyond_kmir
 
 
 def test_kmirror_verify_findings_are_the_records_checks_problems():
-    reports = [PairReport("a", "a", 10, 10, ()),
-               PairReport("b", "b", 10, 11, (Finding("duplicated", "b", 2, 1, 7), Finding("missing", "b", 0, 3, 4)))]
+    reports = [PairReport("a", "a", 10, 10, (), destination_total=10),
+               PairReport("b", "b", 10, 11, (Finding("duplicated", "b", 2, 1, 7), Finding("missing", "b", 0, 3, 4)),
+                          destination_total=14)]
     clean, broken = record_checks(reports)
     assert clean.passed and clean.summary.startswith("10 of 10 source records")
     assert broken.problems == (
         "1 duplicated (at the destination more often than at the source), the first at b-2 offset 7",
-        "3 missing (at the source, not at the destination), the first at b-0 offset 4")
+        "3 missing (at the source, not at the destination), the first at b-0 offset 4",
+        "3 of the destination's 14 records not covered by the copy verified")
 
 
 def test_log_append_time_must_be_stamped_by_the_destination_after_the_mirror_started():

@@ -31,7 +31,7 @@ Foreign records fail on a destination topic kmirror created; on one it found the
 user's), other producers may be expected, so they are reported without failing, unless
 --strict.
 
-Exit codes: 0 no failure; 1 a failure found (under at-least-once, duplicates alone are
+Exit codes: 0 no failure; 1 a failure found (under at-least-once, duplicates, foreign ones too, are
 reported and are not one: that mode's promise allows them); 2 invalid configuration, a
 cluster unreachable or credentials refused, or no state of the job on the destination.
 """

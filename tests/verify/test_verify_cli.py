@@ -24,7 +24,9 @@ def test_duplicates_fail_exactly_once_only_and_gone_records_never_fail():
 
 
 def test_foreign_records_fail_in_a_topic_kmirror_created_or_under_strict_only():
-    assert failures([_foreign(created=True)], at_least_once=True) == list(FOREIGN)
+    assert failures([_foreign(created=True)], at_least_once=False) == list(FOREIGN)
+    # At-least-once, a foreign duplicate may be a dead copier's (see failures()): only the other fails.
+    assert failures([_foreign(created=True)], at_least_once=True) == [FOREIGN[0]]
     assert failures([_foreign(created=False)], at_least_once=False) == []
     assert failures([_foreign(created=False)], at_least_once=False, strict=True) == list(FOREIGN)
     assert (_foreign(True).foreign, _foreign(True).not_covered) == (2, 30)

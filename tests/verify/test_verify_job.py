@@ -2,23 +2,22 @@
 a process of its own), against what a real ``kmirror run`` left:
 a clean mirror (its record counts are librdkafka's reading of the source), the same mirror
 after the source's log cleaner removed copied records (reported as no longer at the source, no
-failure, as many as librdkafka no longer reads there), a live job being written to, and bad
-input (one line, exit 2). The verdicts on edited destinations are tests/verify/test_verify_compare.py's."""
+failure, as many as librdkafka no longer reads there), and bad input (one line, exit 2). The
+verdicts on edited destinations are tests/verify/test_verify_compare.py's; a live job, and
+records another producer wrote into its destination, are tests/realkafka/test_real_verify.py's
+(on real Kafka and on the embedded broker)."""
 
 from __future__ import annotations
 
 import json
-import signal
 import subprocess
 import sys
-import time
 
 import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource
 from librdkafka_reader import read_values
 from in_process import kmirror
-from live_source import Writer, committed_everywhere, wait_until
 
 from mirror.broker import EmbeddedBroker
 from mirror.config import load_config
@@ -92,36 +91,6 @@ def test_a_clean_mirror_then_one_whose_source_was_compacted(tmp_path):
         assert {f["kind"] for f in report["findings"]} == {"gone"}
         assert sum(f["count"] for f in report["findings"]) == gone
         assert report["source_records"] == 600 - gone
-
-
-def test_a_live_job_verifies_up_to_its_last_commit(tmp_path):
-    with EmbeddedBroker(tmp_path / "src") as src, EmbeddedBroker(tmp_path / "dst") as dst, \
-            KafkaClient(src.bootstrap) as source:
-        source.create_topics([NewTopic("events", PARTITIONS)])
-        job = subprocess.Popen([sys.executable, "-m", "mirror.cli", "run", "--source", src.bootstrap,
-                                "--destination", dst.bootstrap, "--topics", "events", "--name", "live",
-                                "--checkpoint", str(tmp_path / "ck"), "--master", "local[2]",
-                                "--trigger-interval", "1"],
-                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-        try:
-            with Writer(src.bootstrap, "events", PARTITIONS, pause_s=0.05):
-                wait_until(lambda: committed_everywhere(src.bootstrap, dst.bootstrap, "events", "live"),
-                           "a first commit", 240, poll_s=1)
-                started_ms = int(time.time() * 1000)
-                time.sleep(3)
-                # Recent first: the whole range verified next holds it and what came before.
-                recent = _verify(src.bootstrap, dst.bootstrap, "events", "--name", "live", "--json",
-                                 "--from-time", str(started_ms))
-                live = _verify(src.bootstrap, dst.bootstrap, "events", "--name", "live", "--json")
-        finally:
-            job.send_signal(signal.SIGTERM)
-            job.wait(120)
-    assert live.returncode == 0, live.stderr
-    (report,) = json.loads(live.stdout)
-    assert report["findings"] == [] and report["source_records"] == report["destination_records"] > 0
-    assert recent.returncode == 0, recent.stderr
-    (since,) = json.loads(recent.stdout)
-    assert since["findings"] == [] and 0 < since["source_records"] < report["source_records"]
 
 
 def test_bad_input_is_one_line_and_exit_2(tmp_path):

@@ -9,12 +9,12 @@ lacks but whose near hash an unmatched source record shares is that record, alte
 hash** groups a key's records for the order check. The offset says where it was; for a by-key
 pair, the partition Kafka's murmur2 gives its key says where it should be.
 
-Each row also names the **sync entry** it lies in (:mod:`.plan`): the job's record of
-which source span went to which destination span, and its batch's **producer id**: a
-destination record in no entry's span that none of the job's producers wrote is **foreign**,
-written by another producer. A reader notes the entries whose span lost
-offsets from the log since the copy (retention moved the log start, or compaction removed
-records): records missing from such a span are "no longer there", not lost by the mirror.
+Each row also names the **sync entry** it lies in (:mod:`.plan`): the job's record of which
+source span went to which destination span, and its batch's **producer id**: a destination
+record in no entry's span that none of the job's producers wrote is **foreign**, written by
+another producer. A reader notes the entries whose span lost offsets from the log since the
+copy (retention moved the log start, or compaction removed records): records missing from
+such a span are "no longer there", not lost by the mirror.
 A Kafka log's offsets run without a hole except where records were cleaned away; aborted
 records and transaction markers keep their offsets, so they are no hole.
 
@@ -39,7 +39,8 @@ from ..kafka.client import READ_COMMITTED
 from ..routing.murmur2 import partition_for_key
 from ..routing.transactions import ReadCommitted
 
-__all__ = ["RecordRow", "Spans", "RangeReader", "CommittedBatches", "count_records", "identity", "content_identity", "near", "key_hash", "NO_ENTRY"]
+__all__ = ["RecordRow", "Spans", "RangeReader", "CommittedBatches", "count_records", "identity", "content_identity",
+           "near", "key_hash", "NO_ENTRY"]
 
 _FETCH_BYTES = 4 * 1024 * 1024
 _INT64 = struct.Struct(">q")

@@ -29,7 +29,7 @@ from ..routing.transactions import ReadCommitted, is_abort_marker
 K = TypeVar("K")
 V = TypeVar("V")
 
-__all__ = ["CommittedTail", "TopicTailError", "latest_by_key"]
+__all__ = ["CommittedTail", "TopicTailError", "latest_by_key", "fetch_from"]
 
 _FETCH_BYTES = 1024 * 1024
 _TAIL_SPAN = 1024
@@ -67,7 +67,7 @@ class CommittedTail:
         end = self._client.list_offsets([self.tp], "latest")[self.tp]
         patience = _Patience(self._max_wait_s)
         while self.position < end:
-            self.position, fetched = _fetch(self._client, self.tp, self.position, READ_COMMITTED)
+            self.position, fetched = fetch_from(self._client, self.tp, self.position, READ_COMMITTED)
             start = self.position
             yield from self._committed(fetched)
             if self.position == start:
@@ -155,7 +155,7 @@ def _decided_records(client: KafkaClient, tp: TopicPartition, since: int, end: i
     open_batches: dict[int, list[int]] = {}  # producer id -> indexes in ``batches``
     position = since
     while position < end:
-        position, fetched = _fetch(client, tp, position, READ_UNCOMMITTED)
+        position, fetched = fetch_from(client, tp, position, READ_UNCOMMITTED)
         before = position
         for batch in iter_batches(fetched.records):
             if batch.last_offset < position:
@@ -177,12 +177,13 @@ def _decided_records(client: KafkaClient, tp: TopicPartition, since: int, end: i
             for record in batch.records()]
 
 
-def _fetch(client: KafkaClient, tp: TopicPartition, position: int, isolation_level: int):
-    """``(position, fetched)``: a fetch at ``position``, or at the log's start where compaction
-    cleaned away what lay below it (it keeps every key's last value after it)."""
+def fetch_from(client: KafkaClient, tp: TopicPartition, position: int, isolation_level: int, *,
+               max_bytes: int = _FETCH_BYTES):
+    """``(position, fetched)``: a fetch at ``position``, or at the log's start where retention or
+    compaction cleaned away what lay below it (compaction keeps every key's last value after it)."""
     while True:
         try:
-            return position, client.fetch(tp, position, max_bytes=_FETCH_BYTES, isolation_level=isolation_level)
+            return position, client.fetch(tp, position, max_bytes=max_bytes, isolation_level=isolation_level)
         except OffsetOutOfRangeError as exc:
             if exc.log_start_offset <= position:
                 raise

@@ -16,10 +16,10 @@ The comparison:
 1. An aggregation by identity counts each side's copies and pairs the records whose identity
    has one copy on each side and no foreign one: nearly all, in one shuffle, reading each
    side once. When every identity is so (a clean mirror), steps 3 to 5 have nothing to do
-   and are skipped. Otherwise both sides are read again, cached this time, and the records of the
-   other identities (copies missing or repeated) are numbered per side (``row_number`` over
-   the identity, in partition and offset order); a full outer join on (identity, number) pairs
-   every source record with one destination record.
+   and are skipped. Otherwise both sides are read again, cached this time, and the records
+   of the other identities (copies missing or repeated, foreign ones) are numbered per side
+   (``row_number`` over the identity, in partition and offset order); a full outer join on
+   (identity, number) pairs every source record with one destination record.
 2. Paired records are checked for placement (by-key pairs: Kafka's murmur2 of the key, keyless
    records on their source partition modulo the destination's count; ``preserve``: the source
    partition) and for order: along each destination partition, the records of one key from one
@@ -169,13 +169,8 @@ def _arrow_rows(side: int, end: int, rows: list, schema, producers: frozenset[in
     offsets = np.fromiter((row.offset for row in rows), dtype=np.int64, count=len(rows))
     entries = np.fromiter((row.entry for row in rows), dtype=np.int32, count=len(rows))
     written_by = np.fromiter((row.producer for row in rows), dtype=np.int64, count=len(rows))
-    if side == _SOURCE:
-        kinds = np.where(offsets < end, _RECORD, _LATER).astype(np.int8)
-        kept = slice(None)
-    else:
-        ours = np.isin(written_by, np.fromiter(producers, dtype=np.int64, count=len(producers)))
-        kinds = np.where(entries >= 0, _RECORD, _FOREIGN).astype(np.int8)
-        kept = (entries >= 0) | ~ours
+    kinds = (np.where(offsets < end, _RECORD, _LATER) if side == _SOURCE
+             else np.where(entries >= 0, _RECORD, _FOREIGN)).astype(np.int8)
     columns = {
         "side": np.full(len(rows), side, dtype=np.int8),
         "kind": kinds,
@@ -190,8 +185,9 @@ def _arrow_rows(side: int, end: int, rows: list, schema, producers: frozenset[in
         "records": pa.nulls(len(rows), pa.int64()),
     }
     batch = pa.RecordBatch.from_pydict(columns, schema=schema)
-    if isinstance(kept, slice):
+    if side == _SOURCE:
         return batch, 0
+    kept = (entries >= 0) | ~np.isin(written_by, np.fromiter(producers, dtype=np.int64, count=len(producers)))
     left_out = len(rows) - int(kept.sum())
     return (batch.filter(pa.array(kept)) if left_out else batch), left_out
 

@@ -110,6 +110,7 @@ class JobSyncs:
     kept, or those written at or after ``from_ms``, and the producers that wrote them."""
 
     def __init__(self, destination: KafkaClient, job: str, *, from_ms: int | None = None, max_wait_s: float = 30.0):
+        self.max_wait_s = max_wait_s
         self.tail = CommittedTail(destination, TopicPartition(offset_syncs_topic(job), 0), max_wait_s=max_wait_s)
         if from_ms is not None:
             self.tail.position = destination.list_offsets([self.tail.tp], from_ms)[self.tail.tp]
@@ -126,7 +127,7 @@ class JobSyncs:
         """The producers that wrote syncs after the last read (a copier started since): read
         once the destination's rows are, a copy's records are then described here too."""
         seen = self.producers
-        tail = CommittedTail(destination, self.tail.tp, max_wait_s=30.0)
+        tail = CommittedTail(destination, self.tail.tp, max_wait_s=self.max_wait_s)
         tail.position = self.tail.position
         for _ in tail.read_to_end():
             pass

@@ -34,7 +34,8 @@ from typing import Iterator, Sequence
 
 from kcodecs import Batch, TimestampType, V2Batch, iter_batches, record_content
 
-from ..kafka import KafkaClient, OffsetOutOfRangeError, TopicPartition
+from ..engine.topic_tail import fetch_from
+from ..kafka import KafkaClient, TopicPartition
 from ..kafka.client import READ_COMMITTED
 from ..routing.murmur2 import partition_for_key
 from ..routing.transactions import ReadCommitted
@@ -150,14 +151,8 @@ class CommittedBatches:
 
     def __iter__(self) -> Iterator[tuple[Batch, bool]]:
         while self.position < self.end:
-            try:
-                fetched = self.client.fetch(self.tp, self.position, max_bytes=_FETCH_BYTES,
-                                            isolation_level=READ_COMMITTED)
-            except OffsetOutOfRangeError as exc:
-                if exc.log_start_offset <= self.position:
-                    raise
-                self.position = exc.log_start_offset  # retention or compaction moved the log start past it
-                continue
+            self.position, fetched = fetch_from(self.client, self.tp, self.position, READ_COMMITTED,
+                                                max_bytes=_FETCH_BYTES)
             read_committed = ReadCommitted(fetched.aborted_transactions or ())
             moved = False
             for batch in iter_batches(fetched.records):

@@ -395,6 +395,7 @@ def transactions_scenario(target: Target) -> dict:
     transaction(list(range(0, 10)), "commit")
     transaction(list(range(10, 16)), "abort")
     transaction(list(range(20, 23)), "commit")
+    _wait_for_markers(target, topic, 2)
     produce(target, topic, [{"key": b"plain", "value": b"plain", "partition": 0, "timestamp": target.txn_ts + 30}])
     transaction(list(range(40, 44)), None)
     while_open = {isolation: isolation_view(target, topic, 2, isolation)
@@ -403,6 +404,23 @@ def transactions_scenario(target: Target) -> dict:
     after = {isolation: isolation_view(target, topic, 2, isolation)
              for isolation in ("read_committed", "read_uncommitted")}
     return {"while open": while_open, "after commit": after, **fencing_and_offsets(target, topic, producer)}
+
+
+def _wait_for_markers(target: Target, topic: str, partitions: int) -> None:
+    """Until every partition's last stable offset is its end: the commit's markers are written.
+    Kafka answers EndTxn before it writes them (as the embedded broker does), so a record produced
+    right after a commit may land before its marker, at another offset on each broker (seen in CI)."""
+    admin = AdminClient({"bootstrap.servers": target.bootstrap})
+
+    def ends(level) -> list[int]:
+        found = admin.list_offsets({CTP(topic, p): OffsetSpec.latest() for p in range(partitions)},
+                                   isolation_level=level, request_timeout=TIMEOUT_S)
+        return [future.result().offset for _, future in sorted(found.items(), key=lambda item: item[0].partition)]
+
+    deadline = time.monotonic() + TIMEOUT_S
+    while ends(IsolationLevel.READ_COMMITTED) != ends(IsolationLevel.READ_UNCOMMITTED):
+        assert time.monotonic() < deadline, f"{target.name}: {topic}'s markers not written in {TIMEOUT_S} s"
+        time.sleep(0.05)
 
 
 def fencing_and_offsets(target: Target, topic: str, producer: Producer) -> dict:

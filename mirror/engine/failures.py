@@ -11,7 +11,8 @@ it fail. What the job does next depends on the error, and is decided here, in on
 - **permanent**: the data or the configuration is wrong (a corrupt source batch, data lost
   to retention, a truncated source, a destination topic that cannot take the partitions, a
   hanging source transaction, a non-retriable broker error such as RECORD_LIST_TOO_LARGE, a
-  resident copier that cannot read what its task sent).
+  destination topic the controller refused to create, a resident copier that cannot read what
+  its task sent).
   Running the task again would fail the same way, so the job fails at once.
 - **other** (a fenced producer, a refused sequence, a protocol error): a new attempt, which
   starts with a new producer, may succeed. The driver runs the task again at once, as many
@@ -32,7 +33,7 @@ from kcodecs import KMirrorError
 
 from ..config import ConfigError
 from ..kafka import (AuthenticationError, BrokerApiError, ClusterUnreachableError, ConnectionFailedError,
-                     HangingTransactionError, KafkaClient)
+                     HangingTransactionError, KafkaClient, TopicCreationError)
 from ..kafka.transactions import TransactionError
 from .errors import CopierRefusedError, CorruptSourceError, DataLossError, SourceTruncatedError, TopicMismatchError
 
@@ -41,7 +42,7 @@ __all__ = ["Verdict", "verdict", "failed_cluster", "cluster_role", "TaskFailure"
 Verdict = Literal["outage", "permanent", "other"]
 
 _PERMANENT = (CorruptSourceError, DataLossError, SourceTruncatedError, TopicMismatchError, HangingTransactionError,
-              ConfigError, AuthenticationError, CopierRefusedError)
+              ConfigError, AuthenticationError, CopierRefusedError, TopicCreationError)
 
 
 def verdict(error: BaseException) -> Verdict:

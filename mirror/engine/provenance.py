@@ -47,13 +47,15 @@ from kcodecs import KMirrorError, Record
 from ..kafka import KafkaClient, NewTopic, TopicPartition
 from .topic_tail import CommittedTail
 
-__all__ = ["PROVENANCE_TOPIC", "Provenance", "ProvenanceLog", "ProvenanceError", "hop", "cycles"]
+__all__ = ["PROVENANCE_TOPIC", "provenance_topic_spec", "Provenance", "ProvenanceLog", "ProvenanceError", "hop", "cycles"]
 
 log = logging.getLogger(__name__)
 
 PROVENANCE_TOPIC = "kmirror-provenance"
 _TP = TopicPartition(PROVENANCE_TOPIC, 0)
 _COMPACTED = {"cleanup.policy": "compact"}
+_RECORDS_PER_BATCH = 1000
+"""Provenance records per batch written: about 150 KiB (a record is 100-200 bytes)."""
 
 
 class ProvenanceError(KMirrorError):
@@ -98,11 +100,19 @@ class ProvenanceLog:
         """Write ``entries`` (destination topic -> provenance) and wait for their acknowledgement."""
         if not entries:
             return
-        self._client.create_topics([NewTopic(PROVENANCE_TOPIC, 1, configs=dict(_COMPACTED))])
+        self._client.create_topics([provenance_topic_spec()])
         now_ms = int(time.time() * 1000)
         records = [Record(key=topic.encode(), timestamp=now_ms, value=_encode(p)) for topic, p in sorted(entries.items())]
-        self._client.produce([(_TP, kcodecs.build_batch(records))])
+        # Batches of a bounded size: a whole cluster's topics in one batch would pass the
+        # broker's message.max.bytes (1 MiB by default) past a few thousand topics.
+        self._client.produce([(_TP, kcodecs.build_batch(records[i:i + _RECORDS_PER_BATCH]))
+                              for i in range(0, len(records), _RECORDS_PER_BATCH)])
         self.known.update(entries)
+
+
+def provenance_topic_spec() -> NewTopic:
+    """One partition, compacted: the last record per topic is what the cluster knows of it."""
+    return NewTopic(PROVENANCE_TOPIC, 1, configs=dict(_COMPACTED))
 
 
 def hop(source_cluster: str, source_topic: str, upstream: Provenance | None) -> Provenance:

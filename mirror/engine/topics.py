@@ -34,6 +34,7 @@ from typing import Mapping
 from ..config import MirrorConfig
 from ..kafka import KafkaClient, NewTopic, TopicPartition
 from ..kafka.admin import describe_topic_config_entries, grow_partitions
+from ..listing import SHOWN, some_of
 from ..routing import RoutingPolicy
 from .clients import client_for
 from .config_sync import ConfigFilter, creation_configs
@@ -120,6 +121,7 @@ def sync_destination_topics(config: MirrorConfig, source: KafkaClient, destinati
         _grow(destination, short, existing)
         existing = destination.topics()
         pairs = {t: replace(pair, destination_partitions=existing[pair.topic]) for t, pair in pairs.items()}
+    _tell(config, list(pairs.values()))
     for topic, pair in pairs.items():
         routes[topic] = _route(config, pair)
     return routes
@@ -198,18 +200,34 @@ def _cannot_grow(config: MirrorConfig, pair: _Pair) -> str:
             f"again")
 
 
+def _tell(config: MirrorConfig, pairs: list[_Pair]) -> None:
+    """What the job decided about pairs it had not routed yet, in a few lines however many
+    topics (a whole cluster is thousands): the found topics left as the user shaped them (once
+    per process), and the partitionings ``auto`` chose."""
+    bootstrap = ",".join(config.clusters.destination.bootstrap)
+    found = [pair for pair in pairs if not pair.created and (bootstrap, pair.topic) not in _told_found]
+    _told_found.update((bootstrap, pair.topic) for pair in found)
+    synced = ("configs and ACLs synced (--sync-existing-topics)" if config.sync.existing_topics
+              else "configs and ACLs left as they are (--sync-existing-topics syncs them)")
+    if 0 < len(found) <= SHOWN:
+        for pair in found:
+            log.info("destination topic %s was there before kmirror: its %d partitions kept, %s; partitioning %s "
+                     "(source %s has %d)", pair.topic, pair.destination_partitions, synced, pair.partitioning,
+                     pair.source_topic, pair.source_partitions)
+    elif found:
+        log.info("%d destination topics were there before kmirror: their partitions kept, %s: %s", len(found),
+                 synced, some_of(f"{p.topic} ({p.destination_partitions} partitions, {p.partitioning})" for p in found))
+    chosen: dict[str, list[_Pair]] = {}
+    for pair in pairs:
+        if pair.created and pair.partitioning != config.routing.partitioning:
+            chosen.setdefault(pair.partitioning, []).append(pair)
+    for partitioning, same in sorted(chosen.items()):
+        log.info("partitioning auto is %s for %d topic%s: %s", partitioning, len(same), "s" if len(same) > 1 else "",
+                 some_of(f"{p.source_topic} -> {p.topic} ({p.source_partitions} and {p.destination_partitions} "
+                         f"partitions)" for p in same))
+
+
 def _route(config: MirrorConfig, pair: _Pair) -> TopicRoute:
-    found = (",".join(config.clusters.destination.bootstrap), pair.topic)
-    if not pair.created and found not in _told_found:
-        _told_found.add(found)
-        synced = ("configs and ACLs synced (--sync-existing-topics)" if config.sync.existing_topics
-                  else "configs and ACLs left as they are (--sync-existing-topics syncs them)")
-        log.info("destination topic %s was there before kmirror: its %d partitions kept, %s; partitioning %s "
-                 "(source %s has %d)", pair.topic, pair.destination_partitions, synced, pair.partitioning,
-                 pair.source_topic, pair.source_partitions)
-    elif pair.partitioning != config.routing.partitioning:
-        log.info("%s -> %s: %d and %d partitions, partitioning auto is %s", pair.source_topic, pair.topic,
-                 pair.source_partitions, pair.destination_partitions, pair.partitioning)
     policy = RoutingPolicy(partitioning=pair.partitioning, destination_partitions=pair.destination_partitions,
                            compression=None if config.routing.compression == "source" else config.routing.compression,
                            coalesce_below_bytes=config.routing.coalesce_below_bytes,
@@ -243,10 +261,13 @@ def _create(config: MirrorConfig, source: KafkaClient, destination: KafkaClient,
                                              for t in counts if (name := named(t)) in found})
         log.info("destination topics %s appeared before kmirror created them: they are left as their maker "
                  "shaped them", ", ".join(sorted(found)))
-    for new in created:
-        if new.name not in found:
-            log.info("created destination topic %s: %d partitions, %s", new.name, new.partitions,
-                     ", ".join(f"{k}={v}" for k, v in sorted(new.configs.items())) or "broker defaults")
+    made = [new for new in created if new.name not in found]
+    if made:
+        log.info("created %d destination topic%s (%d partitions): %s", len(made), "s" if len(made) > 1 else "",
+                 sum(new.partitions for new in made),
+                 some_of(f"{new.name} ({new.partitions} partitions, "
+                         f"{', '.join(f'{k}={v}' for k, v in sorted(new.configs.items())) or 'broker defaults'})"
+                         for new in made))
 
 
 def _remember(config: MirrorConfig, destination: KafkaClient, pairs: list[_Pair],

@@ -18,6 +18,7 @@ from .errors import (
     OffsetOutOfRangeError,
     UnknownTopicError,
 )
+from .topic_creation import TopicCreationError
 from .security import AuthenticationError, SaslCredentials, Security, TlsSettings
 from .types import FetchedData, NewTopic, TopicPartition
 
@@ -45,6 +46,7 @@ __all__ = [
     "OffsetOutOfRangeError",
     "HangingTransactionError",
     "UnknownTopicError",
+    "TopicCreationError",
     "InvalidTopicPartitionError",
     "AuthenticationError",
     "Security",

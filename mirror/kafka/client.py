@@ -26,7 +26,6 @@ from typing import Any, Callable, Iterable, Literal, Sequence, TypeVar
 
 import kafka.errors as kerr
 import tenacity
-from kafka.protocol.admin import CreateTopicsRequest
 from kafka.protocol.consumer import FetchRequest, ListOffsetsRequest
 from kafka.protocol.metadata import MetadataRequest
 from kafka.protocol.producer import InitProducerIdRequest, ProduceRequest
@@ -37,6 +36,7 @@ from .broker_connection import BrokerConnection, Sent
 from .connection import ConnectionFailedError, ProtocolError
 from .errors import BrokerApiError, ClusterUnreachableError, OffsetOutOfRangeError, UnknownTopicError
 from .security import PLAINTEXT, Security, client_context
+from .topic_creation import create_topics
 from .types import FetchedData, NewTopic, TopicPartition
 
 __all__ = ["KafkaClient", "RetryPolicy", "is_retriable", "READ_UNCOMMITTED", "READ_COMMITTED"]
@@ -83,7 +83,6 @@ class KafkaClient:
         self._nodes: dict[int, str] = {}  # node id -> address, from Metadata
         self._leaders: dict[TopicPartition, int] = {}
         self._partition_counts: dict[str, int] = {}
-        self._controller = -1
         self._cluster_id: str | None = None
 
     # ---- public API -------------------------------------------------------------------------
@@ -218,46 +217,17 @@ class KafkaClient:
         return offsets
 
     def create_topics(self, topics: Sequence[NewTopic]) -> set[str]:
-        """Create the topics (an existing one is fine) and wait until metadata shows their leaders.
+        """Create the topics (an existing one is fine), in requests the controller accepts, and
+        wait until metadata shows their leaders; the names that existed already. Raises
+        :class:`~.topic_creation.TopicCreationError` naming every topic that could not be made
+        (:mod:`.topic_creation`)."""
+        return create_topics(self, topics)
 
-        Returns the names the controller answered TOPIC_ALREADY_EXISTS for: made by someone
-        else, perhaps between the caller's look at the metadata and this request (or, when an
-        answer was lost and the request retried, by this one: the caller must then take the
-        topic for one it did not make, the safe side)."""
-        pending = {topic.name: topic for topic in topics}
-        existed: set[str] = set()
-
-        def attempt() -> None:
-            if self._controller < 0:
-                self._refresh([])  # Metadata names the controller
-            request = _create_topics_request(pending.values(), self._timeout_ms)
-            response = self._call_any(request, prefer=self._nodes.get(self._controller))
-            errors: list[KMirrorError] = []
-            for result in response.topics:
-                if result.error_code in (0, kerr.TopicAlreadyExistsError.errno):
-                    pending.pop(result.name, None)
-                    if result.error_code:
-                        existed.add(result.name)
-                    continue
-                if result.error_code == kerr.NotControllerError.errno:
-                    self._controller = -1  # moved: re-read it before the retry
-                errors.append(BrokerApiError.from_code("CreateTopics", result.error_code, topic=result.name,
-                                                       detail=result.error_message))
-            _raise_first(errors)
-
-        def await_metadata() -> None:
-            names = [topic.name for topic in topics]
-            response = self._refresh(names)
-            shown = {t.name: t for t in response.topics if t.error_code == 0 and t.partitions
-                     and all(p.leader_id >= 0 for p in t.partitions)}
-            for name in names:
-                if name not in shown:
-                    raise UnknownTopicError(name)
-
-        if topics:
-            self.retrying("create topics", attempt)
-            self.retrying("wait for created topics", await_metadata)
-        return existed
+    def led_topics(self, names: Sequence[str]) -> set[str]:
+        """Those of ``names`` whose every partition has a leader, from fresh metadata."""
+        response = self._refresh(list(names))
+        return {t.name for t in response.topics if t.error_code == 0 and t.partitions
+                and all(p.leader_id >= 0 for p in t.partitions)}
 
     def cluster_id(self) -> str:
         """The cluster's ``cluster.id`` (Metadata v2+): the same whichever address reaches it."""
@@ -382,7 +352,6 @@ class KafkaClient:
         response = self._call_any(MetadataRequest(topics=names, allow_auto_topic_creation=False,
                                                   include_topic_authorized_operations=False))
         self._nodes = {b.node_id: f"{b.host}:{b.port}" for b in response.brokers}
-        self._controller = response.controller_id
         self._cluster_id = getattr(response, "cluster_id", None) or self._cluster_id
         answered = {topic.name for topic in response.topics}
         self._leaders = {tp: node for tp, node in self._leaders.items() if tp.topic not in answered and node in self._nodes}
@@ -520,14 +489,6 @@ def _list_offsets_request(partitions: list[TopicPartition], timestamp: int, isol
                                                                    current_leader_epoch=-1))
     return ListOffsetsRequest(replica_id=-1, isolation_level=isolation_level, timeout_ms=timeout_ms,
                               topics=[topic_class(name=topic, partitions=parts) for topic, parts in by_topic.items()])
-
-
-def _create_topics_request(topics: Iterable[NewTopic], timeout_ms: int) -> CreateTopicsRequest:
-    creatable = CreateTopicsRequest.CreatableTopic
-    return CreateTopicsRequest(timeout_ms=timeout_ms, validate_only=False, topics=[
-        creatable(name=topic.name, num_partitions=topic.partitions, replication_factor=topic.replication_factor,
-                  assignments=[], configs=[creatable.CreatableTopicConfig(name=k, value=v) for k, v in topic.configs.items()])
-        for topic in topics])
 
 
 # ---- helpers ----------------------------------------------------------------------------------

@@ -11,6 +11,7 @@
     │   ├── OffsetOutOfRangeError        a fetch outside [log start, high watermark]; never retried
     │   └── UnknownTopicError            metadata never showed the topic
     ├── HangingTransactionError          a read_committed fetch waited past any transaction's time limit
+    ├── TopicCreationError               (topic_creation.py) topics the controller refused, each named
     └── InvalidTopicPartitionError       (types.py; also ValueError) text that is not "topic/partition"
 
 Broker error codes are named by kafka-python's ``kafka.errors`` (from Kafka's Errors.java),

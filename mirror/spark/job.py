@@ -27,14 +27,16 @@ from typing import Callable
 from kcodecs import KMirrorError
 
 from ..config import REVEAL_SECRETS, ConfigError, MirrorConfig
-from ..engine import (client_for, fence_tasks, offset_syncs_topic_spec, offsets_topic, offsets_topic_spec,
-                      sync_destination_topics, transactional_id)
+from ..engine import client_for, fence_tasks, offsets_topic, sync_destination_topics, transactional_id
+from ..engine.own_topics import create_own_topics
 from ..engine.shape_sync import ShapeSync
 from ..engine.takeover import check_stopped, take_over
+from ..listing import some_of
 from ..metrics import MirrorMetrics
 from ..progress import MicroBatchReport, RunTotals
 from .offsets import format_offsets
-from .pyspark_internals import planner_error, python_of
+from .once import check_copied, ends_at_start
+from .pyspark_internals import checkpoint_started, planner_error, python_of
 from .runner import MicroBatchRunner, MirrorJobError, RunOutcome, first_line
 from .restarts import QueryRestarts, transient_failure
 from .session import spark_session
@@ -61,17 +63,13 @@ def run_mirror(config: MirrorConfig, *, stop: threading.Event | None = None,
     taking_over = _taking_over(config)
     if taking_over:  # before anything is written: a running MirrorMaker 2 is refused untouched
         check_stopped(destination, config.mm2_connect_group, config.mm2_offsets_topic)
+    create_own_topics(config, destination)
     routes = sync_destination_topics(config, source, destination)
-    if not routes:
-        # No topic selected yet (they may be created later): nothing above reached the
-        # destination, so refused credentials or a wrong address there would only show once
-        # Spark ran. One metadata request keeps the promise above.
-        destination.topics()
     clusters = config.clusters
     log.info("mirroring %d topics from %s to %s (%s, compression %s)%s", len(routes),
              ",".join(clusters.source.bootstrap), ",".join(clusters.destination.bootstrap),
              config.routing.partitioning, config.routing.compression,
-             ": " + ", ".join(f"{t} -> {r.topic}" for t, r in sorted(routes.items())) if routes else "")
+             ": " + some_of(f"{t} -> {r.topic}" for t, r in sorted(routes.items())) if routes else "")
     ShapeSync(config, lambda: routes).sync(source, destination)
     metrics = _serve_metrics(config.streaming.metrics_port)
     spark = spark_session(config)
@@ -95,6 +93,7 @@ def run_mirror(config: MirrorConfig, *, stop: threading.Event | None = None,
     starts_file.write_text(json.dumps(format_offsets(starts)))
     runner = MicroBatchRunner(config, routes, on_report, stopper, metrics)
     warm_up = _warm_up_executors(spark, runner)
+    ends = ends_at_start(source, routes) if config.streaming.once else None
     writer = (spark.readStream.format(KafkaRangeSource.name()).option(CONFIG_FILE_OPTION, str(config_file))
               .option(STARTS_FILE_OPTION, str(starts_file))
               .option(STOP_FILE_OPTION, str(stopper.file)).load()
@@ -151,6 +150,8 @@ def run_mirror(config: MirrorConfig, *, stop: threading.Event | None = None,
         raise outcome.failure
     if outcome.interrupted:
         log.info("stopped while waiting out an outage: the unfinished micro-batch is copied on restart")
+    elif ends is not None and not stopper.requested:
+        check_copied(ends, config.streaming.checkpoint)
     runner.release_copiers(spark.sparkContext)
     runner.totals.groups = runner.sync_groups(final=True) or runner.totals.groups
     log.info("%s", runner.totals.summary())
@@ -177,8 +178,7 @@ def _taking_over(config: MirrorConfig) -> bool:
     Spark uses them only if it has no checkpoint."""
     if not config.takeover.mirrormaker2:
         return False
-    offsets = config.streaming.checkpoint / "offsets"
-    if offsets.is_dir() and any(offsets.iterdir()):
+    if checkpoint_started(config.streaming.checkpoint):
         log.info("this job has a checkpoint (%s): it goes on from there, not from MirrorMaker 2's offsets",
                  config.streaming.checkpoint)
         return False
@@ -186,16 +186,13 @@ def _taking_over(config: MirrorConfig) -> bool:
 
 
 def _prepare_destination(config: MirrorConfig, source, destination) -> None:
-    """The mirror's own topics on the destination: the offset syncs (where copied records
-    landed, for group offset translation) and, under exactly-once, the offsets; then every
-    task's transactional id taken over before the first micro-batch, so nothing a previous
-    run left open (killed tasks) outlives its start. Tasks number up to ``copy_tasks``, or one
-    per source leader where there are more."""
+    """Under exactly-once, every task's transactional id taken over before the first
+    micro-batch, so nothing a previous run left open (killed tasks) outlives its start. Tasks
+    number up to ``copy_tasks``, or one per source leader where there are more. (The job's own
+    topics were made first of all: :func:`~mirror.engine.own_topics.create_own_topics`.)"""
     job = config.job_name
-    destination.create_topics([offset_syncs_topic_spec(job)])
     if config.delivery.mode != "exactly-once":
         return
-    destination.create_topics([offsets_topic_spec(job)])
     tasks = max(config.streaming.copy_tasks or 1, len(source.brokers()))
     fence_tasks(destination, job, tasks, timeout_ms=int(config.delivery.transaction_timeout_s * 1000))
     log.info("exactly-once: job %s, offsets in %s on the destination, transactional ids %s..%s", job,

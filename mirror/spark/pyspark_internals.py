@@ -14,23 +14,29 @@ PySpark upgrade is a decision to look at this module again, not a surprise at ru
   each task's socket acknowledges at once.
 - :func:`planner_error`: kmirror's error recovered from the Python traceback text Spark wraps
   a planner's failure in.
+- :func:`checkpoint_started` and :func:`committed_source_offsets`: the checkpoint's offsets
+  and commits logs read as files, to know whether a job has one, and where its last committed
+  micro-batch ended (``--once`` checks every partition got to its end).
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import os
 import pickle
 import re
 import signal
 import socket
+from pathlib import Path
 from typing import TYPE_CHECKING, Iterator
 
 if TYPE_CHECKING:
     from .source import CopyGroup
 
-__all__ = ["CHECKED_VERSIONS", "start_context", "planned_groups", "serve_quick_ack_workers", "planner_error"]
+__all__ = ["CHECKED_VERSIONS", "start_context", "planned_groups", "serve_quick_ack_workers", "planner_error",
+           "checkpoint_started", "committed_source_offsets"]
 
 log = logging.getLogger(__name__)
 
@@ -240,3 +246,25 @@ def planner_error(text: str) -> tuple[str, str] | None:
     driver); None where there is none."""
     found = _OUR_ERROR.findall(text)
     return found[-1] if found else None
+
+
+# --- the checkpoint --------------------------------------------------------------------------
+
+def checkpoint_started(checkpoint: Path) -> bool:
+    """Whether Spark planned a micro-batch in ``checkpoint``: its offsets log
+    (``offsets/<batch id>``, Spark's ``OffsetSeqLog``) has an entry."""
+    offsets = checkpoint / "offsets"
+    return offsets.is_dir() and any(offsets.iterdir())
+
+
+def committed_source_offsets(checkpoint: Path) -> dict | None:
+    """The source's offsets (the JSON its reader returned) at the end of the newest micro-batch
+    Spark committed in ``checkpoint``; None if none was. Spark writes ``offsets/N`` (a version
+    line, the batch's metadata, then one line per source) when it plans micro-batch N and
+    ``commits/N`` once the batch's sink returned (``CommitLog``); kmirror's query has one source."""
+    commits = checkpoint / "commits"
+    done = sorted(int(p.name) for p in commits.iterdir() if p.name.isdigit()) if commits.is_dir() else []
+    if not done:
+        return None
+    lines = (checkpoint / "offsets" / str(done[-1])).read_text().splitlines()
+    return json.loads(lines[2])

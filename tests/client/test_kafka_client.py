@@ -34,6 +34,7 @@ from mirror.kafka import (
     NewTopic,
     OffsetOutOfRangeError,
     RetryPolicy,
+    TopicCreationError,
     TopicPartition,
     UnknownTopicError,
 )
@@ -128,11 +129,15 @@ def test_created_topics_are_listed_and_described_and_seen_by_kafka_python(broker
         admin.close()
 
 
-def test_create_topics_rejects_a_bad_config_at_once(client, caplog):
-    with pytest.raises(BrokerApiError) as info:
-        client.create_topics([NewTopic("bad", 1, {"no.such.config": "1"})])
-    assert (info.value.api, info.value.error_name, info.value.topic) == ("CreateTopics", "INVALID_CONFIG", "bad")
-    assert "no.such.config" in str(info.value) and retry_lines(caplog) == []
+def test_create_topics_rejects_a_bad_config_at_once_and_makes_the_others(client, caplog):
+    with pytest.raises(TopicCreationError) as info:
+        client.create_topics([NewTopic("bad", 1, {"no.such.config": "1"}), NewTopic("good", 2)])
+    (refusal,) = info.value.refused.values()
+    assert list(info.value.refused) == ["bad"]
+    assert (refusal.api, refusal.error_name, refusal.topic) == ("CreateTopics", "INVALID_CONFIG", "bad")
+    assert "could not create 1 topic: bad (INVALID_CONFIG" in str(info.value) and "no.such.config" in str(info.value)
+    assert retry_lines(caplog) == []
+    assert client.topics().get("good") == 2
 
 
 @pytest.mark.interop

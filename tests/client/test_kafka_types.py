@@ -21,6 +21,7 @@ from mirror.kafka import (
 )
 from mirror.kafka import broker_connection
 from mirror.kafka import client as client_module
+from mirror.kafka import topic_creation
 
 
 @pytest.mark.parametrize("name", ["t", "a.b", "under_score", "da-sh", "mixed.a_b-c.9"])
@@ -106,6 +107,6 @@ def test_fetch_request_encodes_at_every_spoken_version(version):
 @pytest.mark.parametrize("version", _versions(CreateTopicsRequest))
 def test_create_topics_request_encodes_at_every_spoken_version(version):
     topics = [NewTopic("a", 3, {"cleanup.policy": "compact"}), NewTopic("b", 1, replication_factor=1)]
-    decoded = _round_trip(client_module._create_topics_request(topics, 5000), version)
+    decoded = _round_trip(topic_creation._request(topics, 5000), version)
     assert [(t.name, t.num_partitions, t.replication_factor, {c.name: c.value for c in t.configs})
             for t in decoded.topics] == [("a", 3, -1, {"cleanup.policy": "compact"}), ("b", 1, 1, {})]

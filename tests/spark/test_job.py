@@ -19,6 +19,7 @@ from kcodecs import Record
 from mirror.broker import EmbeddedBroker
 from mirror.config import load_config
 from mirror.kafka import KafkaClient, NewTopic, TopicPartition
+from mirror.spark.once import IncompleteCopyError, check_copied
 
 
 def _closed_port() -> int:
@@ -107,10 +108,19 @@ def test_sigterm_stops_after_a_micro_batch_and_a_restart_resumes_without_loss(tm
 
         resumed = subprocess.run(command + ["--once"], capture_output=True, text=True, timeout=300)
         assert resumed.returncode == 0, resumed.stderr
+        assert "--once: every one of the 1 selected partitions copied to its end" in resumed.stderr
         copied = _values(dst.bootstrap, "stream")
     # Nothing lost, and nothing twice: the stop came between micro-batches, so the restart
     # began exactly where the checkpoint's last committed micro-batch ended.
     assert copied == produced
+    # --once's own check reads the checkpoint Spark wrote (issue 69): it names a partition whose
+    # end lies past where the last committed micro-batch got, and one no micro-batch planned.
+    stream = TopicPartition("stream", 0)
+    check_copied({stream: len(produced)}, tmp_path / "ck")
+    with pytest.raises(IncompleteCopyError) as short:
+        check_copied({stream: len(produced) + 1, TopicPartition("other", 0): 5}, tmp_path / "ck")
+    assert str(short.value) == (f"--once ended with 2 partitions of 2 topics not copied to their end: other/0 "
+                                f"(never planned, end 5), stream/0 at {len(produced)} of {len(produced) + 1}")
 
 
 def test_an_executor_error_is_recovered_from_the_traceback_spark_wraps_it_in():

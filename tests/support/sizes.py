@@ -62,6 +62,9 @@ SIZES: Mapping[str, Sized] = MappingProxyType({
     "copy_ahead": Sized(
         "tests/spark/test_copy_ahead.py::test_sigkills_while_copiers_follow_a_written_source_lose_and_duplicate_nothing",
         {"kills": 2}, {"kills": 3}, "issue 36"),
+    "whole_cluster": Sized(
+        "tests/realkafka/test_real_whole_cluster.py::test_a_whole_cluster_is_copied_in_one_shot",
+        {"topics": 1001, "nodes": 1}, {"topics": 2000, "nodes": 3}, "issue 69"),
     "leader_moves": Sized(
         "tests/realkafka/test_real_leader_moves.py::test_leader_moves_and_broker_restarts_on_both_clusters_lose_and_duplicate_nothing",
         {"faults": 4}, {"faults": 5}, "issue 34"),

@@ -19,7 +19,8 @@ max timestamp grew) and never decrease in offset. An entry ``(T, O)`` promises t
 record before the batch holding ``O`` has a timestamp below ``T``.
 
 Like Kafka's ``AbstractIndex``, the active segment's index files are preallocated to
-``max_index_bytes`` (sparse files, zero-filled) and written through a shared ``mmap``; when
+``max_index_bytes`` (sparse files, zero-filled) and written through a shared ``mmap``, made
+at the first entry (:meth:`_Index.make_writable` says why not sooner); when
 the segment rolls or closes the files are trimmed to their entries, so a sealed index is
 exactly ``entries * entry size`` bytes, which is what Kafka's tools expect. A file left
 untrimmed by a crash ends in zero entries: the loader drops trailing all-zero entries (an
@@ -129,17 +130,20 @@ class _Index:
             self.make_writable()
 
     def make_writable(self) -> None:
-        """Preallocate to ``max_index_bytes`` and map read-write (Kafka's ``resize(maxIndexSize)``)."""
+        """Preallocate to ``max_index_bytes`` (Kafka's ``resize(maxIndexSize)``), to be mapped
+        read-write on the first entry written or read. Not before: CPython's ``mmap`` keeps a
+        descriptor of its own open for as long as the mapping lives (``trackfd`` only came in
+        3.13), and a broker holding thousands of partitions whose active segments have no entry
+        yet (less than ``index_interval_bytes`` of log) would hold three descriptors each where
+        Kafka holds one."""
         self._unmap()
         capacity = max(self.max_entries, self._entries) * self.ENTRY.size
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
             if os.fstat(fd).st_size != capacity:
                 os.ftruncate(fd, capacity)  # only zero entries lie past _entries, so shrinking loses nothing
-            self._mm = mmap.mmap(fd, capacity, access=mmap.ACCESS_WRITE)
         finally:
             os.close(fd)
-        _no_readahead(self._mm)
         self._writable = True
         self.file_length = capacity
 
@@ -175,12 +179,17 @@ class _Index:
             self._mm = None
 
     def _buffer(self) -> mmap.mmap:
-        if self._mm is None:  # a sealed index, mapped read-only on first use
-            fd = os.open(self.path, os.O_RDONLY)
+        """The mapping, made on first use: read-write for the active segment's index, read-only
+        for a sealed one (Kafka's ``LazyIndex``)."""
+        if self._mm is None:
+            fd = os.open(self.path, os.O_RDWR if self._writable else os.O_RDONLY)
             try:
-                self._mm = mmap.mmap(fd, os.fstat(fd).st_size, access=mmap.ACCESS_READ)
+                self._mm = mmap.mmap(fd, os.fstat(fd).st_size,
+                                     access=mmap.ACCESS_WRITE if self._writable else mmap.ACCESS_READ)
             finally:
                 os.close(fd)
+            if self._writable:
+                _no_readahead(self._mm)
         return self._mm
 
     # -- state -------------------------------------------------------------------------
@@ -214,9 +223,9 @@ class _Index:
         return relative
 
     def _put(self, *fields: int) -> None:
-        if not self._writable or self._mm is None:
+        if not self._writable:
             raise LogError(f"{self.path.name} is sealed; it takes no more entries")
-        self.ENTRY.pack_into(self._mm, self._entries * self.ENTRY.size, *fields)
+        self.ENTRY.pack_into(self._buffer(), self._entries * self.ENTRY.size, *fields)
         self._entries += 1
 
     def _largest_lower_bound(self, target: int, field: int) -> int:

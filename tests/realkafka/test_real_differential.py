@@ -781,3 +781,36 @@ def test_topic_configs(targets):
     # Kafka describes many more configs; each one the embedded broker honours, it describes as Kafka does.
     assert set(embedded["described"]) < set(kafka["described"])
     assert embedded["described"] == {name: kafka["described"][name] for name in embedded["described"]}
+
+
+# --- CreateTopics past the controller's caps (issue 69) ------------------------------------------------
+
+
+def too_large_scenario(target: Target) -> dict:
+    """Two CreateTopics requests Kafka's controller refuses whole: 1,001 topics of 10 partitions
+    (past 10,000 partitions) and 1,000 (10,000 partitions, but 11,000 metadata records). Each
+    topic's answer, as librdkafka reports it; nothing is created, so the shared cluster stays small."""
+    admin = AdminClient({"bootstrap.servers": target.bootstrap})
+    answers = {}
+    for count in (1001, 1000):
+        futures = admin.create_topics([NewTopic(T(f"caps.{count}.{i}"), 10, 1) for i in range(count)],
+                                      operation_timeout=30)
+        errors = set()
+        for future in futures.values():
+            try:
+                future.result(TIMEOUT_S)
+                errors.add(None)
+            except KafkaException as exc:
+                errors.add((exc.args[0].name(), exc.args[0].str()))
+        answers[count] = errors
+    listed = admin.list_topics(timeout=TIMEOUT_S).topics
+    answers["created"] = sorted(name for name in listed if name.startswith(T("caps.")))
+    return answers
+
+
+def test_create_topics_past_the_controllers_caps(targets):
+    embedded, kafka = on_both(targets, too_large_scenario)
+    assert kafka == {1001: {("POLICY_VIOLATION", "Excessively large number of partitions per request.")},
+                     1000: {("POLICY_VIOLATION", "Unable to perform excessively large batch operation.")},
+                     "created": []}
+    assert embedded == kafka

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Callable, Literal
 
 from .cleaner import CleanerConfig
+from .fetch_sessions import FetchSessionCache
 from .log.files import fsync_dir
 from .groups import GroupConfig, GroupCoordinator, GroupStateLog, OffsetsTopicMarkers
 from .security import ListenerSecurity
@@ -79,6 +80,9 @@ class BrokerConfig:
     """Kafka's ``producer.id.expiration.check.interval.ms``: how often that is checked."""
     security: ListenerSecurity = ListenerSecurity()
     """TLS and SASL on the listener (``mirror.broker.security``); plaintext by default."""
+    max_incremental_fetch_session_cache_slots: int = 1000
+    """Kafka's ``max.incremental.fetch.session.cache.slots``: fetch sessions kept (KIP-227,
+    :mod:`mirror.broker.fetch_sessions`)."""
 
 
 class AppendSignal:
@@ -109,8 +113,10 @@ class BrokerState:
     groups: GroupCoordinator = field(init=False)
     bound_port: int = 0
     stopping: bool = False
+    fetch_sessions: FetchSessionCache = field(init=False)
 
     def __post_init__(self) -> None:
+        self.fetch_sessions = FetchSessionCache(self.config.max_incremental_fetch_session_cache_slots)
         self.producer_ids = ProducerIdAllocator(self.config.data_dir / "producer-ids.json")
         self.groups = GroupCoordinator(GroupStateLog(self.config.data_dir / ".groups", flush=self.config.flush),
                                        self.clock, self.config.groups)

@@ -22,6 +22,16 @@ Read committed (KIP-98), a partition answers nothing at its last stable offset w
 transaction is open there. The caller fetches it again, as Kafka's consumer polls again; a
 partition stuck longer than any transaction may stay open raises
 :class:`HangingTransactionError` instead of being fetched forever.
+
+**Idle partitions cost nothing** (KIP-227). A partition at its end (its fetch offset at the
+end the last answer gave: the last stable offset read committed, else the high watermark)
+waits in the leader's fetch session (:class:`~.fetch_session.FetchSession`), whose request,
+one at a time on a connection of its own, long-polls for all of them and names only those
+that changed; the answer carries only the partitions that have something new. A copier
+following 10,000 partitions of which four move pays for the four. Partitions with a backlog,
+and those that come back from routing while the session's long poll is out, are fetched
+without a session as above, on the leader's other connection: a broker answers a
+connection's requests in order, so a long poll there would hold them back.
 """
 
 from __future__ import annotations
@@ -38,10 +48,12 @@ from kafka.protocol.consumer import FetchRequest, FetchResponse
 from kcodecs import KcodecsError, KMirrorError, iter_batches
 
 from ..protocol import FetchPosition, decode_fetch_response, encode_fetch_request
+from ..protocol.fetch import FETCH_SESSIONS_SINCE
 from .backoff import Backoff
 from .client import READ_COMMITTED, READ_UNCOMMITTED, KafkaClient, is_retriable
 from .connection import ConnectionFailedError, ProtocolError
 from .errors import BrokerApiError, HangingTransactionError, OffsetOutOfRangeError
+from .fetch_session import FetchSession, SessionRequest
 from .frames import FrameBuffers
 from .pipeline import Encoder, PipelinedConnection
 from .types import FetchedData, TopicPartition
@@ -79,10 +91,17 @@ is the nearest to the network's and the broker's own time."""
 
 @dataclass(frozen=True)
 class _Asked:
-    """What one fetch asked for: partition -> offset, and how many times ``max_bytes`` it may fill."""
+    """What one fetch asked for: partition -> offset, and how many times ``max_bytes`` it may
+    fill; ``session``: the leader's fetch session's request (the offsets are every partition
+    it fetches, named or held)."""
 
     offsets: Mapping[TopicPartition, int]
     units: int
+    session: SessionRequest | None = None
+
+
+_SESSION_ERRORS = frozenset({kerr.FetchSessionIdNotFoundError.errno, kerr.InvalidFetchSessionEpochError.errno})
+"""A session's request refused for the session's sake: the next one is a full fetch, at once."""
 
 
 class Fetcher:
@@ -98,9 +117,15 @@ class Fetcher:
         self._max_wait_ms = max_wait_ms
         self._isolation_level = isolation_level
         self._max_transaction_wait_s = max_transaction_wait_s
-        self._stuck_since: dict[TopicPartition, float] = {}
+        self._stuck_since: dict[TopicPartition, tuple[float, int]] = {}
+        """Since when, and at which last stable offset, each partition is held by an open transaction."""
         self._clock = clock
         self._connections: dict[str, PipelinedConnection] = {}
+        self._tails: dict[str, PipelinedConnection] = {}
+        """Per leader, the connection of its fetch session's long polls."""
+        self._sessions: dict[str, FetchSession] = {}
+        self._ends: dict[TopicPartition, int] = {}
+        """Each partition's end as its last answer gave it: where a fetch finds nothing new yet."""
         self._backoff: dict[TopicPartition, Backoff] = {}
         self._asking: set[TopicPartition] = set()
         self._served: dict[TopicPartition, int] = {}
@@ -114,13 +139,13 @@ class Fetcher:
 
     def in_flight(self) -> int:
         """Units (``max_bytes`` each) of fetches sent and not yet answered."""
-        return sum(_units(conn) for conn in self._connections.values())
+        return sum(_units(conn) for conn in (*self._connections.values(), *self._tails.values()))
 
     def connections(self) -> list[PipelinedConnection]:
-        return [conn for conn in self._connections.values() if conn.in_flight]
+        return [conn for conn in (*self._connections.values(), *self._tails.values()) if conn.in_flight]
 
     def owns(self, conn: PipelinedConnection) -> bool:
-        return self._connections.get(conn.address) is conn
+        return self._connections.get(conn.address) is conn or self._tails.get(conn.address) is conn
 
     def next_deadline(self) -> float | None:
         """When the first partition's backoff ends (None: none is backing off)."""
@@ -143,6 +168,11 @@ class Fetcher:
             return 0
         sent = 0
         for address, tps in routes.items():
+            if sent < limit:
+                tps, units = self._send_session(address, tps, wanted)
+                sent += units
+            if not tps:
+                continue
             conn = self._connection(address, tps)
             room = 0 if conn is None else min(self.window(address) - _units(conn), limit - sent)
             requests = max(0, min(room, len(tps)))
@@ -170,7 +200,8 @@ class Fetcher:
         return max((self.window(address) for address in self._latency), default=1)
 
     def on_readable(self, conn: PipelinedConnection) -> dict[TopicPartition, FetchOutcome]:
-        """Read the oldest answer on ``conn``; the partitions it settled (retried ones left out)."""
+        """Read the oldest answer on ``conn``; the partitions it settled (retried ones left out,
+        and a session's partitions with nothing new)."""
         pending = None
         try:
             pending, body = conn.receive(FetchResponse, self._frames)
@@ -178,22 +209,33 @@ class Fetcher:
         except (ConnectionFailedError, ProtocolError) as exc:
             self._lost(conn, exc, also=pending.context.offsets if pending is not None else ())
             return {}
-        if any(p.records for p in response.partitions):
-            # Answers without records may have waited out max_wait_ms at the log's end: they
-            # say nothing of the round trip.
+        if any(p.records for p in response.partitions) and pending.context.session is None:
+            # Answers without records may have waited out max_wait_ms at the log's end, and a
+            # session's long poll waits until something comes: neither says anything of the
+            # round trip.
             took = self._clock() - pending.sent_at
             self._latency.setdefault(conn.address, deque(maxlen=_LATENCY_SAMPLES)).append(took)
         asked: _Asked = pending.context
         self._asking.difference_update(asked.offsets)
         self._responses += 1
-        if response.error_code:  # v7+: the whole request failed (fetch sessions)
+        if asked.session is not None:
+            self._sessions[conn.address].answered(response.error_code, response.session_id)
+            if response.error_code in _SESSION_ERRORS:
+                log.debug("%s: fetch session %d refused (%s); the next fetch is a full one", conn.address,
+                          asked.session.session_id, kerr.for_code(response.error_code).message)
+                return {}
+        if response.error_code:  # v7+: the whole request failed
             self._failed(list(asked.offsets), BrokerApiError.from_code("Fetch", response.error_code))
             return {}
         answered = {(p.topic, p.partition): p for p in response.partitions}
+        if asked.session is not None:
+            self._check_held(asked, answered)
         settled: dict[TopicPartition, FetchOutcome] = {}
         for tp, offset in asked.offsets.items():
             part = answered.get((tp.topic, tp.partition))
             if part is None:
+                if asked.session is not None:
+                    continue  # held by the session, nothing new
                 raise ProtocolError(f"{conn.address}: fetch response without {tp}")
             if part.error_code == kerr.OffsetOutOfRangeError.errno:
                 settled[tp] = OffsetOutOfRangeError(tp, offset, log_start_offset=part.log_start_offset,
@@ -209,13 +251,17 @@ class Fetcher:
                     self._served[tp] = self._responses
                 settled[tp] = FetchedData(part.records, part.high_watermark, part.log_start_offset,
                                           part.last_stable_offset, part.aborted_transactions or ())
+                self._ends[tp] = (part.last_stable_offset if self._isolation_level == READ_COMMITTED
+                                  and part.last_stable_offset >= 0 else part.high_watermark)
                 self._check_stuck(tp, offset, settled[tp])
         return settled
 
     def close(self) -> None:
-        for conn in self._connections.values():
+        for conn in (*self._connections.values(), *self._tails.values()):
             conn.abandon()
         self._connections.clear()
+        self._tails.clear()
+        self._sessions.clear()
         self._asking.clear()
 
     # ---- internals ----------------------------------------------------------------------------
@@ -235,6 +281,43 @@ class Fetcher:
 
         return encode
 
+    def _send_session(self, address: str, tps: list[TopicPartition],
+                      wanted: Mapping[TopicPartition, int]) -> tuple[list[TopicPartition], int]:
+        """Send the leader's session request for those of ``tps`` at their end, if none is out;
+        return the partitions left to fetch without a session, and the units sent (0 or 1)."""
+        at_end = [tp for tp in tps if self._ends.get(tp, -1) >= 0 and wanted[tp] >= self._ends[tp]]
+        session = self._sessions.setdefault(address, FetchSession())
+        if not at_end or session.in_flight is not None:
+            return tps, 0
+        conn = self._tail(address, at_end)
+        if conn is None or conn.broker.version_of(FetchRequest) < FETCH_SESSIONS_SINCE:
+            return tps, 0
+        # One size for every partition, so that none is named again for a change of share;
+        # the request's max_bytes bounds the answer, and the broker serves the session's
+        # partitions in turn (those that returned records move to the end).
+        request = session.request({tp: (wanted[tp], self._max_bytes) for tp in at_end})
+        asked = _Asked({tp: wanted[tp] for tp in at_end}, 1, request)
+        try:
+            conn.send_encoded(FetchRequest, self._session_request(request, conn), asked)
+        except (ConnectionFailedError, ProtocolError) as exc:
+            self._lost(conn, exc, also=asked.offsets)
+            return [tp for tp in tps if tp not in asked.offsets], 0
+        self._asking.update(asked.offsets)
+        return [tp for tp in tps if tp not in asked.offsets], 1
+
+    def _session_request(self, request: SessionRequest, conn: PipelinedConnection) -> Encoder:
+        positions = [FetchPosition(tp.topic, tp.partition, offset, max_bytes)
+                     for tp, (offset, max_bytes) in request.named.items()]
+
+        def encode(correlation_id: int, version: int) -> list[bytes]:
+            return encode_fetch_request(positions, version=version, correlation_id=correlation_id,
+                                        client_id=conn.broker.conn.client_id, max_wait_ms=self._max_wait_ms,
+                                        min_bytes=1, max_bytes=self._max_bytes, isolation_level=self._isolation_level,
+                                        session_id=request.session_id, session_epoch=request.epoch,
+                                        forgotten=request.forgotten)
+
+        return encode
+
     def _check_stuck(self, tp: TopicPartition, offset: int, fetched: FetchedData) -> None:
         """Time how long ``tp`` has been held at its last stable offset by an open transaction;
         raise once that is longer than :data:`MAX_TRANSACTION_WAIT_S`. The broker holds each
@@ -244,25 +327,44 @@ class Fetcher:
         if not stuck:
             self._stuck_since.pop(tp, None)
             return
-        now = self._clock()
         if tp not in self._stuck_since:
-            self._stuck_since[tp] = now
+            self._stuck_since[tp] = (self._clock(), fetched.last_stable_offset)
             log.warning("%s: waiting at offset %d for the source transaction open at offset %d to end "
                         "(high watermark %d)", tp, offset, fetched.last_stable_offset, fetched.high_watermark)
-        elif now - self._stuck_since[tp] > self._max_transaction_wait_s:
-            raise HangingTransactionError(tp, offset, fetched.last_stable_offset, now - self._stuck_since[tp])
+        else:
+            self._raise_if_hanging(tp, offset)
+
+    def _check_held(self, asked: _Asked, answered: Mapping[tuple[str, int], object]) -> None:
+        """A session's answer leaves out a partition with nothing new, a stuck one too: its
+        wait is timed all the same."""
+        for tp, offset in asked.offsets.items():
+            if tp in self._stuck_since and (tp.topic, tp.partition) not in answered:
+                self._raise_if_hanging(tp, offset)
+
+    def _raise_if_hanging(self, tp: TopicPartition, offset: int) -> None:
+        since, last_stable = self._stuck_since[tp]
+        waited = self._clock() - since
+        if waited > self._max_transaction_wait_s:
+            raise HangingTransactionError(tp, offset, last_stable, waited)
 
     def _ready(self, tp: TopicPartition, now: float) -> bool:
         backoff = self._backoff.get(tp)
         return backoff is None or backoff.ready(now)
 
     def _connection(self, address: str, tps: list[TopicPartition]) -> PipelinedConnection | None:
-        conn = self._connections.get(address)
+        return self._open(self._connections, address, tps, MAX_FETCHES_IN_FLIGHT)
+
+    def _tail(self, address: str, tps: list[TopicPartition]) -> PipelinedConnection | None:
+        return self._open(self._tails, address, tps, 1)
+
+    def _open(self, connections: dict[str, PipelinedConnection], address: str, tps: list[TopicPartition],
+              max_in_flight: int) -> PipelinedConnection | None:
+        conn = connections.get(address)
         if conn is not None and not conn.closed:
             return conn
         try:
-            conn = self._connections[address] = PipelinedConnection(self._client.connect(address),
-                                                                    MAX_FETCHES_IN_FLIGHT, clock=self._clock)
+            conn = connections[address] = PipelinedConnection(self._client.connect(address), max_in_flight,
+                                                              clock=self._clock)
         except KMirrorError as exc:
             self._failed(tps, exc)
             return None
@@ -274,7 +376,7 @@ class Fetcher:
         without closing the connection (paused, or cut off without a reset) must not hold its
         partitions for ever."""
         limit = self._client.request_timeout_s + self._max_wait_ms / 1000
-        for conn in list(self._connections.values()):
+        for conn in [*self._connections.values(), *self._tails.values()]:
             if conn.overdue(now, limit):
                 self._lost(conn, ConnectionFailedError(conn.address, f"no answer to a fetch in {limit:g} s"))
 
@@ -285,7 +387,11 @@ class Fetcher:
         fetched would never be asked for again, and its copy would stand still."""
         tps = [tp for pending in conn.abandon() for tp in pending.context.offsets]
         tps += [tp for tp in also if tp not in tps]
-        self._connections.pop(conn.address, None)
+        if self._tails.get(conn.address) is conn:
+            del self._tails[conn.address]
+            self._sessions[conn.address].lost()
+        elif self._connections.get(conn.address) is conn:
+            del self._connections[conn.address]
         self._asking.difference_update(tps)
         self._failed(tps, error)
 

@@ -1,17 +1,18 @@
 """Fetch (api key 1), encoded by hand: the client's request, the broker's answer, and the
 client's reading of it (records as views of the response buffer, never copies).
 
-FetchRequest, v4..12, flexible from v12 (a consumer's full fetch: no fetch session, no leader
-epochs, no rack; kafka-python compiled its encoder on first use, a few milliseconds of every
-new process's first copy)::
+FetchRequest, v4..12, flexible from v12 (a consumer's: no leader epochs, no rack; a full fetch,
+or a fetch session's, KIP-227; kafka-python compiled its encoder on first use, a few
+milliseconds of every new process's first copy)::
 
     replica_id             int32    -1: a consumer
     max_wait_ms            int32
     min_bytes              int32
     max_bytes              int32
     isolation_level        int8
-    session_id             int32    v7+ (0: no fetch session, KIP-227)
-    session_epoch          int32    v7+ (-1: a full fetch)
+    session_id             int32    v7+ (0: no fetch session yet, KIP-227)
+    session_epoch          int32    v7+ (-1: a full fetch without a session; 0: a full fetch
+                                    that starts one; 1, 2, ...: the session's next request)
     topics                 array: topic string
       partitions           array:
         partition              int32
@@ -20,7 +21,9 @@ new process's first copy)::
         last_fetched_epoch     int32    v12+ (-1: none)
         log_start_offset       int64    v5+ (-1: a consumer's)
         partition_max_bytes    int32
-    forgotten_topics_data  array    v7+ (always empty: no session)
+    forgotten_topics_data  array    v7+: partitions the session stops fetching
+      topic                string
+      partitions           array of int32
     rack_id                string   v11+ ("": none, KIP-392)
     (v12 tagged: 0 cluster_id; not sent)
 
@@ -128,19 +131,26 @@ def encode_fetch_request(
     min_bytes: int,
     max_bytes: int,
     isolation_level: int,
+    session_id: int = 0,
+    session_epoch: int = -1,
+    forgotten: Sequence[tuple[str, int]] = (),
 ) -> list[bytes]:
-    """A consumer's full fetch (no fetch session: see the module docstring), framed, as a
-    one-piece list for ``socket.sendmsg``. Partitions of one topic are grouped under it in
-    first-seen order, as :func:`~.produce.encode_produce_request` groups them. Versions 4..12."""
+    """A consumer's fetch, framed, as a one-piece list for ``socket.sendmsg``: a full fetch by
+    default, or a fetch session's request (``session_id``, ``session_epoch``, and the
+    ``forgotten`` (topic, partition) pairs it stops fetching; v7+, KIP-227). Partitions of one
+    topic are grouped under it in first-seen order, as :func:`~.produce.encode_produce_request`
+    groups them. Versions 4..12."""
     check_version("Fetch", version, FETCH_VERSIONS)
     topics: dict[str, list[FetchPosition]] = {}
     for position in positions:
         topics.setdefault(position.topic, []).append(position)
     flexible, sessions = version >= FETCH_FIRST_FLEXIBLE, version >= FETCH_SESSIONS_SINCE
+    if not sessions and (session_id, session_epoch, tuple(forgotten)) != (0, -1, ()):
+        raise ProtocolError(f"Fetch v{version} has no fetch sessions (v{FETCH_SESSIONS_SINCE}+)")
     try:
         out = begin_request(FETCH_API_KEY, version, correlation_id, client_id, flexible)
         top = (CONSUMER_REPLICA_ID, max_wait_ms, min_bytes, max_bytes, isolation_level)
-        out.buf += _FETCH_REQUEST_TOP[sessions].pack(*top, *((0, -1) if sessions else ()))
+        out.buf += _FETCH_REQUEST_TOP[sessions].pack(*top, *((session_id, session_epoch) if sessions else ()))
         out.length(len(topics), INT32)
         for name, parts in topics.items():
             out.string(name)
@@ -150,7 +160,16 @@ def encode_fetch_request(
                 out.tags()
             out.tags()
         if sessions:
-            out.length(0, INT32)  # forgotten_topics_data
+            dropped: dict[str, list[int]] = {}
+            for topic, partition in forgotten:
+                dropped.setdefault(topic, []).append(partition)
+            out.length(len(dropped), INT32)
+            for name, indexes in dropped.items():
+                out.string(name)
+                out.length(len(indexes), INT32)
+                for index in indexes:
+                    out.buf += INT32.pack(index)
+                out.tags()
         if version >= FETCH_RACK_SINCE:
             out.string("")
         out.tags()

@@ -91,23 +91,30 @@ POSITIONS = [FetchPosition("orders", 2, 123_456_789_012, 1 << 20), FetchPosition
 _FETCH_OPTIONS = dict(max_wait_ms=100, min_bytes=1, max_bytes=4 << 20)
 
 
-def _reference_fetch_request(positions, version: int, correlation_id: int, isolation_level: int) -> bytes:
-    """kafka-python's encoding of a consumer's full fetch (no session, no epochs, no rack)."""
+def _reference_fetch_request(positions, version: int, correlation_id: int, isolation_level: int,
+                             session: tuple[int, int] = (0, -1), forgotten=()) -> bytes:
+    """kafka-python's encoding of a consumer's fetch (no epochs, no rack): full by default, or a
+    fetch session's ``session`` (id, epoch) forgetting ``forgotten`` (topic, partition) pairs."""
     by_topic: dict[str, list] = {}
     for p in positions:
         by_topic.setdefault(p.topic, []).append(FetchRequest.FetchTopic.FetchPartition(
             partition=p.partition, fetch_offset=p.offset, log_start_offset=-1, partition_max_bytes=p.max_bytes))
-    request = FetchRequest(replica_id=-1, isolation_level=isolation_level, session_id=0, session_epoch=-1, rack_id="",
-                           forgotten_topics_data=[], **_FETCH_OPTIONS,
+    dropped: dict[str, list[int]] = {}
+    for topic, partition in forgotten:
+        dropped.setdefault(topic, []).append(partition)
+    request = FetchRequest(replica_id=-1, isolation_level=isolation_level, session_id=session[0],
+                           session_epoch=session[1], rack_id="", **_FETCH_OPTIONS,
+                           forgotten_topics_data=[FetchRequest.ForgottenTopic(topic=t, partitions=ps)
+                                                  for t, ps in dropped.items()],
                            topics=[FetchRequest.FetchTopic(topic=t, partitions=ps) for t, ps in by_topic.items()])
     request.API_VERSION = version
     request.with_header(correlation_id=correlation_id, client_id=CLIENT_ID)
     return bytes(request.encode(header=True, framed=True))
 
 
-def _fetch_request(positions, version: int, correlation_id: int, isolation_level: int = 1) -> bytes:
+def _fetch_request(positions, version: int, correlation_id: int, isolation_level: int = 1, **session) -> bytes:
     return b"".join(encode_fetch_request(positions, version=version, correlation_id=correlation_id, client_id=CLIENT_ID,
-                                         isolation_level=isolation_level, **_FETCH_OPTIONS))
+                                         isolation_level=isolation_level, **_FETCH_OPTIONS, **session))
 
 
 @pytest.mark.parametrize("version", list(FETCH_VERSIONS))
@@ -124,6 +131,37 @@ def test_fetch_request_is_kafka_pythons_bytes(version, isolation_level):
        version=st.sampled_from(list(FETCH_VERSIONS)))
 def test_fetch_requests_of_any_content_are_kafka_pythons_bytes(positions, version):
     assert _fetch_request(positions, version, 3) == _reference_fetch_request(positions, version, 3, 1)
+
+
+SESSION_VERSIONS = [v for v in FETCH_VERSIONS if v >= 7]
+
+
+@settings(max_examples=200, deadline=None)
+@given(positions=st.lists(st.builds(FetchPosition, st.sampled_from(["a", "orders", "ü-topic"]),
+                                    st.integers(0, 2**31 - 1), st.integers(0, 2**63 - 1), st.integers(0, 2**31 - 1)),
+                          max_size=4),
+       forgotten=st.lists(st.tuples(st.sampled_from(["a", "orders", "ü-topic"]), st.integers(0, 2**31 - 1)),
+                          max_size=5),
+       session=st.tuples(st.integers(0, 2**31 - 1), st.integers(-1, 2**31 - 1)),
+       version=st.sampled_from(SESSION_VERSIONS))
+def test_fetch_session_requests_are_kafka_pythons_bytes(positions, forgotten, session, version):
+    """A session's request (KIP-227): its id and epoch, and the partitions it forgets grouped by topic."""
+    ours = _fetch_request(positions, version, 5, session_id=session[0], session_epoch=session[1], forgotten=forgotten)
+    assert ours == _reference_fetch_request(positions, version, 5, 1, session, forgotten)
+
+
+def test_kafka_python_decodes_a_session_request_we_encode():
+    framed = _fetch_request(POSITIONS[:1], 12, 9, session_id=77, session_epoch=3,
+                            forgotten=[("orders", 1), ("a", 0), ("orders", 4)])
+    header = decode_request_header(framed[4:], flexible=True)
+    decoded = FetchRequest.decode(framed[4 + header.size:], version=12)
+    assert (decoded.session_id, decoded.session_epoch) == (77, 3)
+    assert [(t.topic, list(t.partitions)) for t in decoded.forgotten_topics_data] == [("orders", [1, 4]), ("a", [0])]
+
+
+def test_a_session_on_a_version_without_sessions_is_a_protocol_error():
+    with pytest.raises(ProtocolError, match="no fetch sessions"):
+        _fetch_request(POSITIONS, 6, 1, session_id=1, session_epoch=1)
 
 
 @pytest.mark.parametrize("version", [4, 11, 12])

@@ -5,8 +5,9 @@ offset index and slices the file; nothing is parsed per record. ``max_bytes`` bo
 response and ``partition_max_bytes`` each partition, except that the first non-empty
 partition always returns at least one whole batch (KIP-74); a later partition whose next
 batch does not fit in what is left returns nothing, as Kafka's ``ReplicaManager`` does.
-Fetch sessions (KIP-227) are not created: every response has session id 0, so clients keep
-sending full fetches.
+Fetch sessions (KIP-227) from v7, as Kafka serves them (:mod:`mirror.broker.fetch_sessions`):
+a full fetch with epoch 0 gets a session, whose later requests name only what changed and
+whose answers carry only the partitions with something new.
 
 Isolation (KIP-98): every response reports the partition's last stable offset. A
 read_committed fetch (isolation level 1) returns nothing from the LSO on, and lists the
@@ -29,6 +30,7 @@ from kafka.protocol.consumer import FetchRequest
 
 from ...protocol import FetchedPartition, FetchResponseData, encode_fetch_response
 from ..errors import ApiError, kerr
+from ..fetch_sessions import FINAL_EPOCH, SessionError, Wanted
 from ..log import FileRegion, OffsetOutOfRangeError
 from ._api import Api
 
@@ -36,18 +38,27 @@ API = Api(key=1, min_version=4, max_version=12, request=FetchRequest)
 
 _EMPTY = memoryview(b"")
 READ_COMMITTED = 1
+_SESSIONS_SINCE = 7
 
 
 async def handle(request, version: int, state) -> FetchResponseData:
-    if version >= 7 and request.session_id != 0:
-        return FetchResponseData(throttle_time_ms=0, error_code=kerr.FetchSessionIdNotFoundError.errno, session_id=0,
-                                 partitions=[])
+    wanted = [Wanted(topic.topic, want.partition, want.fetch_offset, want.partition_max_bytes)
+              for topic in request.topics for want in topic.partitions]
+    if version >= _SESSIONS_SINCE:
+        forgotten = [(topic.topic, index) for topic in request.forgotten_topics_data or () for index in topic.partitions]
+        context = state.fetch_sessions.context(request.session_id, request.session_epoch, wanted, forgotten,
+                                               state.clock())
+    else:
+        context = state.fetch_sessions.context(0, FINAL_EPOCH, wanted, (), state.clock())
+    if isinstance(context, SessionError):
+        return FetchResponseData(throttle_time_ms=0, error_code=context.error_code, session_id=0, partitions=[])
     deadline = state.clock() + max(0, request.max_wait_ms)
     while True:
-        partitions, total, errors = _read(request, state)
+        partitions, total, errors = _read(context.wanted, request, state)
         remaining_ms = deadline - state.clock()
         if total >= request.min_bytes or errors or remaining_ms <= 0 or state.stopping:
-            return FetchResponseData(throttle_time_ms=0, error_code=0, session_id=0, partitions=partitions)
+            session_id, answered = context.respond(partitions, state.clock())
+            return FetchResponseData(throttle_time_ms=0, error_code=0, session_id=session_id, partitions=answered)
         for part in partitions:  # read again when more has come: these are not sent
             if isinstance(part.records, FileRegion):
                 part.records.close()
@@ -60,36 +71,36 @@ def encode(response: FetchResponseData, version: int, correlation_id: int) -> li
     return encode_fetch_response(response, version=version, correlation_id=correlation_id)
 
 
-def _read(request, state) -> tuple[list[FetchedPartition], int, bool]:
+def _read(wanted: tuple[Wanted, ...], request, state) -> tuple[list[FetchedPartition], int, bool]:
+    """Every wanted partition, in order, within the request's ``max_bytes``."""
     budget = request.max_bytes
     total = 0
     errors = False
     partitions = []
     read_committed = request.isolation_level == READ_COMMITTED
-    for fetch_topic in request.topics:
-        for want in fetch_topic.partitions:
-            error, high_watermark, last_stable, log_start, records, aborted = 0, -1, -1, -1, _EMPTY, None
-            try:
-                partition = state.topics.partition(fetch_topic.topic, want.partition)
-                plog = partition.log
-                high_watermark, last_stable, log_start = plog.log_end_offset, partition.last_stable_offset, plog.log_start_offset
-                limit = min(want.partition_max_bytes, budget - total)
-                if limit > 0 or total == 0:
-                    # Only the first non-empty partition gets a whole batch beyond its limit (KIP-74);
-                    # a later one whose next batch does not fit gets nothing, as from Kafka.
-                    records, upper_bound = plog.fetch(want.fetch_offset, max(limit, 1), min_one_batch=total == 0,
-                                                      max_offset=last_stable if read_committed else None)
-                    total += len(records)
-                else:
-                    upper_bound = want.fetch_offset
-                if read_committed:
-                    aborted = tuple(partition.aborted_transactions(want.fetch_offset, upper_bound))
-            except OffsetOutOfRangeError as exc:
-                error, errors = kerr.OffsetOutOfRangeError.errno, True
-                high_watermark, last_stable, log_start = exc.log_end_offset, exc.log_end_offset, exc.log_start_offset
-            except ApiError as exc:
-                error, errors = exc.code, True
-            partitions.append(FetchedPartition(fetch_topic.topic, want.partition, error, high_watermark, last_stable,
-                                               log_start, aborted, records))
+    for want in wanted:
+        error, high_watermark, last_stable, log_start, records, aborted = 0, -1, -1, -1, _EMPTY, None
+        try:
+            partition = state.topics.partition(want.topic, want.partition)
+            plog = partition.log
+            high_watermark, last_stable, log_start = plog.log_end_offset, partition.last_stable_offset, plog.log_start_offset
+            limit = min(want.max_bytes, budget - total)
+            if limit > 0 or total == 0:
+                # Only the first non-empty partition gets a whole batch beyond its limit (KIP-74);
+                # a later one whose next batch does not fit gets nothing, as from Kafka.
+                records, upper_bound = plog.fetch(want.fetch_offset, max(limit, 1), min_one_batch=total == 0,
+                                                  max_offset=last_stable if read_committed else None)
+                total += len(records)
+            else:
+                upper_bound = want.fetch_offset
+            if read_committed:
+                aborted = tuple(partition.aborted_transactions(want.fetch_offset, upper_bound))
+        except OffsetOutOfRangeError as exc:
+            error, errors = kerr.OffsetOutOfRangeError.errno, True
+            high_watermark, last_stable, log_start = exc.log_end_offset, exc.log_end_offset, exc.log_start_offset
+        except ApiError as exc:
+            error, errors = exc.code, True
+        partitions.append(FetchedPartition(want.topic, want.partition, error, high_watermark, last_stable,
+                                           log_start, aborted, records))
     return partitions, total, errors
 

@@ -12,19 +12,20 @@ __all__ = ["bench_clusters", "cluster_name"]
 
 
 @contextlib.contextmanager
-def bench_clusters(kind: str, work: Path, *, destination_nodes: int = 1) -> Iterator[tuple[str, str]]:
+def bench_clusters(kind: str, work: Path, *, destination_nodes: int = 1, source_nodes: int = 1,
+                   heap_mb: int = 512) -> Iterator[tuple[str, str]]:
     """``(source, destination)`` bootstraps of two new clusters of ``kind`` ("embedded" or
-    "kafka") in ``work``, stopped when the block ends. ``destination_nodes`` 3 (real Kafka
-    only): the destination is three brokers, replication factor 3, ``min.insync.replicas`` 2,
-    as production clusters are."""
+    "kafka") in ``work``, stopped when the block ends. ``destination_nodes`` or
+    ``source_nodes`` 3 (real Kafka only): three brokers, replication factor 3,
+    ``min.insync.replicas`` 2, as production clusters are; ``heap_mb``: each Kafka node's heap."""
     if kind == "kafka":
         from ..realkafka import KafkaCluster
 
-        with KafkaCluster(work / "source-kafka") as src, \
-                KafkaCluster(work / "destination-kafka", nodes=destination_nodes) as dst:
+        with KafkaCluster(work / "source-kafka", nodes=source_nodes, heap_mb=heap_mb) as src, \
+                KafkaCluster(work / "destination-kafka", nodes=destination_nodes, heap_mb=heap_mb) as dst:
             yield src.bootstrap, dst.bootstrap
         return
-    if destination_nodes != 1:
+    if destination_nodes != 1 or source_nodes != 1:
         raise ValueError("an embedded destination is one broker: three nodes are real Kafka's (--cluster kafka)")
     from ..broker import BrokerProcess
 

@@ -27,6 +27,13 @@ Apache Kafka clusters (--cluster kafka, KRaft, one node each, fetched with Maven
 With --trace, kmirror's copiers also write down when each batch passed each stage of the
 copy and every stall of their loops (mirror/engine/trace.py); their percentiles are printed
 after the mode's line. Nothing here is asserted; docs/performance.md holds a run and its reading.
+
+A whole cluster (issue 69): with --idle-partitions 0,10000 every round runs at each size. At a
+size above 0 the source also holds that many idle partitions (topics of 10, 10 records each,
+:mod:`.idle_partitions`), copied once first by ``kmirror run --once`` (its time is printed),
+and every mirror follows them beside its hot topic (MirrorMaker 2 into the topics that copy
+made, as an operator facing its CreateTopics failure would make them first). A table of each
+mode's figures against the smallest size follows: what the idle partitions cost.
 """
 
 from __future__ import annotations
@@ -36,6 +43,7 @@ import contextlib
 import json
 import multiprocessing
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -51,6 +59,7 @@ from ..engine.trace import TRACE_ENV
 from ..kafka import KafkaClient, NewTopic, TopicPartition
 from .arrival import stop_process
 from .clusters import bench_clusters
+from .idle_partitions import IdleTopics, copy_once, make_idle_topics
 from .proctree import TreeMeter
 from .stats import percentile
 from .trace_report import TraceReport, read_trace
@@ -103,6 +112,8 @@ class LatencyResult:
     """The round of ``--runs`` it was measured in."""
     busy_cpu_by_role: dict[str, float] = field(default_factory=dict)
     """``busy_cpu`` split by the part of the mirror that used it (:func:`process_role`)."""
+    idle_partitions: int = 0
+    """The idle partitions the mirror followed beside its hot topic (``--idle-partitions``)."""
 
 
 def process_role(command: str) -> str:
@@ -153,6 +164,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--destination-nodes", type=int, choices=(1, 3), default=1,
                         help="--cluster kafka: 3 makes the destination three brokers, replication factor 3, "
                              "min.insync.replicas 2 (default 1)")
+    parser.add_argument("--source-nodes", type=int, choices=(1, 3), default=1,
+                        help="--cluster kafka: 3 makes the source three brokers (default 1)")
+    parser.add_argument("--idle-partitions", default="0", metavar="N[,N...]",
+                        help="sizes to run every round at: N idle partitions at the source (topics of 10, 10 records "
+                             "each), copied once by kmirror run --once (timed), then followed by every mirror beside "
+                             "its hot topic; e.g. 0,10000 (default 0). Past about 18,000 partitions a node, use 3 nodes "
+                             "(a process here may open 20,000 files): idle topics then have replication factor 1")
     parser.add_argument("--json", type=Path, metavar="FILE", help="write the results as JSON")
 
 
@@ -169,37 +187,56 @@ def run(args: argparse.Namespace) -> int:
         print("kmirror bench latency: the MirrorMaker 2 modes run on real Kafka only (--cluster kafka)",
               file=sys.stderr)
         return 2
-    if args.cluster != "kafka" and args.destination_nodes != 1:
-        print("kmirror bench latency: a three-node destination is real Kafka's (--cluster kafka)", file=sys.stderr)
+    if args.cluster != "kafka" and (args.destination_nodes != 1 or args.source_nodes != 1):
+        print("kmirror bench latency: three-node clusters are real Kafka's (--cluster kafka)", file=sys.stderr)
+        return 2
+    try:
+        sizes = sorted({int(n) for n in args.idle_partitions.split(",") if n.strip()})
+    except ValueError:
+        sizes = []
+    if not sizes or sizes[0] < 0:
+        print("kmirror bench latency: --idle-partitions takes sizes such as 0,10000", file=sys.stderr)
         return 2
     if args.runs < 1:
         print("kmirror bench latency: --runs is at least 1", file=sys.stderr)
         return 2
     results = []
+    one_shots: dict[int, float] = {}
     with tempfile.TemporaryDirectory(prefix="kmirror-latency-") as tmp, \
-            bench_clusters(args.cluster, Path(tmp), destination_nodes=args.destination_nodes) as (src, dst):
+            bench_clusters(args.cluster, Path(tmp), destination_nodes=args.destination_nodes,
+                           source_nodes=args.source_nodes, heap_mb=1024 if sizes[-1] else 512) as (src, dst):
         print(f"kmirror bench latency: {args.rate} records/s of {args.record_bytes} B, {args.codec}, "
-              f"{args.partitions} partitions, {args.cluster} clusters (destination: {args.destination_nodes} "
+              f"{args.partitions} partitions, {args.cluster} clusters (source: {args.source_nodes} node"
+              f"{'s' if args.source_nodes > 1 else ''}, destination: {args.destination_nodes} "
               f"node{'s' if args.destination_nodes > 1 else ''}); {args.warmup:g} s warm-up + {args.seconds:g} s "
               f"measured per mode, {args.runs} round{'s' if args.runs > 1 else ''}; load and reader: "
-              f"{'Java' if args.java_clients else 'librdkafka'} clients", flush=True)
+              f"{'Java' if args.java_clients else 'librdkafka'} clients"
+              + (f"; idle partitions: {', '.join(f'{n:,}' for n in sizes)}" if sizes != [0] else ""), flush=True)
         if args.cluster_warmup > 0:
             _warm_clusters(src, dst, Path(tmp) / "cluster-warm-up", args)
-        for round_ in range(1, args.runs + 1):
-            for mode in rotated(modes, round_ - 1):
-                named = mode if args.runs == 1 else f"{mode}-{round_}"
-                result = bench_mode(mode, src, dst, Path(tmp) / named, args, topic=f"latency-{named}")
-                result.run = round_
-                results.append(result)
-                split = ", ".join(f"{role} {cpu * 100:.0f}%" for role, cpu in result.busy_cpu_by_role.items())
-                print(f"  {named}: p50 {result.p50_ms:.1f} ms, p99 {result.p99_ms:.1f} ms, "
-                      f"CPU {result.busy_cpu * 100:.0f}% busy ({split or 'no mirror'}) / "
-                      f"{result.idle_cpu * 100:.1f}% idle", flush=True)
-                if result.trace is not None:
-                    print(result.trace.text() + "\n", flush=True)
+        for size in sizes:
+            idle = _idle_topics(src, dst, size, Path(tmp), args, one_shots)
+            for round_ in range(1, args.runs + 1):
+                for mode in rotated(modes, round_ - 1):
+                    named = (mode if args.runs == 1 else f"{mode}-{round_}") + (f"-idle{size}" if size else "")
+                    result = bench_mode(mode, src, dst, Path(tmp) / named, args, topic=f"latency-{named}",
+                                        idle_topics=idle)
+                    result.run = round_
+                    results.append(result)
+                    split = ", ".join(f"{role} {cpu * 100:.0f}%" for role, cpu in result.busy_cpu_by_role.items())
+                    print(f"  {named}: p50 {result.p50_ms:.1f} ms, p99 {result.p99_ms:.1f} ms, "
+                          f"CPU {result.busy_cpu * 100:.0f}% busy ({split or 'no mirror'}) / "
+                          f"{result.idle_cpu * 100:.1f}% idle", flush=True)
+                    if result.trace is not None:
+                        print(result.trace.text() + "\n", flush=True)
     print("\n" + table(results))
     if args.runs > 1:
         print("\n" + spread_table(results))
+    if len(sizes) > 1:
+        print("\n" + ratio_table(results, sizes))
+    for size, seconds in one_shots.items():
+        print(f"one-shot: kmirror run --once over {size:,} idle partitions ({size * 10:,} records): {seconds:.1f} s, "
+              f"the job's start included")
     if args.json:
         args.json.write_text(json.dumps({"parameters": {k: (str(v) if isinstance(v, Path) else v)
                                                         for k, v in vars(args).items() if k != "run"},
@@ -209,14 +246,46 @@ def run(args: argparse.Namespace) -> int:
 
 
 def table(results: Sequence[LatencyResult]) -> str:
-    lines = ["| mode | p50 ms | p90 ms | p99 ms | p99.9 ms | max ms | source ack p50 / p99 ms | arrived / produced "
-             "| CPU busy | CPU idle |",
-             "|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|"]
+    lines = ["| mode | idle partitions | p50 ms | p90 ms | p99 ms | p99.9 ms | max ms | source ack p50 / p99 ms "
+             "| arrived / produced | CPU busy | CPU idle |",
+             "|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|"]
     for r in results:
-        lines.append(f"| {r.mode} | {r.p50_ms:.1f} | {r.p90_ms:.1f} | {r.p99_ms:.1f} | {r.p999_ms:.1f} | {r.max_ms:.0f} | "
-                     f"{r.source_p50_ms:.1f} / {r.source_p99_ms:.1f} | {r.arrived:,} / {r.produced:,} | "
-                     f"{r.busy_cpu * 100:.0f}% | {r.idle_cpu * 100:.1f}% |")
+        lines.append(f"| {r.mode} | {r.idle_partitions:,} | {r.p50_ms:.1f} | {r.p90_ms:.1f} | {r.p99_ms:.1f} | "
+                     f"{r.p999_ms:.1f} | {r.max_ms:.0f} | {r.source_p50_ms:.1f} / {r.source_p99_ms:.1f} | "
+                     f"{r.arrived:,} / {r.produced:,} | {r.busy_cpu * 100:.0f}% | {r.idle_cpu * 100:.1f}% |")
     return "\n".join(lines)
+
+
+def ratio_table(results: Sequence[LatencyResult], sizes: Sequence[int]) -> str:
+    """Each mode's medians over its rounds at every size, as a ratio to the smallest size:
+    what the idle partitions cost it (issue 69: p99 and busy CPU within 1.5x and 1.3x)."""
+    lines = ["| mode | idle partitions | p50 ms | p99 ms | p99 / smallest | CPU busy % | CPU busy / smallest "
+             "| CPU idle % |", "|---|--:|--:|--:|--:|--:|--:|--:|"]
+    for mode in dict.fromkeys(r.mode for r in results):
+        def median(size: int, figure) -> float:
+            return percentile(sorted(figure(r) for r in results if r.mode == mode and r.idle_partitions == size), 0.5)
+
+        base_p99, base_cpu = median(sizes[0], lambda r: r.p99_ms), median(sizes[0], lambda r: r.busy_cpu)
+        for size in sizes:
+            p99, cpu = median(size, lambda r: r.p99_ms), median(size, lambda r: r.busy_cpu)
+            lines.append(f"| {mode} | {size:,} | {median(size, lambda r: r.p50_ms):.1f} | {p99:.0f} | "
+                         f"{p99 / base_p99:.2f}x | {cpu * 100:.0f} | {cpu / base_cpu if base_cpu else float('nan'):.2f}x "
+                         f"| {median(size, lambda r: r.idle_cpu) * 100:.1f} |")
+    return "\n".join(lines)
+
+
+def _idle_topics(source: str, destination: str, size: int, work: Path, args: argparse.Namespace,
+                 one_shots: dict[int, float]) -> IdleTopics:
+    """The idle partitions of ``size``, made and copied once (the one-shot time kept)."""
+    if size == 0:
+        return IdleTopics("", 0)
+    replication = 1 if args.source_nodes > 1 or args.destination_nodes > 1 else -1
+    idle = make_idle_topics(source, size, replication_factor=replication)
+    extra = ["--replication-factor", "1"] if replication == 1 else []
+    one_shots[size] = copy_once(source, destination, idle, work / f"once-{size}", extra)
+    print(f"  one-shot: kmirror run --once copied {size:,} idle partitions ({idle.records:,} records) in "
+          f"{one_shots[size]:.1f} s", flush=True)
+    return idle
 
 
 def rotated(modes: Sequence[str], by: int) -> list[str]:
@@ -266,7 +335,7 @@ def _warm_clusters(source: str, destination: str, work: Path, args: argparse.Nam
 
 
 def bench_mode(mode: str, source: str, destination: str, work: Path, args: argparse.Namespace,
-               topic: str | None = None) -> LatencyResult:
+               topic: str | None = None, idle_topics: IdleTopics = IdleTopics("", 0)) -> LatencyResult:
     work.mkdir(parents=True)
     topic = topic or f"latency-{mode}"
     with KafkaClient(source) as client:
@@ -275,7 +344,7 @@ def bench_mode(mode: str, source: str, destination: str, work: Path, args: argpa
         with KafkaClient(destination) as client:
             client.create_topics([NewTopic(topic, args.partitions)])
     spawn = multiprocessing.get_context("spawn")
-    with _mirror(mode, source, destination, topic, work, args, spawn) as pid:
+    with _mirror(mode, source, destination, topic, work, args, spawn, idle_topics) as pid:
         # Started is not copying: kmirror's copiers begin with the first micro-batch after its
         # executors are ready, MirrorMaker 2's tasks after Connect assigned them, and either
         # took longer than a warm-up (a backlog then drained in the measured window).
@@ -313,7 +382,8 @@ def bench_mode(mode: str, source: str, destination: str, work: Path, args: argpa
                          latencies[-1] if latencies else float("nan"), percentile(acks, 0.5), percentile(acks, 0.99),
                          busy.cpu_s / args.seconds,
                          idle.cpu_s / args.idle_seconds if args.idle_seconds and pid is not None else 0.0,
-                         trace=traced, busy_cpu_by_role=_by_role(busy.cpu_by_command, args.seconds))
+                         trace=traced, busy_cpu_by_role=_by_role(busy.cpu_by_command, args.seconds),
+                         idle_partitions=idle_topics.partitions)
 
 
 def _by_role(cpu_by_command: dict[str, float], seconds: float) -> dict[str, float]:
@@ -403,13 +473,15 @@ def _java(arguments: list[str], log: Path) -> subprocess.Popen:
 
 
 @contextlib.contextmanager
-def _mirror(mode: str, source: str, destination: str, topic: str, work: Path, args, spawn) -> Iterator[int]:
-    """The mirror of ``mode``, started; yields its pid (the root of what is metered; None: no mirror)."""
+def _mirror(mode: str, source: str, destination: str, topic: str, work: Path, args, spawn,
+            idle: IdleTopics) -> Iterator[int]:
+    """The mirror of ``mode``, started, following ``idle`` too; yields its pid (the root of what
+    is metered; None: no mirror)."""
     if mode == FLOOR:
         yield None
         return
     if mode in MIRRORMAKER_MODES:
-        with _mirrormaker(mode, source, destination, topic, work, args) as running:
+        with _mirrormaker(mode, source, destination, topic, work, args, idle) as running:
             yield running
         return
     if mode == "loop":
@@ -427,7 +499,7 @@ def _mirror(mode: str, source: str, destination: str, topic: str, work: Path, ar
         return
     log_path = work / "kmirror.log"
     command = [sys.executable, "-m", "mirror.cli", "run", "--source", source, "--destination", destination,
-               "--topics", f"^{topic}$", "--checkpoint", str(work / "checkpoint"), "--delivery", _DELIVERY[mode],
+               "--topics", idle.selection(topic), "--checkpoint", str(work / "checkpoint"), "--delivery", _DELIVERY[mode],
                *args.kmirror_arg]
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     if args.trace:
@@ -450,7 +522,8 @@ def _mirror(mode: str, source: str, destination: str, topic: str, work: Path, ar
 
 
 @contextlib.contextmanager
-def _mirrormaker(mode: str, source: str, destination: str, topic: str, work: Path, args) -> Iterator[int]:
+def _mirrormaker(mode: str, source: str, destination: str, topic: str, work: Path, args,
+                 idle: IdleTopics) -> Iterator[int]:
     """Real MirrorMaker 2 (dedicated mode), configured as ``kmirror bench mirror``'s peer is
     (:mod:`.mirrormaker`), the configuration printed and kept in the mode's directory."""
     from .latency_proxy import free_port
@@ -458,7 +531,8 @@ def _mirrormaker(mode: str, source: str, destination: str, topic: str, work: Pat
 
     exactly_once = mode == "mirrormaker2-eos"
     config = properties(source, destination, topic, args.partitions, exactly_once=exactly_once, alias="latency",
-                        rest_port=free_port() if exactly_once else None)
+                        rest_port=free_port() if exactly_once else None,
+                        topics=f"{re.escape(topic)}|{idle.regex}" if idle.partitions else None)
     print(f"  {mode}: MirrorMaker 2 ({CONFIGURATION_FILE}):\n" + "".join(f"    {k} = {v}\n" for k, v in config.items()),
           end="", flush=True)
     process = launch(work, config)

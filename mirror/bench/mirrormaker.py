@@ -55,16 +55,16 @@ CONFIGURATION_FILE = "mm2.properties"
 
 
 def properties(source: str, destination: str, topic: str, tasks: int, *, exactly_once: bool, alias: str,
-               rest_port: int | None = None) -> dict[str, str]:
-    """The dedicated-mode configuration of one run (see the module's docstring): ``topic`` from
-    ``source`` to ``destination`` by ``tasks`` tasks."""
+               rest_port: int | None = None, topics: str | None = None) -> dict[str, str]:
+    """The dedicated-mode configuration of one run (see the module's docstring): ``topic`` (or
+    the ``topics`` regex) from ``source`` to ``destination`` by ``tasks`` tasks."""
     flow = f"{alias}->{TARGET}"
     config = {
         "clusters": f"{alias}, {TARGET}",
         f"{alias}.bootstrap.servers": source,
         f"{TARGET}.bootstrap.servers": destination,
         f"{flow}.enabled": "true",
-        f"{flow}.topics": re.escape(topic),
+        f"{flow}.topics": topics or re.escape(topic),
         f"{TARGET}->{alias}.enabled": "false",
         "replication.policy.class": "org.apache.kafka.connect.mirror.IdentityReplicationPolicy",
         "tasks.max": str(tasks),

@@ -31,8 +31,12 @@ acknowledgements, as they come, say how far each partition is durable
 ``commit_interval_ms`` only writes the offset syncs (once a second) and notes the durable
 positions: a flush would wait for every batch in flight while the copy stops.
 
-Each commit writes every partition's position, so the last transaction alone says where the
-copy got to. Every write to kmirror's own topics at the destination (offset syncs, offsets,
+A copy task's commit writes every partition's position. A copy that runs on writes those that
+moved since its last commit, and every :data:`FULL_POSITIONS_S` all of them: the offsets topic
+is compacted by partition, so its last value per partition is where the copy got to, and a
+copier starting reads back at most that far to find every partition it follows (a copier
+following 10,000 partitions wrote 10,000 records a commit, every 20 ms, and that was half its
+CPU: issue 69). Every write to kmirror's own topics at the destination (offset syncs, offsets,
 and a takeover's syncs seeded from MirrorMaker 2's, :mod:`.takeover`) goes through a
 :class:`Committer`, so through an idempotent or transactional producer.
 """
@@ -49,11 +53,14 @@ from .copy import CopyLoop
 from .offset_syncs import SyncLog, write_syncs
 from .offsets_topic import CommittedOffsets, encode_offsets
 
-__all__ = ["Committer", "LoopCommits", "open_transaction_wait_s", "CATCH_UP_COMMIT_S", "SYNCS_INTERVAL_S"]
+__all__ = ["Committer", "LoopCommits", "open_transaction_wait_s", "CATCH_UP_COMMIT_S", "SYNCS_INTERVAL_S",
+           "FULL_POSITIONS_S"]
 
 CATCH_UP_COMMIT_S = 1.0
 """While catching up, a transaction is committed after this long (each commit flushes the
 producer and waits for EndTxn: every few milliseconds would halve the copy's speed)."""
+FULL_POSITIONS_S = 60.0
+"""How often a copy that runs on writes every partition's position, not only those that moved."""
 SYNCS_INTERVAL_S = 1.0
 """Offset syncs go out with the first commit after this long, not with every commit: one record
 per source partition per commit would be a hundred a second for the driver to read back at
@@ -108,22 +115,26 @@ class Committer:
                 self.producer.take_acks()  # the syncs': the next copy must not see them as its own
             return
         assert isinstance(self.producer, TransactionalProducer)
-        self.producer.enqueue(self.offsets.partition, encode_offsets(positions, time.time_ns() // 1_000_000),
-                              len(positions))
+        if positions:
+            self.producer.enqueue(self.offsets.partition, encode_offsets(positions, time.time_ns() // 1_000_000),
+                                  len(positions))
         self.producer.commit()
         self.producer.take_acks()  # the offsets' and syncs': the next copy must not see them as its own
         self.offsets.record(dict(positions))
 
-    def seal(self, positions: Mapping[TopicPartition, int], syncs: SyncLog) -> None:
+    def seal(self, positions: Mapping[TopicPartition, int], syncs: SyncLog) -> bool:
         """Exactly-once, without waiting: ``syncs`` and ``positions`` join the open transaction,
         which ends once its batches are acknowledged, while the copy goes on into the next
-        (:meth:`TransactionalProducer.seal`); :meth:`sealed_committed` when it has."""
+        (:meth:`TransactionalProducer.seal`); :meth:`sealed_committed` when it has. False when
+        the transaction is empty: there is nothing to end."""
         assert isinstance(self.producer, TransactionalProducer) and self.offsets is not None
         if self.syncs_to is not None:
             write_syncs(self.producer, self.syncs_to, syncs)
-        self.producer.enqueue(self.offsets.partition, encode_offsets(positions, time.time_ns() // 1_000_000),
-                              len(positions))
+        if positions:
+            self.producer.enqueue(self.offsets.partition, encode_offsets(positions, time.time_ns() // 1_000_000),
+                                  len(positions))
         self.producer.seal()
+        return self.producer.ending
 
     def sealed_committed(self, positions: Mapping[TopicPartition, int]) -> None:
         """The sealed transaction (:meth:`seal`) with ``positions`` committed."""
@@ -149,6 +160,8 @@ class LoopCommits:
         """What the last commit made durable, per partition (what a waiting task may be told)."""
         self.last_commit = time.monotonic()
         self.last_syncs = self.last_commit
+        self.last_full = float("-inf")
+        """When every partition's position was last written (the first commit writes them all)."""
         self._sealed: dict[TopicPartition, int] | None = None
         """Exactly-once: the positions of the transaction sealed and not yet ended."""
 
@@ -185,9 +198,24 @@ class LoopCommits:
     def _pending(self) -> bool:
         loop = self.loop
         if not self.committer.exactly_once:
-            return any(loop.durable(tp) != self.positions.get(tp) for tp in loop.copies)
-        return (any(loop.position(tp) != self.positions.get(tp) for tp in loop.copies)
+            return any(loop.durable(tp) != self.positions.get(tp) for tp in loop.moved)
+        return (any(loop.position(tp) != self.positions.get(tp) for tp in loop.moved)
                 or not self.committer.producer.idle)
+
+    def _positions(self, at) -> tuple[dict[TopicPartition, int], dict[TopicPartition, int]]:
+        """Every partition's position as of now (``at``: the loop's position or durable offset),
+        and what to write of it: those that moved since the last commit, or all of them every
+        :data:`FULL_POSITIONS_S`."""
+        positions = dict(self.positions)
+        moved = {}
+        for tp in self.loop.take_moved():
+            if tp in self.loop.copies and (offset := at(tp)) != positions.get(tp):
+                positions[tp] = moved[tp] = offset
+        now = time.monotonic()
+        if now - self.last_full >= FULL_POSITIONS_S:
+            self.last_full = now
+            return positions, positions
+        return positions, moved
 
     def commit(self, *, last: bool = False) -> None:
         """Make everything routed so far durable, with the offset syncs once a second and at the
@@ -197,24 +225,26 @@ class LoopCommits:
         durable, and flush nothing. The ``last`` commit waits for everything."""
         loop, step = self.loop, self.loop.step
         if self.committer.exactly_once and not last:
-            positions = {tp: loop.position(tp) for tp in loop.copies}
+            positions, written = self._positions(loop.position)
             # The syncs of the records acknowledged so far (those of the sealed transaction's
             # last batches go with the next): where a record landed is known only then.
-            self.committer.seal(positions, self._syncs(last))
-            self._sealed = positions
+            if self.committer.seal(written, self._syncs(last)):
+                self._sealed = positions
+            else:
+                self._committed(positions, time.time(), time.time())
             return
         flush = last or self.committer.exactly_once
         if flush:
-            positions = {tp: loop.position(tp) for tp in loop.copies}
             with step("flush"):
                 loop.flush()  # acknowledged (a sealed transaction ended): the syncs know where the records landed
             self.poll()
+            positions, written = self._positions(loop.position)
         else:
-            positions = {tp: loop.durable(tp) for tp in loop.copies}
+            positions, written = self._positions(loop.durable)
         syncs = self._syncs(last)
         began = time.time()
         with step("commit"):
-            self.committer.commit(positions, syncs, flush=flush)
+            self.committer.commit(written, syncs, flush=flush)
         self._committed(positions, began, time.time())
 
     def poll(self) -> None:

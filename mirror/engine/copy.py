@@ -143,6 +143,20 @@ class CopyLoop:
         """Times one step of the loop under a trace: ``with loop.step("kind"): ...``."""
         if trace is not None:
             producer.on_send = trace.sent
+        # What each turn and each commit needs, kept as the copies change rather than found
+        # by walking every copy: a copier following 10,000 partitions of which four move
+        # walked them all several times a turn, and every commit wrote them all (issue 69;
+        # docs/performance.md, "A whole cluster").
+        self._active: set[TopicPartition] = set()
+        self._unfetched: set[TopicPartition] = set()
+        """Active copies with no fetched set waiting to be routed: those a fetch may ask for."""
+        self._routing: dict[TopicPartition, RangeCopy] = {}
+        self._behind: set[TopicPartition] = set()
+        """Active copies not caught up."""
+        self._moved: set[TopicPartition] = set()
+        """Copies whose position or durable offset may have changed since :meth:`take_moved`."""
+        self._touched: set[TopicPartition] = set()
+        """Copies whose statistics may have changed since :meth:`take_stats`."""
 
     def assign(self, request: CopyRequest) -> None:
         """Copy ``request`` too: a partition not yet in the loop, or (the same partition) a
@@ -152,8 +166,37 @@ class CopyLoop:
             if request.start != copy.offset and copy.active:
                 raise ValueError(f"{request.tp}: a range from {request.start} while the copy is at {copy.offset}")
             copy.request = CopyRequest(request.tp, copy.request.start, max(request.end, copy.request.end), copy.request.floor)
-            return
-        self.copies[request.tp] = RangeCopy(request, self.routes[request.tp.topic])
+        else:
+            copy = self.copies[request.tp] = RangeCopy(request, self.routes[request.tp.topic])
+        self._track(copy)
+
+    def _track(self, copy: RangeCopy) -> None:
+        """Keep the loop's sets true to ``copy``'s state, after anything that may change it."""
+        tp = copy.request.tp
+        active = copy.active
+        for member, kept in ((active, self._active), (active and copy.fetched is None, self._unfetched),
+                             (active and not copy.caught_up, self._behind)):
+            if member:
+                kept.add(tp)
+            else:
+                kept.discard(tp)
+        if copy.fetched is not None:
+            self._routing[tp] = copy
+        else:
+            self._routing.pop(tp, None)
+        self._moved.add(tp)
+        self._touched.add(tp)
+
+    def take_moved(self) -> set[TopicPartition]:
+        """The partitions whose position or durable offset may have changed since the last
+        call (a commit writes only those: :class:`~.commit.LoopCommits`)."""
+        moved, self._moved = self._moved, set()
+        return moved
+
+    @property
+    def moved(self) -> set[TopicPartition]:
+        """As :meth:`take_moved`, without taking them."""
+        return self._moved
 
     def position(self, tp: TopicPartition) -> int:
         """The next offset of ``tp`` to route (every one before it is routed, and enqueued or dropped)."""
@@ -169,19 +212,19 @@ class CopyLoop:
     @property
     def finished(self) -> bool:
         """Every range copied to its end and acknowledged (never, while one tails)."""
-        return not any(copy.active for copy in self.copies.values()) and self.producer.idle
+        return not self._active and self.producer.idle
 
     @property
     def caught_up(self) -> bool:
         """Every tailing range has routed all the source had when it was last fetched."""
-        return all(copy.caught_up or not copy.active for copy in self.copies.values())
+        return not self._behind
 
     def turn(self, also: Sequence = (), max_wait_s: float = _MAX_WAIT_S) -> list:
         """One turn: fetch what is wanted, send what is ready, read what came, route a slice;
         waits at most ``max_wait_s`` for answers (or for ``also``, sockets of the caller's).
         Returns those of ``also`` that are readable."""
         copies, fetcher, producer, frames = self.copies, self.fetcher, self.producer, self.frames
-        wanted = {tp: c.offset for tp, c in copies.items() if c.active and c.fetched is None and not fetcher.fetching(tp)}
+        wanted = {tp: copies[tp].offset for tp in fetcher.not_fetching(self._unfetched)}
         # Fetch ahead only while less than a fetch waits for the destination (a fetch per
         # fetch in flight, for a source far away): more would not copy faster, only hold
         # more memory (each buffer mapped fresh, every batch an object the garbage
@@ -191,7 +234,7 @@ class CopyLoop:
             if room:
                 fetcher.send(wanted, limit=room)
         producer.send_ready()
-        routing = [copy for copy in copies.values() if copy.fetched is not None]
+        routing = list(self._routing.values())
         trace, step = self.trace, self.step
         # With batches left to route, only look at the sockets (no wait).
         with step("wait for the source" if producer.idle else "wait for produce acks"):
@@ -203,7 +246,7 @@ class CopyLoop:
                 if conn in also:
                     ours.append(conn)
                 elif fetcher.owns(conn):
-                    _read_fetch(fetcher, conn, copies, self.source, self.on_data_loss, self.mode, trace)
+                    _read_fetch(fetcher, conn, copies, self.source, self.on_data_loss, self.mode, trace, self._track)
                     self._peak = max(self._peak, frames.usage().pinned + self.rebuilt)
                 else:
                     producer.on_readable(conn)
@@ -213,11 +256,14 @@ class CopyLoop:
             # the destination works on the requests in flight. (Answers cannot crowd
             # routing out: none come without requests, and none go without routed batches.)
             with step("route"):
-                grown = sum(route_slice(copy, producer, len(copies), trace) for copy in routing)
+                grown = 0
+                for copy in routing:
+                    grown += route_slice(copy, producer, len(copies), trace)
+                    self._track(copy)
             if grown:
                 self.rebuilt += grown
                 self._peak = max(self._peak, frames.usage().pinned + self.rebuilt)
-        self.rebuilt -= _take_acks(producer, self._syncs, self._counted_at_ack, copies, trace)
+        self.rebuilt -= _take_acks(producer, self._syncs, self._counted_at_ack, copies, self._moved, trace)
         return ours
 
     def flush(self) -> None:
@@ -226,7 +272,8 @@ class CopyLoop:
             self.producer.send_ready()
             for conn in wait_readable(self.producer.connections(), _timeout(self.fetcher, self.producer)):
                 self.producer.on_readable(conn)
-            self.rebuilt -= _take_acks(self.producer, self._syncs, self._counted_at_ack, self.copies, self.trace)
+            self.rebuilt -= _take_acks(self.producer, self._syncs, self._counted_at_ack, self.copies, self._moved,
+                                       self.trace)
 
     @property
     def _counted_at_ack(self) -> LatencyHistogram | Invisible:
@@ -251,12 +298,16 @@ class CopyLoop:
         syncs, self._syncs = self._syncs, SyncLog()
         return syncs
 
-    def take_stats(self, *, with_syncs: bool = True) -> TaskStats:
+    def take_stats(self, *, with_syncs: bool = True, changed_only: bool = False) -> TaskStats:
         """What the loop did since the last call: per partition, from where the last call left
         it to where it is now, and the acknowledged batches' latencies and (``with_syncs``,
-        else they wait for :meth:`take_syncs`) syncs."""
+        else they wait for :meth:`take_syncs`) syncs. ``changed_only``: only the partitions
+        that changed since, and those behind (a resident copier's report, every few seconds:
+        not 10,000 idle partitions each time)."""
         ranges = []
-        for copy in self.copies.values():
+        chosen = (self.copies[tp] for tp in self._touched | self._behind) if changed_only else self.copies.values()
+        self._touched = set()
+        for copy in chosen:
             live = copy.stats
             end = copy.offset if copy.request.end == TAIL else copy.request.end
             # A report of its own; the live stats (and the counters a fetched set being routed
@@ -302,22 +353,26 @@ def _fetches_that_fit(frames: FrameBuffers, rebuilt: int, in_flight: int, max_bu
 
 
 def _read_fetch(fetcher: Fetcher, conn, copies: Mapping[TopicPartition, RangeCopy], source: KafkaClient,
-                on_data_loss: str, mode: RouteMode, trace: CopierTrace | None) -> None:
+                on_data_loss: str, mode: RouteMode, trace: CopierTrace | None, track) -> None:
     """Take the fetch answered on ``conn``: each partition's record set waits in its range to be
-    routed. A function of its own so that no view of the response outlives it here but those
-    sets: a lingering view would keep the response's buffer from being reused."""
+    routed (``track`` told of each copy changed). A function of its own so that no view of the
+    response outlives it here but those sets: a lingering view would keep the response's buffer
+    from being reused."""
     for tp, outcome in fetcher.on_readable(conn).items():
         if trace is not None:
             trace.fetched(tp)
         take_fetched(copies[tp], outcome, source, on_data_loss, mode)
+        track(copies[tp])
 
 
 def _take_acks(producer: IdempotentProducer, syncs: SyncLog, latency: LatencyHistogram | Invisible,
-               copies: Mapping[TopicPartition, RangeCopy], trace: CopierTrace | None = None) -> int:
+               copies: Mapping[TopicPartition, RangeCopy], moved: set[TopicPartition],
+               trace: CopierTrace | None = None) -> int:
     """Record where each acknowledged batch landed, and its replication latency (``latency``:
-    counted now, or in a transaction kept until it commits); return the bytes of rebuilt
-    batches let go. (A function of its own for the reason :func:`_read_fetch` is: no
-    acknowledged batch's view lingers in the loop.)"""
+    counted now, or in a transaction kept until it commits), the batch's source partition
+    among those ``moved`` (its durable offset did); return the bytes of rebuilt batches let go.
+    (A function of its own for the reason :func:`_read_fetch` is: no acknowledged batch's view
+    lingers in the loop.)"""
     acks = producer.take_acks()
     if not acks:
         return 0
@@ -329,6 +384,7 @@ def _take_acks(producer: IdempotentProducer, syncs: SyncLog, latency: LatencyHis
         if batch is None:
             continue  # a record of the mirror's own (offset syncs), not a copied batch
         del copies[batch.source].unacked[id(batch)]
+        moved.add(batch.source)
         if trace is not None:
             trace.acked(batch)
         if batch.max_timestamp >= 0:

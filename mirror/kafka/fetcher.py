@@ -137,6 +137,11 @@ class Fetcher:
     def fetching(self, tp: TopicPartition) -> bool:
         return tp in self._asking
 
+    def not_fetching(self, partitions: set[TopicPartition]) -> set[TopicPartition]:
+        """Those of ``partitions`` no fetch in flight covers (a set difference: a copier's
+        10,000 idle partitions are all in its session's long poll)."""
+        return partitions - self._asking
+
     def in_flight(self) -> int:
         """Units (``max_bytes`` each) of fetches sent and not yet answered."""
         return sum(_units(conn) for conn in (*self._connections.values(), *self._tails.values()))

@@ -54,7 +54,7 @@ class Copier:
 
     def report(self) -> TaskStats:
         """What was copied since the last report (the syncs stay, for the next commit to write)."""
-        return self.loop.take_stats(with_syncs=False)
+        return self.loop.take_stats(with_syncs=False, changed_only=True)
 
     def close(self) -> None:
         self.loop.close()

@@ -83,6 +83,12 @@ partitions than the window, each fetch asks for a multiple of ``max_bytes`` (its
 that two partitions far away still fill the window. The caller bounds the memory in units:
 each may fill ``max_bytes`` of buffer."""
 MAX_FETCHES_IN_FLIGHT = 8
+SESSION_WAIT_MS = 5000
+"""How long a fetch session's long poll waits at most (the broker answers as soon as any of
+its partitions has something new): idle, each poll walks the session's partitions once, so a
+copier following 10,000 of them pays for one walk every five seconds, not every half second.
+Partitions back from routing meanwhile are fetched on the other connection, so none waits
+for the poll to end."""
 _LATENCY_SAMPLES = 8
 """A leader's round trip is the shortest of its last this many answers that carried records:
 an answer can only be late to be read (the loop was routing), never early, so the shortest
@@ -316,8 +322,9 @@ class Fetcher:
 
         def encode(correlation_id: int, version: int) -> list[bytes]:
             return encode_fetch_request(positions, version=version, correlation_id=correlation_id,
-                                        client_id=conn.broker.conn.client_id, max_wait_ms=self._max_wait_ms,
-                                        min_bytes=1, max_bytes=self._max_bytes, isolation_level=self._isolation_level,
+                                        client_id=conn.broker.conn.client_id,
+                                        max_wait_ms=max(self._max_wait_ms, SESSION_WAIT_MS), min_bytes=1,
+                                        max_bytes=self._max_bytes, isolation_level=self._isolation_level,
                                         session_id=request.session_id, session_epoch=request.epoch,
                                         forgotten=request.forgotten)
 
@@ -380,10 +387,12 @@ class Fetcher:
         with its connection (Kafka's ``request.timeout.ms``): a leader that stopped answering
         without closing the connection (paused, or cut off without a reset) must not hold its
         partitions for ever."""
-        limit = self._client.request_timeout_s + self._max_wait_ms / 1000
-        for conn in [*self._connections.values(), *self._tails.values()]:
-            if conn.overdue(now, limit):
-                self._lost(conn, ConnectionFailedError(conn.address, f"no answer to a fetch in {limit:g} s"))
+        for connections, wait_ms in ((self._connections, self._max_wait_ms),
+                                     (self._tails, max(self._max_wait_ms, SESSION_WAIT_MS))):
+            limit = self._client.request_timeout_s + wait_ms / 1000
+            for conn in list(connections.values()):
+                if conn.overdue(now, limit):
+                    self._lost(conn, ConnectionFailedError(conn.address, f"no answer to a fetch in {limit:g} s"))
 
     def _lost(self, conn: PipelinedConnection, error: KMirrorError, also: Iterable[TopicPartition] = ()) -> None:
         """``conn`` failed: every fetch in flight on it is lost with it, and so are the partitions

@@ -49,6 +49,17 @@ def pytest_configure(config):
         config.option.timeout = ACCEPTANCE_TIMEOUT_S
 
 
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """A failed test may have been stopped inside a call to Spark's JVM: the worker's next
+    Spark calls must not read that call's late answer (tests/support/jvm_calls.py)."""
+    outcome = yield
+    if outcome.get_result().failed:
+        from jvm_calls import forget_interrupted_jvm_call
+
+        forget_interrupted_jvm_call()
+
+
 def pytest_collection_modifyitems(items):
     """Every test in tests/realkafka/ runs against real Apache Kafka: marker ``kafka``. (No
     conftest there: a second module named conftest would shadow this one for the tests that

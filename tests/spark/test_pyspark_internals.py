@@ -6,6 +6,9 @@ test_planned.py.)"""
 from __future__ import annotations
 
 import inspect
+import time
+
+import pytest
 
 import pyspark
 
@@ -46,3 +49,41 @@ def test_the_streaming_source_runner_still_pickles_planned_partitions():
     from pyspark.sql.streaming import python_streaming_source_runner
 
     assert "pickle" in inspect.getsource(python_streaming_source_runner)
+
+
+@pytest.mark.slow
+def test_a_call_interrupted_while_the_jvm_answers_does_not_garble_the_next_ones():
+    """pytest-timeout stops a test from a signal handler; tests/conftest.py then closes the
+    thread's py4j connection (tests/support/jvm_calls.py), without which every later call of
+    the worker's shared session read the call before's answer."""
+    import signal
+
+    from jvm_calls import forget_interrupted_jvm_call
+    from pyspark.sql import SparkSession
+
+    class Interrupted(BaseException):
+        pass
+
+    def interrupt(_signum, _frame):
+        raise Interrupted
+
+    jvm = SparkSession.builder.master("local[1]").getOrCreate().sparkContext._jvm
+    previous = signal.signal(signal.SIGALRM, interrupt)
+    try:
+        signal.setitimer(signal.ITIMER_REAL, 0.3)
+        with pytest.raises(Interrupted) as interrupted:
+            jvm.java.lang.Thread.sleep(1500)
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+    kept = interrupted.value  # held, as pytest's report holds a failure's frames
+    time.sleep(1.5)  # the late answer is on the socket
+    try:
+        garbled = jvm.java.lang.Math.addExact(40, 2)  # reads the sleep's answer
+    except Exception:
+        garbled = None
+    assert garbled != 42
+    assert forget_interrupted_jvm_call()
+    assert jvm.java.lang.Math.addExact(40, 2) == 42
+    assert jvm.java.lang.Integer.toHexString(255) == "ff"
+    del kept

@@ -201,6 +201,7 @@ def run(args: argparse.Namespace) -> int:
         print("kmirror bench latency: --runs is at least 1", file=sys.stderr)
         return 2
     results = []
+    failures: list[NotMeasured] = []
     one_shots: dict[int, float] = {}
     with tempfile.TemporaryDirectory(prefix="kmirror-latency-") as tmp, \
             bench_clusters(args.cluster, Path(tmp), destination_nodes=args.destination_nodes,
@@ -219,8 +220,13 @@ def run(args: argparse.Namespace) -> int:
             for round_ in range(1, args.runs + 1):
                 for mode in rotated(modes, round_ - 1):
                     named = (mode if args.runs == 1 else f"{mode}-{round_}") + (f"-idle{size}" if size else "")
-                    result = bench_mode(mode, src, dst, Path(tmp) / named, args, topic=f"latency-{named}",
-                                        idle_topics=idle)
+                    try:
+                        result = bench_mode(mode, src, dst, Path(tmp) / named, args, topic=f"latency-{named}",
+                                            idle_topics=idle)
+                    except RuntimeError as error:  # a mirror that cannot copy at this size is a finding
+                        failures.append(NotMeasured(named, size, str(error), _log_tail(Path(tmp) / named)))
+                        print(f"  {named}: not measured: {error}\n{failures[-1].log_tail}", flush=True)
+                        continue
                     result.run = round_
                     results.append(result)
                     split = ", ".join(f"{role} {cpu * 100:.0f}%" for role, cpu in result.busy_cpu_by_role.items())
@@ -234,15 +240,43 @@ def run(args: argparse.Namespace) -> int:
         print("\n" + spread_table(results))
     if len(sizes) > 1:
         print("\n" + ratio_table(results, sizes))
+    for failure in failures:
+        print(f"not measured: {failure.mode} ({failure.idle_partitions:,} idle partitions): {failure.reason}")
     for size, seconds in one_shots.items():
         print(f"one-shot: kmirror run --once over {size:,} idle partitions ({size * 10:,} records): {seconds:.1f} s, "
               f"the job's start included")
     if args.json:
         args.json.write_text(json.dumps({"parameters": {k: (str(v) if isinstance(v, Path) else v)
                                                         for k, v in vars(args).items() if k != "run"},
-                                         "results": [asdict(r) for r in results]}, indent=2) + "\n")
+                                         "results": [asdict(r) for r in results],
+                                         "not_measured": [asdict(f) for f in failures]}, indent=2) + "\n")
         print(f"wrote {args.json}")
     return 0
+
+
+@dataclass(frozen=True)
+class NotMeasured:
+    """A mode that did not copy its probe records (or failed otherwise) at one size: MirrorMaker
+    2 over a whole cluster's partitions, say (issue 69). The bench goes on with the others."""
+
+    mode: str
+    idle_partitions: int
+    reason: str
+    log_tail: str
+    """The last lines of the mirror's own log, printed where the bench's directory is gone after."""
+
+
+_LOG_TAIL_LINES = 15
+
+
+def _log_tail(work: Path) -> str:
+    """The end of the mode's mirror log: MirrorMaker 2's ``mm2.log``, or kmirror's job log."""
+    for name in ("mm2.log", "kmirror.log"):
+        log_file = work / name
+        if log_file.exists():
+            lines = log_file.read_text(errors="replace").splitlines()[-_LOG_TAIL_LINES:]
+            return "".join(f"    | {line[:300]}\n" for line in lines)
+    return "    (no mirror log)\n"
 
 
 def table(results: Sequence[LatencyResult]) -> str:

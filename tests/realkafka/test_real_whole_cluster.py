@@ -42,12 +42,25 @@ def _create(bootstrap: str) -> None:
                                       operation_timeout=60)
         for future in futures.values():
             future.result(120)
+    # A created topic is not yet a led one: librdkafka fails a record whose topic's metadata
+    # has not come within topic.metadata.propagation.max.ms (CI, on a loaded machine:
+    # UNKNOWN_TOPIC_OR_PART for records of the last topics made).
+    deadline = time.monotonic() + 300
+    while True:
+        topics = admin.list_topics(timeout=60).topics
+        led = sum(1 for name in NAMES if name in topics and topics[name].error is None
+                  and len(topics[name].partitions) == PARTITIONS
+                  and all(p.leader >= 0 for p in topics[name].partitions.values()))
+        if led == TOPICS:
+            return
+        assert time.monotonic() < deadline, f"{led} of {TOPICS} source topics have leaders after 300 s"
+        time.sleep(1)
 
 
 def _fill(bootstrap: str) -> dict[tuple[str, int], list[bytes]]:
     """``RECORDS`` records in every partition, from librdkafka's idempotent producer."""
     producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "linger.ms": 20,
-                         "compression.type": "lz4"})
+                         "compression.type": "lz4", "topic.metadata.propagation.max.ms": 120_000})
     sent: dict[tuple[str, int], list[bytes]] = {}
     failed: list = []
     for name in NAMES:

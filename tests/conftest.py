@@ -89,7 +89,6 @@ LONGEST_FIRST = (
     "tests/spark/test_shipped_environment.py",
     "tests/spark/test_active_active.py",
     "tests/realkafka/test_real_verify.py",
-    "tests/realkafka/test_real_whole_cluster.py",
     "tests/test_prometheus.py",
     "tests/realkafka/test_real_demo.py",
     "tests/realkafka/test_real_mm2_takeover.py",

@@ -21,6 +21,7 @@ from confluent_kafka import Consumer, KafkaError, Producer
 from confluent_kafka import TopicPartition as CTP
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from live_source import wait_until
 from sizes import size
 
 pytestmark = [pytest.mark.slow, pytest.mark.interop, pytest.mark.timeout(900)]
@@ -47,16 +48,12 @@ def _create(bootstrap: str) -> None:
     # A created topic is not yet a led one: librdkafka fails a record whose topic's metadata
     # has not come within topic.metadata.propagation.max.ms (CI, on a loaded machine:
     # UNKNOWN_TOPIC_OR_PART for records of the last topics made).
-    deadline = time.monotonic() + 300
-    while True:
+    def all_led() -> bool:
         topics = admin.list_topics(timeout=60).topics
-        led = sum(1 for name in NAMES if name in topics and topics[name].error is None
-                  and len(topics[name].partitions) == PARTITIONS
-                  and all(p.leader >= 0 for p in topics[name].partitions.values()))
-        if led == TOPICS:
-            return
-        assert time.monotonic() < deadline, f"{led} of {TOPICS} source topics have leaders after 300 s"
-        time.sleep(1)
+        return all(name in topics and topics[name].error is None and len(topics[name].partitions) == PARTITIONS
+                   and all(p.leader >= 0 for p in topics[name].partitions.values()) for name in NAMES)
+
+    wait_until(all_led, f"every one of the {TOPICS} source topics to have its leaders", 300, poll_s=1)
 
 
 def _fill(bootstrap: str) -> dict[tuple[str, int], list[bytes]]:

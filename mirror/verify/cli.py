@@ -122,7 +122,7 @@ def verify_mirror(config: MirrorConfig, *, from_ms: int | None = None) -> list[P
     copied yet, and left out)."""
     from ..engine import client_for
     from ..spark.session import spark_session
-    from .compare import compare_pair
+    from .compare import compare_pairs, pair_groups
     from .plan import plan_mirror
 
     with client_for(config.clusters.source, config.limits.retry) as source, \
@@ -138,19 +138,24 @@ def verify_mirror(config: MirrorConfig, *, from_ms: int | None = None) -> list[P
         with client_for(config.clusters.destination, config.limits.retry) as destination:
             return syncs.producers_since(destination)
 
-    log.info("verify: %d topic pairs, %d source offsets, on Spark", len(plans), sum(p.records for p in plans))
+    groups = pair_groups(plans)
+    log.info("verify: %d topic pairs, %d source offsets, on Spark, in %d groups", len(plans),
+             sum(p.records for p in plans), len(groups))
     started = time.monotonic()
     spark = spark_session(_compiling(config))
     log.info("verify: Spark started in %.1f s", time.monotonic() - started)
     reports = []
-    for plan in plans:
+    for number, group in enumerate(groups, 1):
         started = time.monotonic()
-        reports.append(compare_pair(spark, plan, config.clusters.source, config.clusters.destination,
-                                    config.limits.retry, later_producers=later_producers))
-        log.info("verify: %s -> %s: %d records in %.1f s, %s", plan.source_topic, plan.destination_topic,
-                 reports[-1].source_records, time.monotonic() - started,
-                 "exact" if not reports[-1].findings else "findings: " + ", ".join(
-                     sorted({f.kind for f in reports[-1].findings})))
+        reports += compare_pairs(spark, group, config.clusters.source, config.clusters.destination,
+                                 config.limits.retry, later_producers=later_producers)
+        with_findings = [report for report in reports[-len(group):] if report.findings]
+        log.info("verify: group %d of %d (%d pairs, %s first): %d records in %.1f s, %s", number, len(groups),
+                 len(group), group[0].source_topic, sum(r.source_records for r in reports[-len(group):]),
+                 time.monotonic() - started, "exact" if not with_findings else "findings in " + ", ".join(
+                     f"{r.source_topic} -> {r.destination_topic} ({', '.join(sorted({f.kind for f in r.findings}))})"
+                     for r in with_findings[:10]) + (f" and {len(with_findings) - 10} more" if len(with_findings) > 10
+                                                     else ""))
     return reports
 
 

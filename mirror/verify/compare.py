@@ -1,8 +1,11 @@
-"""``kmirror verify``'s comparison, on Spark: one topic pair at a time, at any size.
+"""``kmirror verify``'s comparison, on Spark: a group of topic pairs at a time, at any size.
 
 Spark tasks read each side's ranges (:mod:`.plan`) into small rows (:mod:`.rows`), handed to
-the JVM as Arrow batches: identity, near and key hashes, partition, offset, sync entry,
-producer. Records never leave the executors; the shuffles move hashes, and spill to disk, so
+the JVM as Arrow batches: pair, identity, near and key hashes, partition, offset, sync entry,
+producer. Every grouping, join and window below is keyed by the pair too, so that a group of
+pairs is compared in one chain of Spark stages: a whole cluster's thousand small pairs cost a
+few stages, not a thousand chains of them (a chain's stages cost about a second however small
+the pair). A Spark task reads several ranges in turn, on one connection to each cluster. Records never leave the executors; the shuffles move hashes, and spill to disk, so
 an executor's memory does not grow with the topic, and only counts and first offsets reach the
 driver. A destination task also counts, from batch headers, what a consumer reads in its
 partition outside the range: the verdict's "compared N of M".
@@ -53,7 +56,7 @@ from ..config import ClusterConfig, RetryConfig
 from .plan import PairPlan
 from .report import Finding, PairReport
 
-__all__ = ["VerifyTaskError", "compare_pair"]
+__all__ = ["VerifyTaskError", "compare_pairs", "pair_groups"]
 
 log = logging.getLogger(__name__)
 
@@ -64,6 +67,11 @@ verified range; a destination record no copy of the job wrote; a destination par
 of the records a consumer reads there that are not compared (``records``)."""
 _ARROW_ROWS = 65536
 _ROWS_PER_SHUFFLE_PARTITION = 1_000_000
+_RECORDS_PER_GROUP = 1_000_000
+"""Pairs are compared together up to this many source offsets (a larger pair alone): what a
+group with a finding reads a second time."""
+_READ_TASKS = 256
+"""At most this many Spark tasks read a group's ranges (each reads several in turn)."""
 
 
 class VerifyTaskError(KMirrorError):
@@ -89,9 +97,9 @@ def _task_error(exc: Exception) -> VerifyTaskError:
 
 @dataclass(frozen=True)
 class _Reading:
-    """What an executor needs to read one pair's ranges (pickled to it once, broadcast)."""
+    """What an executor needs to read a group's ranges (pickled to it once, broadcast)."""
 
-    plan: PairPlan
+    plans: tuple[PairPlan, ...]
     source: ClusterConfig
     destination: ClusterConfig
     retry: RetryConfig
@@ -103,65 +111,78 @@ def _schema():
     aggregation instead of sort-based)."""
     import pyarrow as pa
 
-    return pa.schema([("side", pa.int8()), ("kind", pa.int8()), ("id_high", pa.int64()), ("id_low", pa.int64()),
-                      ("near", pa.int64()), ("key_hash", pa.int64()), ("partition", pa.int32()), ("offset", pa.int64()),
-                      ("entry", pa.int32()), ("key_partition", pa.int32()), ("producer", pa.int64()),
-                      ("records", pa.int64())])
+    return pa.schema([("pair", pa.int32()), ("side", pa.int8()), ("kind", pa.int8()), ("id_high", pa.int64()),
+                      ("id_low", pa.int64()), ("near", pa.int64()), ("key_hash", pa.int64()), ("partition", pa.int32()),
+                      ("offset", pa.int64()), ("entry", pa.int32()), ("key_partition", pa.int32()),
+                      ("home", pa.int32()), ("producer", pa.int64()), ("records", pa.int64())])
 
 
-IDENTITY = ["id_high", "id_low"]
+IDENTITY = ["pair", "id_high", "id_low"]
+"""A record's identity within its pair: the same record copied into two pairs is two records."""
 
 
-def _read_tasks(reading, tasks: list[tuple[int, int]], batches) -> Iterator:
+def _read_tasks(reading, tasks: list[tuple[int, int, int]], batches) -> Iterator:
     """The rows of the tasks whose numbers are in ``batches`` (Arrow batches of ``id``), each a
-    (side, index) of ``tasks``: on executors."""
+    (pair, side, index) of ``tasks``: on executors, on one client per cluster."""
+    from contextlib import ExitStack
+
     from ..engine.clients import client_for
     from ..kafka import TopicPartition
     from .rows import RangeReader, Spans, count_records
 
     config: _Reading = reading.value
-    plan = config.plan
     schema = _schema()
-    for numbers in batches:
-        for side, index in (tasks[n] for n in numbers.column("id").to_pylist()):
-            if side == _SOURCE:
-                r, cluster, topic, spans, key_partitions = (plan.sources[index], config.source, plan.source_topic,
-                                                            plan.source_spans, None)
-            else:
-                r, cluster, topic, spans, key_partitions = (
-                    plan.destinations[index], config.destination, plan.destination_topic, plan.destination_spans,
-                    plan.destination_partitions if plan.by_key else None)
-            tp = TopicPartition(topic, r.partition)
-            with client_for(cluster, config.retry) as client:
+    with ExitStack() as stack:
+        clients = {}
+
+        def client_of(side: int):
+            if side not in clients:
+                cluster = config.source if side == _SOURCE else config.destination
+                clients[side] = stack.enter_context(client_for(cluster, config.retry))
+            return clients[side]
+
+        for numbers in batches:
+            for pair, side, index in (tasks[n] for n in numbers.column("id").to_pylist()):
+                plan = config.plans[pair]
+                if side == _SOURCE:
+                    r, topic, spans, key_partitions = plan.sources[index], plan.source_topic, plan.source_spans, None
+                else:
+                    r, topic, spans, key_partitions = (plan.destinations[index], plan.destination_topic,
+                                                       plan.destination_spans,
+                                                       plan.destination_partitions if plan.by_key else None)
+                tp, client = TopicPartition(topic, r.partition), client_of(side)
                 reader = RangeReader(client, tp, r.start, r.read_to if side == _SOURCE else r.end,
                                      spans.get(r.partition, Spans()), key_partitions)
                 rows = reader.rows()
                 uncovered = 0
                 while chunk := list(itertools.islice(rows, _ARROW_ROWS)):
-                    batch, left_out = _arrow_rows(side, r.end, chunk, schema, plan.producers)
+                    batch, left_out = _arrow_rows(pair, plan, side, r.end, chunk, schema)
                     uncovered += left_out
                     yield batch
                 if reader.cleaned:
-                    yield _special_rows(schema, side, _CLEANED, r.partition, entry=sorted(reader.cleaned))
+                    yield _special_rows(schema, pair, side, _CLEANED, r.partition, entry=sorted(reader.cleaned))
                 if side == _DESTINATION:
                     uncovered += count_records(client, tp, 0, r.start) + count_records(client, tp, r.end, r.tail or 0)
-                    yield _special_rows(schema, side, _UNCOVERED, r.partition, records=[uncovered])
+                    yield _special_rows(schema, pair, side, _UNCOVERED, r.partition, records=[uncovered])
 
 
-def _special_rows(schema, side: int, kind: int, partition: int, **columns: list):
+def _special_rows(schema, pair: int, side: int, kind: int, partition: int, **columns: list):
     """Rows of ``kind`` that are no record: each column of ``columns`` given, the others null."""
     import pyarrow as pa
 
     n = len(next(iter(columns.values())))
     return pa.RecordBatch.from_pydict({field.name: [None] * n for field in schema} | columns | {
-        "side": [side] * n, "kind": [kind] * n, "partition": [partition] * n}, schema=schema)
+        "pair": [pair] * n, "side": [side] * n, "kind": [kind] * n, "partition": [partition] * n}, schema=schema)
 
 
-def _arrow_rows(side: int, end: int, rows: list, schema, producers: frozenset[int]):
+def _arrow_rows(pair: int, plan: PairPlan, side: int, end: int, rows: list, schema):
     """Rows as one Arrow batch, a column at a time (a row at a time costs several times more),
     and how many destination rows were left out as not covered. A source row past ``end`` is
     :data:`_LATER`; a destination row in no sync entry's span is left out when one of the job's
-    ``producers`` wrote it (a span not verified), :data:`_FOREIGN` when another one did."""
+    producers wrote it (a span not verified), :data:`_FOREIGN` when another one did. A source
+    row's ``home`` is the destination partition a keyless record goes to (by key: its partition
+    modulo the destination's count; otherwise its own), a destination row's ``key_partition``
+    the one its key gives it (by key only)."""
     import numpy as np
     import pyarrow as pa
 
@@ -169,51 +190,72 @@ def _arrow_rows(side: int, end: int, rows: list, schema, producers: frozenset[in
     offsets = np.fromiter((row.offset for row in rows), dtype=np.int64, count=len(rows))
     entries = np.fromiter((row.entry for row in rows), dtype=np.int32, count=len(rows))
     written_by = np.fromiter((row.producer for row in rows), dtype=np.int64, count=len(rows))
+    partitions = np.fromiter((row.partition for row in rows), dtype=np.int32, count=len(rows))
+    homes = (partitions % plan.destination_partitions if plan.by_key else partitions) if side == _SOURCE else None
     kinds = (np.where(offsets < end, _RECORD, _LATER) if side == _SOURCE
              else np.where(entries >= 0, _RECORD, _FOREIGN)).astype(np.int8)
     columns = {
+        "pair": np.full(len(rows), pair, dtype=np.int32),
         "side": np.full(len(rows), side, dtype=np.int8),
         "kind": kinds,
         "id_high": identities[:, 0], "id_low": identities[:, 1],
         "near": np.fromiter((row.near for row in rows), dtype=np.int64, count=len(rows)),
         "key_hash": pa.array([row.key_hash for row in rows], pa.int64()),
-        "partition": np.fromiter((row.partition for row in rows), dtype=np.int32, count=len(rows)),
+        "partition": partitions,
         "offset": offsets,
         "entry": entries,
         "key_partition": pa.array([row.key_partition for row in rows], pa.int32()),
+        "home": pa.nulls(len(rows), pa.int32()) if homes is None else homes,
         "producer": written_by,
         "records": pa.nulls(len(rows), pa.int64()),
     }
     batch = pa.RecordBatch.from_pydict(columns, schema=schema)
     if side == _SOURCE:
         return batch, 0
+    producers = plan.producers
     kept = (entries >= 0) | ~np.isin(written_by, np.fromiter(producers, dtype=np.int64, count=len(producers)))
     left_out = len(rows) - int(kept.sum())
     return (batch.filter(pa.array(kept)) if left_out else batch), left_out
 
 
-def compare_pair(spark, plan: PairPlan, source: ClusterConfig, destination: ClusterConfig, retry: RetryConfig, *,
-                 later_producers: Callable[[], set[int]] | None = None) -> PairReport:
-    """Read both sides of ``plan`` on the executors and compare them (see the module's doc).
-    ``later_producers``, asked once the destination's rows are read and only if some look
-    foreign, names the job's producers that wrote syncs since ``plan`` was made."""
+def pair_groups(plans: list[PairPlan]) -> list[list[PairPlan]]:
+    """``plans`` in groups compared together: in order, each up to :data:`_RECORDS_PER_GROUP`
+    source offsets, a larger pair alone."""
+    groups: list[list[PairPlan]] = []
+    records = 0
+    for plan in plans:
+        if not groups or records + plan.records > _RECORDS_PER_GROUP:
+            groups.append([])
+            records = 0
+        groups[-1].append(plan)
+        records += plan.records
+    return groups
+
+
+def compare_pairs(spark, plans: list[PairPlan], source: ClusterConfig, destination: ClusterConfig,
+                  retry: RetryConfig, *, later_producers: Callable[[], set[int]] | None = None) -> list[PairReport]:
+    """Read both sides of every plan of ``plans`` on the executors and compare them, together
+    (see the module's doc): a report for each, in their order. ``later_producers``, asked once
+    the destination's rows are read and only if some look foreign, names the job's producers
+    that wrote syncs since the plans were made."""
     from pyspark.sql import Window
     from pyspark.sql import functions as F
     from pyspark.sql.pandas.types import from_arrow_schema
 
-    # Spark's 200 shuffle partitions make a small pair's many stages slow; a large one gets one
+    # Spark's 200 shuffle partitions make a small group's many stages slow; a large one gets one
     # per _ROWS_PER_SHUFFLE_PARTITION rows, so each sort stays small (and spills if not).
+    records = sum(plan.records for plan in plans)
     spark.conf.set("spark.sql.shuffle.partitions",
-                   str(max(spark.sparkContext.defaultParallelism, -(-2 * plan.records // _ROWS_PER_SHUFFLE_PARTITION))))
-    tasks = ([(_SOURCE, i) for i in range(len(plan.sources))]
-             + [(_DESTINATION, i) for i in range(len(plan.destinations))])
+                   str(max(spark.sparkContext.defaultParallelism, -(-2 * records // _ROWS_PER_SHUFFLE_PARTITION))))
+    tasks = [(pair, side, i) for pair, plan in enumerate(plans)
+             for side, ranges in ((_SOURCE, plan.sources), (_DESTINATION, plan.destinations)) for i in range(len(ranges))]
     if not tasks:
-        return PairReport(plan.source_topic, plan.destination_topic, 0, 0, (), created=plan.created)
-    reading = spark.sparkContext.broadcast(_Reading(plan, source, destination, retry))
-    rows = (spark.range(len(tasks), numPartitions=len(tasks))  # a task each, with no shuffle
+        return [PairReport(plan.source_topic, plan.destination_topic, 0, 0, (), created=plan.created) for plan in plans]
+    reading = spark.sparkContext.broadcast(_Reading(tuple(plans), source, destination, retry))
+    rows = (spark.range(len(tasks), numPartitions=min(len(tasks), _READ_TASKS))  # no shuffle
             .mapInArrow(lambda batches: _read_tasks(reading, tasks, batches), from_arrow_schema(_schema())))
     try:
-        return _compare(plan, rows, later_producers or set, F, Window)
+        return _compare(plans, rows, later_producers or set, F, Window)
     except KMirrorError:
         raise
     except Exception as exc:  # Spark's report of an executor's error (PythonException, Py4JJavaError)
@@ -222,7 +264,7 @@ def compare_pair(spark, plan: PairPlan, source: ClusterConfig, destination: Clus
         reading.unpersist()
 
 
-def _compare(plan: PairPlan, rows, later_producers: Callable[[], set[int]], F, Window) -> PairReport:
+def _compare(plans: list[PairPlan], rows, later_producers: Callable[[], set[int]], F, Window) -> list[PairReport]:
     from pyspark import StorageLevel
 
     kind = F.col("kind")
@@ -236,8 +278,8 @@ def _compare(plan: PairPlan, rows, later_producers: Callable[[], set[int]], F, W
 
     # Nearly every identity has one copy on each side: one aggregation pairs them, a single
     # shuffle, and reads both sides once. The others (copies missing or repeated, foreign
-    # records) are paired by occurrence below, and only a mirror that has them pays for
-    # reading it again. The destinations' counts of what is not covered have no identity, and
+    # records) are paired by occurrence below, and only the pairs that have them pay for
+    # reading them again. The destinations' counts of what is not covered have no identity, and
     # are summed in a group of their own.
     tally = rows.where(kind.isin(_RECORD, _FOREIGN, _UNCOVERED)).groupBy(*IDENTITY).agg(
         copies((F.col("side") == _SOURCE) & (kind == _RECORD)).alias("s_copies"),
@@ -245,54 +287,65 @@ def _compare(plan: PairPlan, rows, later_producers: Callable[[], set[int]], F, W
         copies(kind == _FOREIGN).alias("f_copies"),
         F.sum(F.when(kind == _UNCOVERED, F.col("records"))).alias("uncovered"),
         side(_SOURCE, "partition").alias("s_partition"), side(_SOURCE, "offset").alias("s_offset"),
-        side(_SOURCE, "key_hash").alias("s_key_hash"), side(_DESTINATION, "partition").alias("d_partition"),
-        side(_DESTINATION, "offset").alias("d_offset"), side(_DESTINATION, "key_partition").alias("d_key_partition"),
+        side(_SOURCE, "key_hash").alias("s_key_hash"), side(_SOURCE, "home").alias("s_home"),
+        side(_DESTINATION, "partition").alias("d_partition"), side(_DESTINATION, "offset").alias("d_offset"),
+        side(_DESTINATION, "key_partition").alias("d_key_partition"),
     ).persist(StorageLevel.MEMORY_AND_DISK)
     once = (F.col("s_copies") == 1) & (F.col("d_copies") == 1) & (F.col("f_copies") == 0)
     started = time.monotonic()
-    counts = tally.agg(F.sum("s_copies").alias("s"), F.sum("d_copies").alias("d"), F.sum("f_copies").alias("f"),
-                       F.sum("uncovered").alias("uncovered"),
-                       F.count(F.when(~once & F.col("id_high").isNotNull(), 1)).alias("others")).collect()[0]
-    compared, foreign, uncovered = counts.d or 0, counts.f or 0, counts.uncovered or 0
-    log.info("verify: %s -> %s: read both sides (%d and %d records compared, %d more at the destination) in %.1f s; "
-             "%d identities without one copy a side", plan.source_topic, plan.destination_topic, counts.s or 0,
-             compared, foreign + uncovered, time.monotonic() - started, counts.others)
-    pair_columns = ["s_partition", "s_offset", "s_key_hash", "d_partition", "d_offset", "d_key_partition"]
+    counts = {row.pair: row for row in tally.groupBy("pair").agg(
+        F.sum("s_copies").alias("s"), F.sum("d_copies").alias("d"), F.sum("f_copies").alias("f"),
+        F.sum("uncovered").alias("uncovered"),
+        F.count(F.when(~once & F.col("id_high").isNotNull(), 1)).alias("others")).collect()}
+    total = {name: sum(getattr(row, name) or 0 for row in counts.values()) for name in ("s", "d", "f", "uncovered")}
+    unpaired = sorted(pair for pair, row in counts.items() if row.others)
+    log.info("verify: %d topic pairs: read both sides (%d and %d records compared, %d more at the destination) in "
+             "%.1f s; %d pairs with identities without one copy a side", len(plans), total["s"], total["d"],
+             total["f"] + total["uncovered"], time.monotonic() - started, len(unpaired))
+    pair_columns = ["pair", "s_partition", "s_offset", "s_key_hash", "s_home", "d_partition", "d_offset",
+                    "d_key_partition"]
     paired = tally.where(once).select(*pair_columns)
     found = []
-    if counts.others:
-        rows = rows.persist(StorageLevel.MEMORY_AND_DISK)
-        left, found = _unpaired(plan, rows, records.join(tally.where(~once).select(*IDENTITY, "s_copies"), IDENTITY),
-                                F, Window)
+    if unpaired:
+        rows = rows.where(F.col("pair").isin(unpaired)).persist(StorageLevel.MEMORY_AND_DISK)
+        left, found = _unpaired(rows, rows.where(kind == _RECORD).join(
+            tally.where(~once).select(*IDENTITY, "s_copies"), IDENTITY), F, Window)
         paired = paired.unionByName(left.select(*pair_columns))
-        if foreign:
+        if any(counts[pair].f for pair in unpaired):
             found += _foreign(rows, later_producers(), F)
-    home = F.col("s_partition") % F.lit(plan.destination_partitions)
-    expected = (F.when(F.col("d_key_partition").isNotNull(), F.col("d_key_partition")).otherwise(home)
-                if plan.by_key else F.col("s_partition"))
+    # By key: a keyed record on the partition its key gives it, a keyless one on its home;
+    # otherwise on its source partition (its home).
+    expected = F.coalesce(F.col("d_key_partition"), F.col("s_home"))
     found.append(_per_partition(paired.where(F.col("d_partition") != expected), "misplaced", "d_", F))
-    along = Window.partitionBy("d_partition", "s_partition", "s_key_hash").orderBy("d_offset")
+    along = Window.partitionBy("pair", "d_partition", "s_partition", "s_key_hash").orderBy("d_offset")
     reordered = paired.withColumn("before", F.lag("s_offset").over(along)).where(F.col("before") > F.col("s_offset"))
     found.append(_per_partition(reordered, "reordered", "d_", F))
     union = found[0]
     for frame in found[1:]:
         union = union.unionByName(frame)
-    findings = []
+    findings: dict[int, list[Finding]] = {}
     for row in union.collect():
+        plan = plans[row["pair"]]
         topic = plan.source_topic if row["kind"] in ("missing", "cleaned") else plan.destination_topic
-        findings.append(Finding(row["kind"], topic, row["partition"], row["count"], row["first"]))
+        findings.setdefault(row["pair"], []).append(Finding(row["kind"], topic, row["partition"], row["count"],
+                                                            row["first"]))
     rows.unpersist()
     tally.unpersist()
-    return PairReport(plan.source_topic, plan.destination_topic, counts.s or 0, compared,
-                      tuple(sorted(findings, key=lambda f: (f.kind, f.topic, f.partition))),
-                      destination_total=compared + foreign + uncovered, created=plan.created)
+    reports = []
+    for pair, plan in enumerate(plans):
+        row = counts.get(pair)
+        s, d, f, uncovered = ((row.s or 0, row.d or 0, row.f or 0, row.uncovered or 0) if row else (0, 0, 0, 0))
+        reports.append(PairReport(plan.source_topic, plan.destination_topic, s, d,
+                                  tuple(sorted(findings.get(pair, ()), key=lambda f: (f.kind, f.topic, f.partition))),
+                                  destination_total=d + f + uncovered, created=plan.created))
+    return reports
 
 
 def _foreign(rows, later: set[int], F) -> list:
     """The findings of the destination records no copy of the job wrote: those equal to a
-    source record (verified, or copied since) are **foreign duplicates**, the others
-    **foreign**. A record one of ``later`` wrote is the job's after all (a copier whose first
-    syncs came after the plan), in a span not verified: left out, as not covered."""
+    source record of their pair (verified, or copied since) are **foreign duplicates**, the
+    others **foreign**. A record one of ``later`` wrote is the job's after all (a copier whose
+    first syncs came after the plan), in a span not verified: left out, as not covered."""
     foreign = rows.where(F.col("kind") == _FOREIGN)
     if later:
         foreign = foreign.where(~F.col("producer").isin(sorted(later)))
@@ -301,39 +354,39 @@ def _foreign(rows, later: set[int], F) -> list:
             _per_partition(foreign.join(source, IDENTITY, "left_anti"), "foreign", "", F)]
 
 
-def _unpaired(plan: PairPlan, rows, others, F, Window):
+def _unpaired(rows, others, F, Window):
     """The records ``others`` of identities without one copy a side: those paired by occurrence
     (to be checked for placement and order), and the findings of the rest."""
     def numbered(number: int, prefix: str):
         frame = others.where(F.col("side") == number).select(
             *IDENTITY, "s_copies", *[F.col(c).alias(prefix + c) for c in ("near", "key_hash", "partition", "offset",
-                                                                           "entry", "key_partition")])
+                                                                           "entry", "key_partition", "home")])
         order = Window.partitionBy(*IDENTITY).orderBy(prefix + "partition", prefix + "offset")
         return frame.withColumn("n", F.row_number().over(order))
 
     joined = numbered(_SOURCE, "s_").drop("s_copies").join(numbered(_DESTINATION, "d_"), on=[*IDENTITY, "n"],
                                                            how="full_outer")
-    cleaned = rows.where(F.col("kind") == _CLEANED).select("side", "entry").distinct()
+    cleaned = rows.where(F.col("kind") == _CLEANED).select("pair", "side", "entry").distinct()
     source_cleaned = cleaned.where(F.col("side") == _SOURCE).select(
-        F.col("entry").alias("d_entry"), F.lit(True).alias("source_cleaned"))
+        "pair", F.col("entry").alias("d_entry"), F.lit(True).alias("source_cleaned"))
     destination_cleaned = cleaned.where(F.col("side") == _DESTINATION).select(
-        F.col("entry").alias("s_entry"), F.lit(True).alias("destination_cleaned"))
+        "pair", F.col("entry").alias("s_entry"), F.lit(True).alias("destination_cleaned"))
     found = []
     source_left = joined.where(F.col("d_offset").isNull()).select(
-        F.col("s_near").alias("near"), "s_partition", "s_offset", "s_entry")
+        "pair", F.col("s_near").alias("near"), "s_partition", "s_offset", "s_entry")
     copied_since = rows.where(F.col("kind") == _LATER).select(*IDENTITY)
     destination_left = joined.where(F.col("s_offset").isNull()).join(copied_since, IDENTITY, "left_anti")
     found.append(_per_partition(destination_left.where(F.col("s_copies") > 0), "duplicated", "d_", F))
     unknown = destination_left.where(F.col("s_copies") == 0).select(
-        F.col("d_near").alias("near"), "d_partition", "d_offset", "d_entry")
-    by_near = Window.partitionBy("near")
+        "pair", F.col("d_near").alias("near"), "d_partition", "d_offset", "d_entry")
+    by_near = Window.partitionBy("pair", "near")
     near = source_left.withColumn("m", F.row_number().over(by_near.orderBy("s_partition", "s_offset"))).join(
-        unknown.withColumn("m", F.row_number().over(by_near.orderBy("d_partition", "d_offset"))), on=["near", "m"],
-        how="full_outer")
-    lost = near.where(F.col("d_offset").isNull()).join(destination_cleaned, "s_entry", "left")
+        unknown.withColumn("m", F.row_number().over(by_near.orderBy("d_partition", "d_offset"))),
+        on=["pair", "near", "m"], how="full_outer")
+    lost = near.where(F.col("d_offset").isNull()).join(destination_cleaned, ["pair", "s_entry"], "left")
     found.append(_per_partition(lost.where(F.col("destination_cleaned").isNull()), "missing", "s_", F))
     found.append(_per_partition(lost.where(F.col("destination_cleaned")), "cleaned", "s_", F))
-    extra = near.where(F.col("d_offset").isNotNull()).join(source_cleaned, "d_entry", "left")
+    extra = near.where(F.col("d_offset").isNotNull()).join(source_cleaned, ["pair", "d_entry"], "left")
     gone = F.col("s_offset").isNull() & F.col("source_cleaned").isNotNull()
     found.append(_per_partition(extra.where(~gone), "altered", "d_", F))
     found.append(_per_partition(extra.where(gone), "gone", "d_", F))
@@ -341,7 +394,7 @@ def _unpaired(plan: PairPlan, rows, others, F, Window):
 
 
 def _per_partition(frame, kind: str, prefix: str, F):
-    """Count and first offset per partition of ``frame``'s ``prefix`` side."""
-    return (frame.groupBy(F.col(prefix + "partition").alias("partition"))
+    """Count and first offset per pair and partition of ``frame``'s ``prefix`` side."""
+    return (frame.groupBy("pair", F.col(prefix + "partition").alias("partition"))
             .agg(F.count("*").alias("count"), F.min(prefix + "offset").alias("first"))
-            .select(F.lit(kind).alias("kind"), "partition", "count", "first"))
+            .select("pair", F.lit(kind).alias("kind"), "partition", "count", "first"))

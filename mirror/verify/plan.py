@@ -85,7 +85,9 @@ def plan_mirror(config: MirrorConfig, source: KafkaClient, destination: KafkaCli
     if not topics:
         return [], None
     syncs = JobSyncs(destination, config.job_name, from_ms=from_ms)
-    entries = syncs.read()
+    by_pair: dict[tuple[str, str], list[SyncEntry]] = {}
+    for entry in syncs.read():  # each pair's own: planning a thousand pairs reads the syncs once, not a thousand times
+        by_pair.setdefault((entry.source.topic, entry.destination.topic), []).append(entry)
     tps = [p.source for topic in topics for p in topic.partitions]
     ends = source.list_offsets(tps, "latest", isolation_level=READ_COMMITTED) if tps else {}
     counts = destination.topics()
@@ -94,7 +96,8 @@ def plan_mirror(config: MirrorConfig, source: KafkaClient, destination: KafkaCli
     destination_ends = (destination.list_offsets(destination_tps, "latest", isolation_level=READ_COMMITTED)
                         if destination_tps else {})
     plans = [plan_pair(topic.topic, topic.destination_topic, by_key=topic.partitioning == "by-key",
-                       destination_partitions=counts[topic.destination_topic], entries=entries,
+                       destination_partitions=counts[topic.destination_topic],
+                       entries=by_pair.get((topic.topic, topic.destination_topic), ()),
                        committed={p.source.partition: p.mirrored_to for p in topic.partitions
                                   if p.mirrored_to is not None},
                        tails={p.source.partition: ends[p.source] for p in topic.partitions},

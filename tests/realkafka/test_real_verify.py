@@ -74,7 +74,7 @@ def test_edits_made_by_javas_producer_are_each_found_at_their_offset(cluster, re
 
 def _edits_found(jars, source: str, destination: str) -> None:
     from mirror.spark.session import spark_session
-    from mirror.verify.compare import compare_pair
+    from mirror.verify.compare import compare_pairs
     from mirror.verify.report import Finding
     from mirror.verify.cli import _compiling
 
@@ -102,13 +102,12 @@ def _edits_found(jars, source: str, destination: str) -> None:
                                 "destination.bootstrap": destination, "topics": "verify.src",
                                 "master": "local[2]"})
     spark = spark_session(_compiling(config))
-    found = {}
-    for name in ("verify.good", "verify.bad"):
-        entries = [SyncEntry(TopicPartition("verify.src", 0), 0, 99, TopicPartition(name, 0), 0, 100, False)]
-        plan = plan_pair("verify.src", name, by_key=False, destination_partitions=1, entries=entries,
-                         committed={0: 100})
-        found[name] = compare_pair(spark, plan, ClusterConfig(bootstrap=[source]),
-                                   ClusterConfig(bootstrap=[destination]), RetryConfig())
+    plans = [plan_pair("verify.src", name, by_key=False, destination_partitions=1, committed={0: 100}, entries=[
+        SyncEntry(TopicPartition("verify.src", 0), 0, 99, TopicPartition(name, 0), 0, 100, False)])
+        for name in ("verify.good", "verify.bad")]
+    found = dict(zip(("verify.good", "verify.bad"), compare_pairs(spark, plans, ClusterConfig(bootstrap=[source]),
+                                                                  ClusterConfig(bootstrap=[destination]),
+                                                                  RetryConfig())))
     assert (found["verify.good"].source_records, found["verify.good"].findings) == (100, ())
     assert found["verify.bad"].findings == (Finding("altered", "verify.bad", 0, 1, 70),
                                             Finding("duplicated", "verify.bad", 0, 1, 40),

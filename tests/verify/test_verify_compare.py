@@ -14,7 +14,7 @@ from mirror.config import ClusterConfig, RetryConfig
 from mirror.engine.offset_syncs import SyncEntry
 from mirror.verify.plan import plan_pair
 from mirror.kafka import KafkaClient, NewTopic, TopicPartition
-from mirror.verify.compare import compare_pair
+from mirror.verify.compare import compare_pairs
 from mirror.verify.report import Finding
 
 pytestmark = pytest.mark.slow
@@ -45,13 +45,20 @@ def spark():
     session.stop()
 
 
-def _verify(spark, src, dst, name: str, count: int, *, by_key: bool = False, partitions: int = 1):
+def _plan(name: str, count: int, *, by_key: bool = False, partitions: int = 1):
     entries = [SyncEntry(TopicPartition("t", 0), 0, 99, TopicPartition(name, p), 0, count, False)
                for p in range(partitions)]
-    plan = plan_pair("t", name, by_key=by_key, destination_partitions=partitions, entries=entries, committed={0: 100})
-    report = compare_pair(spark, plan, ClusterConfig(bootstrap=[src.bootstrap]), ClusterConfig(bootstrap=[dst.bootstrap]),
-                          _RETRY)
-    return report
+    return plan_pair("t", name, by_key=by_key, destination_partitions=partitions, entries=entries, committed={0: 100})
+
+
+def _verify(spark, src, dst, *plans):
+    """The pairs' reports compared together, in one chain of Spark stages, after checking that
+    each compared alone gets the same: the copies of one source topic share every identity, so a
+    grouping that forgot the pair would pair one pair's records with another's."""
+    clusters = ClusterConfig(bootstrap=[src.bootstrap]), ClusterConfig(bootstrap=[dst.bootstrap])
+    together = compare_pairs(spark, list(plans), *clusters, _RETRY)
+    assert together == [compare_pairs(spark, [plan], *clusters, _RETRY)[0] for plan in plans]
+    return together
 
 
 def test_each_edit_is_found_with_its_offset(tmp_path, spark):
@@ -76,10 +83,8 @@ def test_each_edit_is_found_with_its_offset(tmp_path, spark):
         retimed = list(records)
         retimed[60] = (*retimed[60][:3], retimed[60][3] + 1)  # its CreateTime changed
         _write(dst.bootstrap, "retimed", retimed)
-        good = _verify(spark, src, dst, "good", 100)
-        bad = _verify(spark, src, dst, "bad", 100)
-        reordered = _verify(spark, src, dst, "swapped", 100)
-        moved = _verify(spark, src, dst, "retimed", 100)
+        good, bad, reordered, moved = _verify(spark, src, dst, *(_plan(name, 100) for name in
+                                                                 ("good", "bad", "swapped", "retimed")))
     assert (good.source_records, good.destination_records, good.findings) == (100, 100, ())
     assert bad.findings == (Finding("altered", "bad", 0, 1, 70), Finding("duplicated", "bad", 0, 1, 40),
                             Finding("missing", "t", 0, 1, 10))
@@ -106,9 +111,8 @@ def test_by_key_placement_is_checked_against_javas_partitioner(tmp_path, spark):
         _write(dst.bootstrap, "wrong", records,
                lambda i, r: (homes[r[0]] + 1) % 3 if r[0] == wrong_key else right(i, r))
         _write(dst.bootstrap, "stray", records, lambda i, r: 2 if i == 20 else right(i, r))  # keyless, not on 0
-        placed = _verify(spark, src, dst, "right", 100, by_key=True, partitions=3)
-        misplaced = _verify(spark, src, dst, "wrong", 100, by_key=True, partitions=3)
-        stray = _verify(spark, src, dst, "stray", 100, by_key=True, partitions=3)
+        placed, misplaced, stray = _verify(spark, src, dst, *(_plan(name, 100, by_key=True, partitions=3)
+                                                              for name in ("right", "wrong", "stray")))
         offsets = read_values(dst.bootstrap, "wrong", 3, take=lambda m: (m.key(), m.offset()))
         stray_at = read_values(dst.bootstrap, "stray", 3, take=lambda m: (m.value(), m.offset()))[2]
     assert placed.findings == ()

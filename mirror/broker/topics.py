@@ -14,6 +14,7 @@ import logging
 import os
 import re
 import shutil
+import uuid
 from pathlib import Path
 from typing import Callable, Iterable, Literal, Mapping, NamedTuple
 
@@ -168,9 +169,12 @@ class Partition:
 
 
 class Topic:
-    def __init__(self, name: str, config: TopicConfig):
+    def __init__(self, name: str, config: TopicConfig, topic_id: uuid.UUID):
         self.name = name
         self.config = config
+        self.topic_id = topic_id
+        """Its identity (KIP-516): a topic made again under the same name gets another one, as in
+        Kafka, so that a client tells the two apart (Metadata v10+)."""
         self.partitions: list[Partition] = []
 
 
@@ -192,8 +196,17 @@ class TopicStore:
             shutil.rmtree(trash)
         for meta_file in sorted(self._meta_dir.glob("*.json")):
             meta = json.loads(meta_file.read_text())
-            self._open(meta["name"], meta["partitions"], TopicConfig.from_kafka(meta["configs"]))
+            config = TopicConfig.from_kafka(meta["configs"])
+            if "id" in meta:
+                topic_id = uuid.UUID(meta["id"])
+            else:  # written before topics had ids: given one now, once, as Kafka does on its upgrade to them
+                topic_id = uuid.uuid4()
+                self._write_meta(meta["name"], meta["partitions"], config, topic_id)
+            self._open(meta["name"], meta["partitions"], config, topic_id)
         log.info("loaded %d topics from %s", len(self.topics), self.data_dir)
+
+    def by_id(self, topic_id: uuid.UUID) -> Topic | None:
+        return next((topic for topic in self.topics.values() if topic.topic_id == topic_id), None)
 
     def topic(self, name: str) -> Topic:
         found = self.topics.get(name)
@@ -220,8 +233,9 @@ class TopicStore:
         config = TopicConfig.from_kafka(configs)
         if validate_only:
             return None
-        self._write_meta(name, partitions, config)
-        topic = self._open(name, partitions, config)
+        topic_id = uuid.uuid4()
+        self._write_meta(name, partitions, config, topic_id)
+        topic = self._open(name, partitions, config, topic_id)
         log.info("created topic %s with %d partitions %s", name, partitions, config.explicit() or "")
         return topic
 
@@ -247,7 +261,7 @@ class TopicStore:
                            f" assignment(s) were specified.")
         if validate_only:
             return
-        self._write_meta(name, count, topic.config)
+        self._write_meta(name, count, topic.config, topic.topic_id)
         self._open_partitions(topic, range(current, count))
         log.info("topic %s: partitions %d -> %d", name, current, count)
 
@@ -271,7 +285,7 @@ class TopicStore:
         retention.bytes deletes before the answer, not at the next retention check)."""
         if validate_only:
             return
-        self._write_meta(topic.name, len(topic.partitions), config)
+        self._write_meta(topic.name, len(topic.partitions), config, topic.topic_id)
         before, topic.config = topic.config.as_kafka(), config
         log_config = self._log_config(config)
         for partition in topic.partitions:
@@ -297,14 +311,14 @@ class TopicStore:
             listener(name)
         log.info("deleted topic %s (%d partitions)", name, len(topic.partitions))
 
-    def _write_meta(self, name: str, partitions: int, config: TopicConfig) -> None:
-        meta = {"name": name, "partitions": partitions, "configs": config.explicit()}
+    def _write_meta(self, name: str, partitions: int, config: TopicConfig, topic_id: uuid.UUID) -> None:
+        meta = {"name": name, "id": str(topic_id), "partitions": partitions, "configs": config.explicit()}
         tmp = self._meta_dir / f"{name}.json.tmp"
         tmp.write_text(json.dumps(meta, indent=2))
         os.replace(tmp, self._meta_dir / f"{name}.json")
 
-    def _open(self, name: str, partitions: int, config: TopicConfig) -> Topic:
-        topic = Topic(name, config)
+    def _open(self, name: str, partitions: int, config: TopicConfig, topic_id: uuid.UUID) -> Topic:
+        topic = Topic(name, config, topic_id)
         self._open_partitions(topic, range(partitions))
         self.topics[name] = topic
         return topic

@@ -20,7 +20,7 @@ from .errors import (
 )
 from .topic_creation import TopicCreationError
 from .security import AuthenticationError, SaslCredentials, Security, TlsSettings
-from .types import FetchedData, NewTopic, TopicPartition
+from .types import FetchedData, NewTopic, TopicListing, TopicPartition
 
 __all__ = [
     "KafkaClient",
@@ -35,6 +35,7 @@ __all__ = [
     "PipelinedConnection",
     "wait_readable",
     "RetryPolicy",
+    "TopicListing",
     "TopicPartition",
     "FetchedData",
     "NewTopic",

@@ -23,6 +23,7 @@ import logging
 from collections import defaultdict, deque
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Literal, Sequence, TypeVar
+from uuid import UUID
 
 import kafka.errors as kerr
 import tenacity
@@ -37,7 +38,7 @@ from .connection import ConnectionFailedError, ProtocolError
 from .errors import BrokerApiError, ClusterUnreachableError, OffsetOutOfRangeError, UnknownTopicError
 from .security import PLAINTEXT, Security, client_context
 from .topic_creation import create_topics
-from .types import FetchedData, NewTopic, TopicPartition
+from .types import FetchedData, NewTopic, TopicListing, TopicPartition
 
 __all__ = ["KafkaClient", "RetryPolicy", "is_retriable", "READ_UNCOMMITTED", "READ_COMMITTED"]
 
@@ -89,8 +90,13 @@ class KafkaClient:
 
     def topics(self) -> dict[str, int]:
         """Topic name -> partition count, from fresh metadata; internal topics left out."""
+        return {name: listing.partitions for name, listing in self.listings().items()}
+
+    def listings(self) -> dict[str, TopicListing]:
+        """Topic name -> its partition count and id, from fresh metadata; internal topics left out."""
         response = self.retrying("list topics", lambda: self._refresh(None))
-        return {t.name: len(t.partitions) for t in response.topics if t.error_code == 0 and not t.is_internal}
+        return {t.name: TopicListing(len(t.partitions), _topic_id(t)) for t in response.topics
+                if t.error_code == 0 and not t.is_internal}
 
     def list_offsets(self, partitions: Iterable[TopicPartition], which: Literal["earliest", "latest"] | int, *,
                      isolation_level: int = READ_UNCOMMITTED) -> dict[TopicPartition, int]:
@@ -492,6 +498,12 @@ def _list_offsets_request(partitions: list[TopicPartition], timestamp: int, isol
 
 
 # ---- helpers ----------------------------------------------------------------------------------
+
+
+def _topic_id(topic) -> UUID | None:
+    """A Metadata topic's id; None before v10, and for the zero id a cluster without ids sends."""
+    topic_id = getattr(topic, "topic_id", None)
+    return topic_id if topic_id is not None and topic_id.int else None
 
 
 def is_retriable(exc: BaseException) -> bool:

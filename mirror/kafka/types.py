@@ -6,11 +6,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from types import MappingProxyType
+from uuid import UUID
 from typing import Mapping, NamedTuple
 
 from kcodecs import KMirrorError
 
-__all__ = ["TopicPartition", "InvalidTopicPartitionError", "FetchedData", "NewTopic"]
+__all__ = ["TopicPartition", "InvalidTopicPartitionError", "FetchedData", "NewTopic", "TopicListing"]
 
 
 class InvalidTopicPartitionError(KMirrorError, ValueError):
@@ -66,3 +67,13 @@ class NewTopic:
     configs: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
     replication_factor: int = -1
     """-1 asks for the broker's default (``default.replication.factor``, KIP-464)."""
+
+
+@dataclass(frozen=True)
+class TopicListing:
+    """A topic as Metadata lists it: its partition count and its identity (KIP-516, Metadata
+    v10+). ``topic_id`` is None from a cluster that gives none (before Kafka 2.8, or Metadata
+    older than v10): a topic deleted and made again under its name is then the same topic."""
+
+    partitions: int
+    topic_id: UUID | None

@@ -2,9 +2,8 @@
 
 Per topic, as Kafka's controller answers (``ControllerApis.deleteTopics``):
 UNKNOWN_TOPIC_OR_PARTITION for a name it does not have, INVALID_REQUEST for a name given
-twice. v6 may name a topic by id instead, but this broker gives topics no ids (its Metadata
-stops at v9, before KIP-516's topic ids), so an id alone is UNKNOWN_TOPIC_ID, as Kafka answers
-an id it does not know; a name and an id together, or neither, are INVALID_REQUEST. The
+twice. v6 may name a topic by id instead (KIP-516, the id Metadata v10+ lists): an id no topic
+has is UNKNOWN_TOPIC_ID; a name and an id together, or neither, are INVALID_REQUEST. The
 deletion is done before the answer (Kafka's completes asynchronously); the same name can be
 created again at once. The request's timeout is not needed.
 """
@@ -34,8 +33,13 @@ async def handle(request, version: int, state) -> DeleteTopicsResponse:
             results.append(_result(None, _NO_ID, ApiError(kerr.InvalidRequestError,
                                                            "Neither topic name nor id were specified.")))
         elif topic.name is None:
-            results.append(_result(None, topic_id, ApiError(kerr.UnknownTopicIdError,
-                                                            "This server does not host this topic ID.")))
+            found = state.topics.by_id(topic_id)
+            if found is None:
+                results.append(_result(None, topic_id, ApiError(kerr.UnknownTopicIdError,
+                                                                "This server does not host this topic ID.")))
+            else:
+                state.topics.delete(found.name)
+                results.append(_result(found.name, topic_id, None))
         elif topic_id != _NO_ID:
             results.append(_result(topic.name, topic_id, ApiError(kerr.InvalidRequestError,
                                                                   "You may not specify both topic name and topic id.")))
@@ -44,13 +48,14 @@ async def handle(request, version: int, state) -> DeleteTopicsResponse:
     named = Counter(names)
     for name in named:
         error = None
+        topic_id = state.topics.topics[name].topic_id if name in state.topics.topics else _NO_ID
         try:
             if named[name] > 1:
                 raise ApiError(kerr.InvalidRequestError, "Duplicate topic name.")
             state.topics.delete(name)
         except ApiError as exc:
             error = exc
-        results.append(_result(name, _NO_ID, error))
+        results.append(_result(name, topic_id if error is None else _NO_ID, error))
     return DeleteTopicsResponse(version=version, throttle_time_ms=0, responses=results)
 
 

@@ -32,7 +32,7 @@ from dataclasses import dataclass, replace
 from typing import Mapping
 
 from ..config import MirrorConfig
-from ..kafka import KafkaClient, NewTopic, TopicPartition
+from ..kafka import KafkaClient, NewTopic, TopicListing, TopicPartition
 from ..kafka.admin import describe_topic_config_entries, grow_partitions
 from ..listing import SHOWN, some_of
 from ..routing import RoutingPolicy
@@ -42,7 +42,7 @@ from .errors import TopicMismatchError
 from .own_topics import mirrored
 from .provenance import PROVENANCE_TOPIC, Provenance, ProvenanceLog, cycles, hop
 
-__all__ = ["TopicRoute", "selected_topics", "sync_destination_topics", "resolve_partitioning"]
+__all__ = ["TopicRoute", "selected_topics", "selected_listings", "sync_destination_topics", "resolve_partitioning"]
 
 log = logging.getLogger(__name__)
 
@@ -76,8 +76,13 @@ class TopicRoute:
 
 def selected_topics(config: MirrorConfig, source: KafkaClient) -> dict[str, int]:
     """The source topics the job mirrors, with their partition counts, from fresh metadata."""
-    listed = source.topics()
-    named = {topic: count for topic, count in listed.items() if mirrored(config, topic)}
+    return {topic: listing.partitions for topic, listing in selected_listings(config, source).items()}
+
+
+def selected_listings(config: MirrorConfig, source: KafkaClient) -> dict[str, TopicListing]:
+    """The source topics the job mirrors, with their partition counts and ids, from fresh metadata."""
+    listed = source.listings()
+    named = {topic: listing for topic, listing in listed.items() if mirrored(config, topic)}
     if PROVENANCE_TOPIC not in listed or not named:
         return named
     came_back = cycles(named, _provenance(source), _destination_cluster(config))
@@ -86,7 +91,7 @@ def selected_topics(config: MirrorConfig, source: KafkaClient) -> dict[str, int]
             _left_out.add((source.bootstrap, topic))
             log.info("leaving out source topic %s: its records came from the destination (%s)", topic,
                      PROVENANCE_TOPIC)
-    return {topic: count for topic, count in named.items() if topic not in came_back}
+    return {topic: listing for topic, listing in named.items() if topic not in came_back}
 
 
 def sync_destination_topics(config: MirrorConfig, source: KafkaClient, destination: KafkaClient,

@@ -1,7 +1,9 @@
 """The streaming source's offsets and how a micro-batch's end offsets are chosen. Pure code.
 
 Spark checkpoints offsets as JSON, ``{"topic/partition": next_offset}``, one entry per source
-partition: the same small map MirrorMaker 2 keeps per partition (``MirrorUtils.wrapOffset``).
+partition: the same small map MirrorMaker 2 keeps per partition (``MirrorUtils.wrapOffset``),
+and under :data:`TOPIC_IDS` each source topic's id as planned (:mod:`mirror.engine.topic_identity`):
+a checkpoint written before ids has none, and gets them at its next trigger.
 A micro-batch copies ``[start, end)`` of each partition; :func:`cap_end_offsets` shrinks the
 ends to a rate limit, sharing it fairly between partitions (max-min fairness), so one busy
 partition cannot starve the others.
@@ -13,17 +15,26 @@ from typing import Mapping
 
 from ..kafka.types import TopicPartition
 
-__all__ = ["Offsets", "parse_offsets", "format_offsets", "cap_end_offsets"]
+__all__ = ["Offsets", "TOPIC_IDS", "parse_offsets", "parse_topic_ids", "format_offsets", "cap_end_offsets"]
 
 Offsets = dict[TopicPartition, int]
+TOPIC_IDS = "@topic-ids"
+"""The key of the topic ids: no "topic/partition" key, since a topic name has no '@'."""
 
 
-def parse_offsets(offsets: Mapping[str, int]) -> Offsets:
-    return {TopicPartition.parse(key): int(value) for key, value in offsets.items()}
+def parse_offsets(offsets: Mapping[str, object]) -> Offsets:
+    return {TopicPartition.parse(key): int(value) for key, value in offsets.items() if key != TOPIC_IDS}
 
 
-def format_offsets(offsets: Mapping[TopicPartition, int]) -> dict[str, int]:
-    return {str(tp): offsets[tp] for tp in sorted(offsets)}
+def parse_topic_ids(offsets: Mapping[str, object]) -> dict[str, str]:
+    return dict(offsets.get(TOPIC_IDS) or {})
+
+
+def format_offsets(offsets: Mapping[TopicPartition, int], topic_ids: Mapping[str, str] | None = None) -> dict:
+    formatted: dict = {str(tp): offsets[tp] for tp in sorted(offsets)}
+    if topic_ids:
+        formatted[TOPIC_IDS] = {topic: topic_ids[topic] for topic in sorted(topic_ids)}
+    return formatted
 
 
 def cap_end_offsets(

@@ -25,7 +25,8 @@ Examples
     >>> path.write_text(config.model_dump_json(context=REVEAL_SECRETS))
     >>> spark.readStream.format("kmirror-kafka").option("configFile", str(path)).load()
 
-Offsets are ``{"topic/partition": next_offset}`` (:mod:`mirror.spark.offsets`). A partition
+Offsets are ``{"topic/partition": next_offset}``, with each source topic's id (:mod:`mirror.spark.offsets`;
+a topic made again under its name stops the job, :mod:`mirror.engine.topic_identity`). A partition
 that appears while the job runs (a new matching topic, or more partitions) first shows up at
 its earliest offset with nothing to copy, so the checkpoint holds where it starts before any
 of it is copied. Under ``Trigger.AvailableNow`` the latest offsets are pinned when the query
@@ -60,9 +61,10 @@ from kcodecs import KMirrorError
 from ..config import MirrorConfig
 from ..logs import configure_spark_process
 from ..kafka.client import READ_COMMITTED
-from ..kafka.types import TopicPartition
+from ..engine.topic_identity import check_identities
+from ..kafka.types import TopicListing, TopicPartition
 from .grouping import group_ranges
-from .offsets import Offsets, cap_end_offsets, format_offsets, parse_offsets
+from .offsets import Offsets, cap_end_offsets, format_offsets, parse_offsets, parse_topic_ids
 from .outage import Outage, OutageInterrupted, is_outage, ride_out
 
 __all__ = ["KafkaRangeSource", "KafkaRangeReader", "CopyRange", "CopyGroup", "groups_of_rows", "SCHEMA",
@@ -161,20 +163,24 @@ class KafkaRangeReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             self._client = client_for(self.config.clusters.source, self.config.limits.retry)
         return self._client
 
-    def _partitions(self) -> list[TopicPartition]:
-        from ..engine.topics import selected_topics
+    def _listings(self) -> dict[str, TopicListing]:
+        from ..engine.topics import selected_listings
 
-        return [TopicPartition(topic, p) for topic, count in sorted(selected_topics(self.config, self.client).items())
-                for p in range(count)]
+        return selected_listings(self.config, self.client)
+
+    def _partitions(self, listings: dict[str, TopicListing] | None = None) -> list[TopicPartition]:
+        listings = self._listings() if listings is None else listings
+        return [TopicPartition(topic, p) for topic, listing in sorted(listings.items()) for p in range(listing.partitions)]
 
     def _offsets(self, tps: list[TopicPartition], which: str) -> Offsets:
         """Read committed, as the copy reads: "latest" is where a read_committed fetch stops."""
         return self.client.list_offsets(tps, which, isolation_level=READ_COMMITTED) if tps else {}
 
     def initialOffset(self) -> dict:
-        floors = self._waiting(lambda: self._offsets(self._partitions(), self.config.streaming.starting_offsets))
+        listings = self._waiting(self._listings)
+        floors = self._waiting(lambda: self._offsets(self._partitions(listings), self.config.streaming.starting_offsets))
         self.floors = {tp: self.starts.get(tp, offset) for tp, offset in floors.items()}
-        return format_offsets(self.floors)
+        return format_offsets(self.floors, check_identities({}, listings))
 
     def prepareForTriggerAvailableNow(self) -> None:
         tps = self._waiting(self._partitions)
@@ -191,7 +197,9 @@ class KafkaRangeReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def _latest(self, start: dict, limit: ReadLimit) -> dict:
         begun = parse_offsets(start)
-        tps = self._partitions() if self._target is None else list(self._target)
+        listings = self._listings()
+        topic_ids = check_identities(parse_topic_ids(start), listings)  # a topic made again stops the job
+        tps = self._partitions(listings) if self._target is None else list(self._target)
         known = [tp for tp in tps if tp in begun]
         latest = self._offsets(known, "latest")
         if self._target is not None:
@@ -202,7 +210,7 @@ class KafkaRangeReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if fresh:
             ends.update(self._offsets(fresh, "earliest"))
             log.info("new source partitions, starting at their earliest offsets: %s", ", ".join(map(str, fresh)))
-        return format_offsets(ends)
+        return format_offsets(ends, topic_ids)
 
     def _waiting(self, call: Callable[[], T]) -> T:
         """``call()``, through outages of the source (:mod:`.outage`); a stop ends the wait."""

@@ -12,6 +12,8 @@ from mirror.broker import EmbeddedBroker
 from mirror.broker.handlers import list_offsets as list_offsets_handler
 from mirror.config import REVEAL_SECRETS, ClusterConfig, SaslConfig, load_config
 from mirror.kafka import KafkaClient, NewTopic, TopicPartition
+from mirror.engine.topic_identity import TopicRecreatedError
+from mirror.spark.offsets import TOPIC_IDS
 from mirror.spark.source import KafkaRangeReader, KafkaRangeSource
 
 
@@ -33,15 +35,43 @@ def _reader(broker, tmp_path=None, **settings) -> KafkaRangeReader:
     return KafkaRangeReader(config, stop_file=str(tmp_path / "stop") if tmp_path else None)
 
 
+def _planned(offsets: dict) -> dict:
+    """The partitions' offsets of a plan, without the topic ids beside them."""
+    return {key: value for key, value in offsets.items() if key != TOPIC_IDS}
+
+
+def test_the_plan_keeps_each_topics_id_and_a_topic_made_again_stops_it(cluster):
+    broker, client = cluster
+    client.create_topics([NewTopic("t1", 2), NewTopic("t2", 1)])
+    reader = _reader(broker)
+    start = reader.initialOffset()
+    ids = {name: str(listing.topic_id) for name, listing in client.listings().items()}
+    assert start[TOPIC_IDS] == {"t1": ids["t1"], "t2": ids["t2"]}
+    _fill(client, "t1", 0, 2)
+    end = reader.latestOffset(start, ReadAllAvailable())
+    assert end[TOPIC_IDS] == start[TOPIC_IDS] and _planned(end) == {"t1/0": 20, "t1/1": 0, "t2/0": 0}
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    for future in admin.delete_topics(["t2"]).values():  # gone: its id kept
+        future.result(30)
+    assert reader.latestOffset(end, ReadAllAvailable())[TOPIC_IDS] == start[TOPIC_IDS]
+    client.create_topics([NewTopic("t2", 1)])  # made again: another id
+    with pytest.raises(TopicRecreatedError, match="source topic t2 was deleted and made again"):
+        reader.latestOffset(end, ReadAllAvailable())
+    # A plan from before topic ids gets them.
+    assert reader.latestOffset({"t1/0": 20, "t1/1": 0}, ReadAllAvailable())[TOPIC_IDS]["t1"] == ids["t1"]
+
+
 def test_offsets_cover_every_selected_partition_and_ranges_become_rows(cluster):
     broker, client = cluster
     client.create_topics([NewTopic("t1", 2), NewTopic("other", 1)])
     _fill(client, "t1", 0, 3)
     reader = _reader(broker)
     start = reader.initialOffset()
-    assert start == {"t1/0": 0, "t1/1": 0}
+    assert _planned(start) == {"t1/0": 0, "t1/1": 0}
     end = reader.latestOffset(start, ReadAllAvailable())
-    assert end == {"t1/0": 30, "t1/1": 0}
+    assert _planned(end) == {"t1/0": 30, "t1/1": 0}
     (only,) = reader.partitions(start, end)
     assert list(reader.read(only)) == [("t1", 0, 0, 30, 0, 0)]
     assert reader.partitions(end, end) == []
@@ -51,7 +81,7 @@ def test_latest_starting_offsets_skip_what_is_there(cluster):
     broker, client = cluster
     client.create_topics([NewTopic("t1", 1)])
     _fill(client, "t1", 0, 2)
-    assert _reader(broker, starting_offsets="latest").initialOffset() == {"t1/0": 20}
+    assert _planned(_reader(broker, starting_offsets="latest").initialOffset()) == {"t1/0": 20}
 
 
 def test_a_record_limit_from_spark_caps_the_micro_batch(cluster):
@@ -61,9 +91,9 @@ def test_a_record_limit_from_spark_caps_the_micro_batch(cluster):
     _fill(client, "t1", 1, 5)
     reader = _reader(broker, max_records_per_trigger=30)
     assert reader.getDefaultReadLimit() == ReadMaxRows(30)
-    assert reader.latestOffset({"t1/0": 0, "t1/1": 0}, ReadMaxRows(30)) == {"t1/0": 15, "t1/1": 15}
+    assert _planned(reader.latestOffset({"t1/0": 0, "t1/1": 0}, ReadMaxRows(30))) == {"t1/0": 15, "t1/1": 15}
     # Spark may ask for everything (e.g. to honour a trigger); the limit must then be ignored.
-    assert reader.latestOffset({"t1/0": 0, "t1/1": 0}, ReadAllAvailable()) == {"t1/0": 50, "t1/1": 50}
+    assert _planned(reader.latestOffset({"t1/0": 0, "t1/1": 0}, ReadAllAvailable())) == {"t1/0": 50, "t1/1": 50}
 
 
 def test_a_byte_limit_is_turned_into_offsets_by_probing_batch_sizes(cluster):
@@ -74,7 +104,7 @@ def test_a_byte_limit_is_turned_into_offsets_by_probing_batch_sizes(cluster):
     reader = _reader(broker, max_bytes_per_trigger=5 * batch_size)
     assert reader.getDefaultReadLimit() == ReadMaxBytes(5 * batch_size)
     end = reader.latestOffset({"t1/0": 0}, ReadMaxBytes(5 * batch_size))
-    assert end == {"t1/0": 50}  # five batches of ten records
+    assert _planned(end) == {"t1/0": 50}  # five batches of ten records
 
 
 def test_available_now_pins_the_end_and_ignores_later_data_and_partitions(cluster):
@@ -86,7 +116,7 @@ def test_available_now_pins_the_end_and_ignores_later_data_and_partitions(cluste
     reader.prepareForTriggerAvailableNow()
     _fill(client, "t1", 0, 2)
     client.create_topics([NewTopic("t2", 1)])
-    assert reader.latestOffset(start, ReadAllAvailable()) == {"t1/0": 20}
+    assert _planned(reader.latestOffset(start, ReadAllAvailable())) == {"t1/0": 20}
 
 
 @pytest.fixture
@@ -114,12 +144,12 @@ def test_micro_batches_end_at_the_last_stable_offset(cluster, open_transaction):
     _fill(client, "t1", 1, 1)
     reader = _reader(broker)
     start = reader.initialOffset()
-    assert reader.latestOffset(start, ReadAllAvailable()) == {"t1/0": 25, "t1/1": 10}
+    assert _planned(reader.latestOffset(start, ReadAllAvailable())) == {"t1/0": 25, "t1/1": 10}
     assert client.list_offsets([TopicPartition("t1", 0)], "latest") == {TopicPartition("t1", 0): 30}
     reader.prepareForTriggerAvailableNow()
     _fill(client, "t1", 0, 1)
-    assert reader.latestOffset(start, ReadAllAvailable()) == {"t1/0": 25, "t1/1": 10}
-    assert _reader(broker, starting_offsets="latest").initialOffset() == {"t1/0": 35, "t1/1": 10}
+    assert _planned(reader.latestOffset(start, ReadAllAvailable())) == {"t1/0": 25, "t1/1": 10}
+    assert _planned(_reader(broker, starting_offsets="latest").initialOffset()) == {"t1/0": 35, "t1/1": 10}
 
 
 def test_new_partitions_first_appear_at_their_earliest_offset_with_nothing_to_copy(cluster):
@@ -130,9 +160,9 @@ def test_new_partitions_first_appear_at_their_earliest_offset_with_nothing_to_co
     client.create_topics([NewTopic("t2", 1)])
     _fill(client, "t2", 0, 1)
     found = reader.latestOffset(start, ReadAllAvailable())
-    assert found == {"t1/0": 0, "t2/0": 0}
+    assert _planned(found) == {"t1/0": 0, "t2/0": 0}
     assert reader.partitions(start, found) == []
-    assert reader.latestOffset(found, ReadAllAvailable()) == {"t1/0": 0, "t2/0": 10}
+    assert _planned(reader.latestOffset(found, ReadAllAvailable())) == {"t1/0": 0, "t2/0": 10}
 
 
 def test_the_stop_file_ends_planning(cluster, tmp_path):
@@ -176,9 +206,9 @@ def test_a_starting_time_starts_each_partition_at_its_first_record_that_recent(c
     producer.flush(30)
     three_hours_ago = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime((now - 3 * hour) / 1000))  # naive: UTC
     # The records stamped 3 h ago start at offset 20; partition 1 has nothing that recent: its end.
-    assert _reader(broker, starting_offsets=three_hours_ago).initialOffset() == {"t1/0": 20, "t1/1": 1}
-    assert _reader(broker, starting_offsets=str(now - 2 * hour)).initialOffset() == {"t1/0": 30, "t1/1": 1}
-    assert _reader(broker, starting_offsets=now + hour).initialOffset() == {"t1/0": 50, "t1/1": 1}
+    assert _planned(_reader(broker, starting_offsets=three_hours_ago).initialOffset()) == {"t1/0": 20, "t1/1": 1}
+    assert _planned(_reader(broker, starting_offsets=str(now - 2 * hour)).initialOffset()) == {"t1/0": 30, "t1/1": 1}
+    assert _planned(_reader(broker, starting_offsets=now + hour).initialOffset()) == {"t1/0": 50, "t1/1": 1}
 
 
 def _failing_first(monkeypatch, client, method: str, error: Exception, times: int) -> None:
@@ -204,7 +234,7 @@ def test_planning_waits_out_a_source_outage(cluster, monkeypatch):
     reader = _reader(broker)
     start = reader.initialOffset()
     _failing_first(monkeypatch, reader.client, "list_offsets", ClusterUnreachableError(broker.bootstrap, "down"), 2)
-    assert reader.latestOffset(start, ReadAllAvailable()) == {"t1/0": 20}
+    assert _planned(reader.latestOffset(start, ReadAllAvailable())) == {"t1/0": 20}
 
 
 def test_a_stop_ends_the_wait_for_a_source_outage_with_no_new_micro_batch(cluster, monkeypatch, tmp_path):

@@ -35,7 +35,7 @@ from .types import NewTopic
 if TYPE_CHECKING:
     from .client import KafkaClient
 
-__all__ = ["create_topics", "creation_requests", "TopicCreationError", "LEADER_WAIT_S"]
+__all__ = ["create_topics", "creation_requests", "TopicCreationError", "LEADER_WAIT_S", "LOG_OPEN_S", "leader_wait_s"]
 
 log = logging.getLogger(__name__)
 
@@ -43,6 +43,19 @@ LEADER_WAIT_S = 60.0
 """How long metadata may show no more of the new topics' leaders before the wait gives up:
 Kafka's ``default.api.timeout.ms``. A broker busy opening thousands of partitions just made
 publishes the next topic's leader late, but it publishes."""
+
+LOG_OPEN_S = 0.03
+"""What the wait allows on top for each partition just made. A KRaft broker publishes a metadata
+delta's leaders, then opens the delta's logs before it publishes the next delta: the topics of a
+second request show no leader until the first request's logs are all open. CI (2026-12-03, a
+loaded 2-core machine, Kafka 4.4): 909 topics of 10 partitions in one request, and the next
+request's 92 topics showed none for over 60 s, so the job failed them."""
+
+
+def leader_wait_s(partitions: int, request_timeout_s: float) -> float:
+    """How long metadata may show no more leaders of ``partitions`` new partitions before the
+    wait names the topics still without: the broker may be opening all of them first."""
+    return max(LEADER_WAIT_S, request_timeout_s) + LOG_OPEN_S * partitions
 
 
 class TopicCreationError(KMirrorError):
@@ -98,7 +111,8 @@ def create_topics(client: "KafkaClient", topics: Sequence[NewTopic]) -> set[str]
         _create(client, request, outcome)
     if outcome.refused:
         raise TopicCreationError(outcome.refused)
-    _await_leaders(client, [t.name for t in topics])
+    made = {t.name: t for t in topics}
+    _await_leaders(client, list(made), leader_wait_s(sum(t.partitions for t in made.values()), client.request_timeout_s))
     return outcome.existed
 
 
@@ -152,11 +166,11 @@ def _create(client: "KafkaClient", topics: list[NewTopic], outcome: _Outcome) ->
     _create(client, left[len(left) // 2:], outcome)
 
 
-def _await_leaders(client: "KafkaClient", names: list[str]) -> None:
+def _await_leaders(client: "KafkaClient", names: list[str], patience_s: float) -> None:
     """Until metadata shows a leader for every partition of ``names``. A broker opening
     thousands of partitions takes a while, so the wait ends only once nothing more appeared
-    for :data:`LEADER_WAIT_S` (or the request timeout, if longer); then the topics still
-    without leaders are named."""
+    for ``patience_s`` (:func:`leader_wait_s`); then the topics still without leaders are
+    named."""
     missing = set(names)
     progress = time.monotonic()
     pause = 0.05
@@ -168,7 +182,7 @@ def _await_leaders(client: "KafkaClient", names: list[str]) -> None:
             pause = 0.05
             continue
         waited = time.monotonic() - progress
-        if waited > max(LEADER_WAIT_S, client.request_timeout_s):
+        if waited > patience_s:
             raise TopicCreationError(dict.fromkeys(missing), waited_s=waited)
         time.sleep(pause)
         pause = min(pause * 2, 1.0)

@@ -19,7 +19,7 @@ from kafka.errors import PolicyViolationError
 from mirror.broker import EmbeddedBroker
 from mirror.broker.handlers import create_topics as create_topics_handler
 from mirror.kafka import KafkaClient, NewTopic, RetryPolicy, TopicCreationError
-from mirror.kafka.topic_creation import creation_requests
+from mirror.kafka.topic_creation import create_topics, creation_requests
 
 FAST = RetryPolicy(attempts=4, initial_backoff_s=0.01, max_backoff_s=0.05)
 
@@ -133,3 +133,49 @@ def test_a_single_topic_past_the_caps_is_refused_by_name(broker, client):
     assert list(raised.value.refused) == ["one.huge"]
     assert "10001 partitions in one topic" in str(raised.value)
     assert _listed(broker, "one.") == {"one.fine": 1}
+
+
+class _Clock:
+    """A monotonic clock the wait's sleeps move on, so a minute of a broker's silence costs none."""
+
+    def __init__(self):
+        self.now = 0.0
+
+    def monotonic(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.now += seconds
+
+
+def _made_late(broker, client, monkeypatch, late: str, after_s: float):
+    """The real broker makes the topics; its metadata hides ``late``'s leaders until the clock
+    passed ``after_s``, as Kafka's does while it opens the logs of an earlier request."""
+    from mirror.kafka import topic_creation
+    clock = _Clock()
+    monkeypatch.setattr(topic_creation, "time", clock)
+    shown = client.led_topics
+    monkeypatch.setattr(client, "led_topics", lambda names: {
+        name for name in shown(names) if name != late or clock.now >= after_s})
+    return clock
+
+
+def test_the_wait_for_leaders_outlasts_a_broker_opening_thousands_of_partitions(broker, client, monkeypatch):
+    """CI, 2026-12-03: Kafka showed the second request's 92 topics no leader for over 60 s while
+    it opened the first request's 9,090 logs, and the job failed them. 4,000 partitions just made
+    and one topic silent for 90 s: the wait goes on, and the topic is made."""
+    topics = [NewTopic(f"late.{i}", 1000) for i in range(4)]
+    clock = _made_late(broker, client, monkeypatch, "late.3", after_s=90)
+    assert create_topics(client, topics) == set()
+    assert clock.now >= 90
+    assert _listed(broker, "late.") == {t.name: 1000 for t in topics}
+
+
+def test_a_topic_whose_leaders_never_come_is_named_after_the_wait(broker, client, monkeypatch):
+    """One partition made and its leader never shown: after a minute without progress (Kafka's
+    default.api.timeout.ms) the topic is named, not waited for forever."""
+    clock = _made_late(broker, client, monkeypatch, "never.0", after_s=float("inf"))
+    with pytest.raises(TopicCreationError, match=r"could not create 1 topic: never\.0 \(created, but metadata "
+                                                 r"showed no leader for all its partitions in 6\d s\)"):
+        create_topics(client, [NewTopic("never.0", 1)])
+    assert 60 <= clock.now < 70

@@ -185,6 +185,10 @@ class TopicStore:
         self.data_dir = data_dir
         self.flush = flush
         self.topics: dict[str, Topic] = {}
+        self._ids: dict[uuid.UUID, Topic] = {}
+        """The same topics by id: a Fetch v13 names each of its topics by id (KIP-516)."""
+        self._former: dict[uuid.UUID, str] = {}
+        """The names of topics deleted since this broker started, by id (:meth:`former_name`)."""
         self.on_delete: list[Callable[[str], None]] = []
         """Called with a topic's name once it is deleted (the log cleaner drops its checkpoint entries)."""
         self._meta_dir = data_dir / ".topics"
@@ -206,7 +210,12 @@ class TopicStore:
         log.info("loaded %d topics from %s", len(self.topics), self.data_dir)
 
     def by_id(self, topic_id: uuid.UUID) -> Topic | None:
-        return next((topic for topic in self.topics.values() if topic.topic_id == topic_id), None)
+        return self._ids.get(topic_id)
+
+    def former_name(self, topic_id: uuid.UUID) -> str | None:
+        """The name of the deleted topic that had ``topic_id``: a fetch session that began on it
+        reads its partitions under that name, as Kafka's does, and finds another topic there."""
+        return self._former.get(topic_id)
 
     def topic(self, name: str) -> Topic:
         found = self.topics.get(name)
@@ -303,6 +312,8 @@ class TopicStore:
         metadata leaves the topic with empty partitions at the next start."""
         topic = self.topic(name)
         del self.topics[name]
+        del self._ids[topic.topic_id]
+        self._former[topic.topic_id] = name
         for partition in topic.partitions:
             partition.log.delete()
         (self._meta_dir / f"{name}.json").unlink()
@@ -320,7 +331,7 @@ class TopicStore:
     def _open(self, name: str, partitions: int, config: TopicConfig, topic_id: uuid.UUID) -> Topic:
         topic = Topic(name, config, topic_id)
         self._open_partitions(topic, range(partitions))
-        self.topics[name] = topic
+        self.topics[name] = self._ids[topic_id] = topic
         return topic
 
     def _open_partitions(self, topic: Topic, indexes: range) -> None:

@@ -44,7 +44,7 @@ and a takeover's syncs seeded from MirrorMaker 2's, :mod:`.takeover`) goes throu
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Iterable, Mapping
 
 from ..kafka import IdempotentProducer, TopicPartition
@@ -52,6 +52,7 @@ from ..kafka.transactional_producer import TransactionalProducer
 from .copy import CopyLoop
 from .offset_syncs import SyncLog, write_syncs
 from .offsets_topic import CommittedOffsets, encode_offsets
+from .ranges import CopyRequest
 
 __all__ = ["Committer", "LoopCommits", "open_transaction_wait_s", "CATCH_UP_COMMIT_S", "SYNCS_INTERVAL_S",
            "FULL_POSITIONS_S"]
@@ -84,21 +85,32 @@ class Committer:
     syncs_to: TopicPartition | None = None
     """The offset-syncs topic's partition (None: no syncs written, for copies no group follows)."""
     offsets: CommittedOffsets | None = None
+    topic_ids: dict[str, str] = field(default_factory=dict)
+    """The id of the source topic each topic's positions are offsets of (KIP-516), written with
+    them: a commit of a topic since deleted, or made again, is not taken for the new one's."""
 
     @property
     def exactly_once(self) -> bool:
         return self.offsets is not None
 
-    def begin(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
+    def begin(self, requests: Iterable[CopyRequest]) -> dict[TopicPartition, int]:
         """Before a copy task's attempt: exactly-once, this attempt's epoch (no earlier producer
-        of the task can commit after it), then what the destination says was committed for
-        ``partitions`` (Kafka's read-process-write order), waiting only for a transaction still
-        open that wrote them; at-least-once, nothing is known."""
+        of the task can commit after it), then :meth:`committed`; at-least-once, nothing is known."""
         if self.offsets is None:
             return {}
         assert isinstance(self.producer, TransactionalProducer)
         self.producer.renew()
-        return self.offsets.latest(partitions)
+        return self.committed(requests)
+
+    def committed(self, requests: Iterable[CopyRequest]) -> dict[TopicPartition, int]:
+        """Exactly-once, what the destination says was committed of the source topics
+        ``requests`` copy (Kafka's read-process-write order), waiting only for a transaction
+        still open that wrote them; their topics' ids go with every commit from now on."""
+        if self.offsets is None:
+            return {}
+        wanted = {request.tp: request.topic_id for request in requests}
+        self.topic_ids.update({tp.topic: topic_id for tp, topic_id in wanted.items() if topic_id is not None})
+        return self.offsets.latest(wanted)
 
     def commit(self, positions: Mapping[TopicPartition, int], syncs: SyncLog, *, flush: bool = True) -> None:
         """Make durable what was produced and acknowledged so far, with ``syncs`` (where it
@@ -116,11 +128,11 @@ class Committer:
             return
         assert isinstance(self.producer, TransactionalProducer)
         if positions:
-            self.producer.enqueue(self.offsets.partition, encode_offsets(positions, time.time_ns() // 1_000_000),
-                                  len(positions))
+            self.producer.enqueue(self.offsets.partition,
+                                  encode_offsets(positions, time.time_ns() // 1_000_000, self.topic_ids), len(positions))
         self.producer.commit()
         self.producer.take_acks()  # the offsets' and syncs': the next copy must not see them as its own
-        self.offsets.record(dict(positions))
+        self.offsets.record(dict(positions), self.topic_ids)
 
     def seal(self, positions: Mapping[TopicPartition, int], syncs: SyncLog) -> bool:
         """Exactly-once, without waiting: ``syncs`` and ``positions`` join the open transaction,
@@ -131,15 +143,15 @@ class Committer:
         if self.syncs_to is not None:
             write_syncs(self.producer, self.syncs_to, syncs)
         if positions:
-            self.producer.enqueue(self.offsets.partition, encode_offsets(positions, time.time_ns() // 1_000_000),
-                                  len(positions))
+            self.producer.enqueue(self.offsets.partition,
+                                  encode_offsets(positions, time.time_ns() // 1_000_000, self.topic_ids), len(positions))
         self.producer.seal()
         return self.producer.ending
 
     def sealed_committed(self, positions: Mapping[TopicPartition, int]) -> None:
         """The sealed transaction (:meth:`seal`) with ``positions`` committed."""
         assert self.offsets is not None
-        self.offsets.record(dict(positions))
+        self.offsets.record(dict(positions), self.topic_ids)
 
     def abort(self, cause: BaseException) -> None:
         """What the producer holds belongs to a failed copy: dropped, and exactly-once its

@@ -39,6 +39,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import time
+import uuid
 from typing import Literal, Mapping, Sequence
 
 from ..kafka import (
@@ -165,9 +166,11 @@ class CopyLoop:
         if copy is not None:
             if request.start != copy.offset and copy.active:
                 raise ValueError(f"{request.tp}: a range from {request.start} while the copy is at {copy.offset}")
-            copy.request = CopyRequest(request.tp, copy.request.start, max(request.end, copy.request.end), copy.request.floor)
+            copy.request = dataclasses.replace(copy.request, end=max(request.end, copy.request.end))
         else:
             copy = self.copies[request.tp] = RangeCopy(request, self.routes[request.tp.topic])
+            if request.topic_id is not None:
+                self.fetcher.identify({request.tp.topic: uuid.UUID(request.topic_id)})
         self._track(copy)
 
     def _track(self, copy: RangeCopy) -> None:
@@ -309,7 +312,7 @@ class CopyLoop:
         self._touched = set()
         for copy in chosen:
             live = copy.stats
-            end = copy.offset if copy.request.end == TAIL else copy.request.end
+            end = copy.offset if copy.request.end == TAIL or copy.gone else copy.request.end
             # A report of its own; the live stats (and the counters a fetched set being routed
             # counts into) go on from here.
             ranges.append(dataclasses.replace(live, end=end, counters=live.counters.take()))

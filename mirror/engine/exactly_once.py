@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import logging
 import time
+from dataclasses import replace
 from typing import Sequence
 
 from ..kafka import KafkaClient, TopicPartition
@@ -51,7 +52,7 @@ def resume_requests(requests: Sequence[CopyRequest], committed: dict) -> tuple[l
         if at >= request.end:
             done.append(request)
         elif at > request.start:
-            todo.append(CopyRequest(request.tp, at, request.end, request.floor))
+            todo.append(replace(request, start=at))
         else:
             todo.append(request)
     return todo, done
@@ -62,7 +63,7 @@ def copy_exactly_once(requests: Sequence[CopyRequest], routes, source: KafkaClie
     """Copy ``requests`` in one destination transaction together with their end offsets and
     with where their records landed (:class:`~.commit.Committer`)."""
     began = time.perf_counter()
-    committed = committer.begin(request.tp for request in requests)
+    committed = committer.begin(requests)
     todo, done = resume_requests(requests, committed)
     starts = {request.tp: request.start for request in requests}
     resumed = sum(1 for request in todo if request.start != starts[request.tp])
@@ -77,6 +78,7 @@ def copy_exactly_once(requests: Sequence[CopyRequest], routes, source: KafkaClie
     try:
         producer.add_partitions([committer.offsets.partition, *_preserved_partitions(todo, routes)])
         stats = copy_ranges(todo, routes, source, producer, **copy_options) if todo else TaskStats([])
+        ends.update({r.tp: r.end for r in stats.ranges if r.gone})  # copied only so far: its topic went
         committer.commit(ends, stats.syncs)
         stats.invisible.visible(time.time(), stats.latency)
     except BaseException as exc:

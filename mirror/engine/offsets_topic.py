@@ -4,7 +4,14 @@ Under exactly-once delivery each copy task commits, in the same destination tran
 the records it copied, one record per source partition saying where the copy got to:
 
 - key: ``{"topic": "orders", "partition": 3}`` (JSON), the source partition;
-- value: ``{"offset": 1234}``, the next source offset to copy.
+- value: ``{"offset": 1234, "topic_id": "…"}``, the next source offset to copy, and the id of
+  the source topic it is an offset of (KIP-516; left out for a cluster without ids, and by
+  kmirror before issue 70).
+
+A topic deleted and made again under its name is another topic, whose offsets start again:
+a commit of the old topic says nothing of the new one. Readers ask for the commits of the
+topic id they copy (:meth:`CommittedOffsets.latest`) and get none of another's; a commit
+without an id (written before ids were kept) is taken for any, as before.
 
 Like MirrorMaker 2's ``mm2-offsets``, the topic is compacted (the last value of each key is
 all that matters) and has one partition, so one ordered read gives every task's progress.
@@ -31,7 +38,7 @@ of a copier's partitions, so the last commit alone says where they are.
 from __future__ import annotations
 
 import json
-from typing import Iterable, Mapping
+from typing import Iterable, Mapping, NamedTuple
 
 import kcodecs
 from kcodecs import KMirrorError, Record
@@ -40,7 +47,7 @@ from ..kafka import KafkaClient, NewTopic, TopicPartition
 from .topic_tail import CommittedTail, latest_by_key
 
 __all__ = ["OFFSETS_TOPIC_PREFIX", "offsets_topic", "offsets_topic_spec", "encode_offsets", "decode_offsets",
-           "CommittedOffsets", "OffsetsTopicError"]
+           "Commit", "CommittedOffsets", "OffsetsTopicError"]
 
 OFFSETS_TOPIC_PREFIX = "kmirror-offsets."
 
@@ -63,23 +70,45 @@ def offsets_topic_spec(job: str) -> NewTopic:
     return NewTopic(offsets_topic(job), 1, configs=dict(COMPACTION))
 
 
-def encode_offsets(ends: Mapping[TopicPartition, int], now_ms: int) -> bytearray:
-    """One uncompressed v2 batch with a record per source partition."""
+class Commit(NamedTuple):
+    """A source partition's committed offset, and the id of the topic it is an offset of (None:
+    not known, a cluster without ids or a commit from before they were kept)."""
+
+    offset: int
+    topic_id: str | None = None
+
+    def of(self, topic_id: str | None) -> bool:
+        """Whether this commit is about the topic of id ``topic_id`` (None: whichever)."""
+        return self.topic_id is None or topic_id is None or self.topic_id == topic_id
+
+
+def encode_offsets(ends: Mapping[TopicPartition, int], now_ms: int,
+                   topic_ids: Mapping[str, str] | None = None) -> bytearray:
+    """One uncompressed v2 batch with a record per source partition, each with its topic's id
+    in ``topic_ids`` where it has one."""
+    topic_ids = topic_ids or {}
+
+    def value(tp: TopicPartition, offset: int) -> bytes:
+        topic_id = topic_ids.get(tp.topic)
+        return json.dumps({"offset": offset} if topic_id is None else {"offset": offset, "topic_id": topic_id}).encode()
+
     records = [Record(key=json.dumps({"topic": tp.topic, "partition": tp.partition}, sort_keys=True).encode(),
-                      value=json.dumps({"offset": offset}).encode(), timestamp=now_ms)
+                      value=value(tp, offset), timestamp=now_ms)
                for tp, offset in sorted(ends.items())]
     return bytearray(kcodecs.build_batch(records))
 
 
-def decode_offsets(record: Record) -> tuple[TopicPartition, int | None]:
-    """The source partition a record is about and its offset (None for a tombstone)."""
+def decode_offsets(record: Record) -> tuple[TopicPartition, Commit | None]:
+    """The source partition a record is about and its commit (None for a tombstone)."""
     try:
         key = json.loads(bytes(record.key or b""))
         tp = TopicPartition(str(key["topic"]), int(key["partition"]))
         if record.value is None:
             return tp, None
-        return tp, int(json.loads(bytes(record.value))["offset"])
-    except (ValueError, KeyError, TypeError) as exc:
+        value = json.loads(bytes(record.value))
+        topic_id = value.get("topic_id")
+        return tp, Commit(int(value["offset"]), None if topic_id is None else str(topic_id))
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
         raise OffsetsTopicError(f"record at offset {record.offset} of the offsets topic is not kmirror's: "
                                 f"key {record.key!r}, value {record.value!r}") from exc
 
@@ -89,7 +118,7 @@ class CommittedOffsets:
 
     def __init__(self, client: KafkaClient, topic: str, *, max_wait_s: float):
         self._tail = CommittedTail(client, TopicPartition(topic, 0), max_wait_s=max_wait_s)
-        self._offsets: dict[TopicPartition, int] = {}
+        self._offsets: dict[TopicPartition, Commit] = {}
 
     @property
     def partition(self) -> TopicPartition:
@@ -99,23 +128,29 @@ class CommittedOffsets:
         """Every source partition's committed offset, read to the end of the topic as it is now
         (waiting while open transactions hide part of it, see :mod:`.topic_tail`)."""
         self._tail.update_latest(self._offsets, decode_offsets)
-        return dict(self._offsets)
+        return {tp: commit.offset for tp, commit in self._offsets.items()}
 
-    def latest(self, wanted: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
-        """The committed offsets of ``wanted`` (those committed at all), read from the end of the
+    def latest(self, wanted: Iterable[TopicPartition] | Mapping[TopicPartition, str | None]) -> dict[TopicPartition, int]:
+        """The committed offsets of ``wanted`` (partitions, or partition -> the id of the topic it
+        is copied from), those committed at all and of that topic, read from the end of the
         topic backwards (:func:`~.topic_tail.latest_by_key`): a copier that commits every
         partition it follows at every commit finds them in its last transaction."""
-        found = self.latest_commits(wanted)
-        offsets = {source: offset for source, (offset, _) in found.items()}
-        self._offsets.update(offsets)
+        ids = wanted if isinstance(wanted, Mapping) else dict.fromkeys(wanted)
+        found = self._latest(ids)
+        offsets = {source: commit.offset for source, (commit, _) in found.items() if commit.of(ids[source])}
+        self._offsets.update({source: found[source][0] for source in offsets})
         return offsets
 
     def latest_commits(self, wanted: Iterable[TopicPartition]) -> dict[TopicPartition, tuple[int, int]]:
-        """As :meth:`latest`, each offset with the time it was committed (ms since the epoch)."""
-        found = latest_by_key(self._tail._client, self._tail.tp, lambda record: [decode_offsets(record)], wanted,
-                              max_wait_s=self._tail._max_wait_s)
-        return {source: (offset, record.timestamp) for source, (offset, record) in found.items()}
+        """The latest commit of each of ``wanted``, whichever topic it was of: its offset and
+        the time it was committed (ms since the epoch)."""
+        return {source: (commit.offset, record.timestamp) for source, (commit, record) in self._latest(wanted).items()}
 
-    def record(self, ends: Mapping[TopicPartition, int]) -> None:
+    def _latest(self, wanted: Iterable[TopicPartition]) -> dict[TopicPartition, tuple[Commit, Record]]:
+        return latest_by_key(self._tail._client, self._tail.tp, lambda record: [decode_offsets(record)], wanted,
+                             max_wait_s=self._tail._max_wait_s)
+
+    def record(self, ends: Mapping[TopicPartition, int], topic_ids: Mapping[str, str] | None = None) -> None:
         """What this process just committed (the next :meth:`refresh` reads it back too)."""
-        self._offsets.update(ends)
+        topic_ids = topic_ids or {}
+        self._offsets.update({tp: Commit(offset, topic_ids.get(tp.topic)) for tp, offset in ends.items()})

@@ -2,7 +2,8 @@
 :class:`~.copy.CopyLoop` takes for it each turn: taking a fetch's record set
 (:func:`take_fetched`) and routing a slice of it to the producer (:func:`route_slice`). What a
 fetch that moves nothing means (caught up, a transaction open at the source, truncation or a
-corrupt source) and what OFFSET_OUT_OF_RANGE means (data loss) are decided here, per range.
+corrupt source), what OFFSET_OUT_OF_RANGE means (data loss) and what a topic gone from under
+its id means (the range stops where it got: :attr:`RangeCopy.gone`) are decided here, per range.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from __future__ import annotations
 import logging
 from collections import OrderedDict
 
-from ..kafka import FetchedData, IdempotentProducer, KafkaClient, OffsetOutOfRangeError, TopicPartition
+from ..kafka import FetchedData, IdempotentProducer, KafkaClient, OffsetOutOfRangeError, TopicIdGoneError, TopicPartition
 from .errors import CorruptSourceError, DataLossError, SourceTruncatedError
 from .fetched_set import FetchedSet, RouteMode
 from .ranges import CopyRequest, RangeStats
@@ -41,15 +42,23 @@ class RangeCopy:
         self.caught_up = False
         """A tailing range routed all the source had at its last fetch (reset by new data)."""
         self.stats = RangeStats(request.tp, request.start, request.end)
+        self.gone = False
+        """The source topic the range was planned in is gone (deleted, or made again under its
+        name): nothing more of it can be copied, and the copy stops at :attr:`offset`. What
+        follows (the new topic, or none) is the planner's to decide."""
 
     @property
     def active(self) -> bool:
-        return self.offset < self.request.end
+        return self.offset < self.request.end and not self.gone
 
 
 def take_fetched(copy: RangeCopy, outcome, source: KafkaClient, on_data_loss: str, mode: RouteMode) -> None:
     """One partition's fetched bytes: the set to route, or after data loss the offset to go on from."""
     request, stats = copy.request, copy.stats
+    if isinstance(outcome, TopicIdGoneError):
+        copy.gone = stats.gone = True
+        log.warning("%s; its copy stopped at offset %d (the plan decides what follows)", outcome, copy.offset)
+        return
     if isinstance(outcome, OffsetOutOfRangeError):
         skipped_to = _after_data_loss(source, request.tp, copy.offset, request.end, on_data_loss, outcome)
         stats.lost_records += min(skipped_to, request.end) - copy.offset

@@ -25,6 +25,10 @@ class CopyRequest:
     floor: int = -1
     """The job's starting offset in ``tp`` (at most ``start``), -1 if not known: the records
     below it in the batch that holds it are not copied (:class:`~.fetched_set.FetchedSet`)."""
+    topic_id: str | None = None
+    """The id of the source topic the plan means (KIP-516), None from a cluster without ids: the
+    copy fetches that topic by it, so a topic made again under the name is not copied from
+    these offsets (:class:`~mirror.kafka.TopicIdGoneError`)."""
 
 
 @dataclass
@@ -43,6 +47,9 @@ class RangeStats:
     """Exactly-once replay: an earlier attempt committed the whole range, nothing was copied."""
     max_timestamp: int = -1
     """The newest source timestamp (ms) among the batches produced, -1 if none: the record age metric."""
+    gone: bool = False
+    """The source topic was deleted, or made again, during the copy: it ended before ``end``
+    (:attr:`~.range_copy.RangeCopy.gone`)."""
 
     @property
     def lag(self) -> int:

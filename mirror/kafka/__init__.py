@@ -16,6 +16,7 @@ from .errors import (
     HangingTransactionError,
     InvalidTopicPartitionError,
     OffsetOutOfRangeError,
+    TopicIdGoneError,
     UnknownTopicError,
 )
 from .topic_creation import TopicCreationError
@@ -46,6 +47,7 @@ __all__ = [
     "BrokerApiError",
     "OffsetOutOfRangeError",
     "HangingTransactionError",
+    "TopicIdGoneError",
     "UnknownTopicError",
     "TopicCreationError",
     "InvalidTopicPartitionError",

@@ -31,7 +31,8 @@ from .security import SaslCredentials
 __all__ = ["BrokerConnection", "Sent", "SPOKEN"]
 
 # The versions this client speaks, per request: at most what kafka-python's schemas know, and
-# below the topic-id versions (Fetch and Produce v13+ name topics by id only, KIP-516). The
+# below the topic-id versions (Fetch and Produce v13+ name topics by id only, KIP-516; the
+# fetcher, which knows each topic's id, asks for Fetch v13 itself, ``highest``). The
 # lower bounds: Fetch 4 / Produce 3 carry only magic-2 record sets (KIP-98); Metadata 1 has
 # null for "all topics" and is_internal; ListOffsets 1 returns one offset, not a list.
 SPOKEN: dict[type, tuple[int, int]] = {
@@ -131,9 +132,11 @@ class BrokerConnection:
     def version(self, request) -> int:
         return self.version_of(type(request))
 
-    def version_of(self, request_class: type) -> int:
-        """The highest version of ``request_class`` both sides speak, or UNSUPPORTED_VERSION."""
+    def version_of(self, request_class: type, highest: int | None = None) -> int:
+        """The highest version of ``request_class`` both sides speak (up to ``highest`` instead
+        of :data:`SPOKEN`'s, if given), or UNSUPPORTED_VERSION."""
         low, high = SPOKEN[request_class]
+        high = high if highest is None else highest
         broker_low, broker_high = self.versions.get(request_class.API_KEY, (0, -1))
         version = min(high, broker_high)
         if version < max(low, broker_low):

@@ -84,6 +84,8 @@ class KafkaClient:
         self._nodes: dict[int, str] = {}  # node id -> address, from Metadata
         self._leaders: dict[TopicPartition, int] = {}
         self._partition_counts: dict[str, int] = {}
+        self._topic_ids: dict[str, UUID] = {}
+        """Each topic's id as the last metadata that listed it gave it (Metadata v10+, KIP-516)."""
         self._cluster_id: str | None = None
 
     # ---- public API -------------------------------------------------------------------------
@@ -274,6 +276,11 @@ class KafkaClient:
         for a partition without a leader, :class:`UnknownTopicError` for an unknown topic."""
         return self._route(list(partitions))
 
+    def topic_id(self, topic: str) -> UUID | None:
+        """``topic``'s id as the last metadata that listed it gave it (metadata is read for a
+        topic's first :meth:`leaders`); None from a cluster without ids, or before any listing."""
+        return self._topic_ids.get(topic)
+
     def forget_leaders(self, partitions: Iterable[TopicPartition]) -> None:
         """Drop cached leaders (after NOT_LEADER or a lost connection): the next
         :meth:`leaders` reads fresh metadata, as Kafka's NetworkClient does on such errors."""
@@ -366,6 +373,9 @@ class KafkaClient:
                 self._partition_counts.pop(topic.name, None)
                 continue
             self._partition_counts[topic.name] = len(topic.partitions)
+            topic_id = _topic_id(topic)
+            if topic_id is not None:
+                self._topic_ids[topic.name] = topic_id
             for part in topic.partitions:
                 if part.leader_id >= 0 and part.leader_id in self._nodes:
                     self._leaders[TopicPartition(topic.name, part.partition_index)] = part.leader_id

@@ -10,6 +10,7 @@
     ├── BrokerApiError                   an error code from the broker (non-retriable, or retries used up)
     │   ├── OffsetOutOfRangeError        a fetch outside [log start, high watermark]; never retried
     │   └── UnknownTopicError            metadata never showed the topic
+    ├── TopicIdGoneError                 a fetch by topic id (v13) of a topic deleted or made again since
     ├── HangingTransactionError          a read_committed fetch waited past any transaction's time limit
     ├── TopicCreationError               (topic_creation.py) topics the controller refused, each named
     └── InvalidTopicPartitionError       (types.py; also ValueError) text that is not "topic/partition"
@@ -19,6 +20,8 @@ so names and retriability cannot drift from Kafka's.
 """
 
 from __future__ import annotations
+
+from uuid import UUID
 
 import kafka.errors as kerr
 
@@ -35,6 +38,7 @@ __all__ = [
     "ClusterUnreachableError",
     "BrokerApiError",
     "OffsetOutOfRangeError",
+    "TopicIdGoneError",
     "UnknownTopicError",
     "HangingTransactionError",
     "InvalidTopicPartitionError",
@@ -92,6 +96,19 @@ class UnknownTopicError(BrokerApiError):
     def __init__(self, topic: str):
         error = kerr.UnknownTopicOrPartitionError
         super().__init__("Metadata", error.message, error.errno, True, topic=topic)
+
+
+class TopicIdGoneError(KMirrorError):
+    """Fetch v13 named ``tp``'s topic by ``topic_id``, and the leader has no topic of that id any
+    more (UNKNOWN_TOPIC_ID, or INCONSISTENT_TOPIC_ID from a leader that holds another topic under
+    the name): the topic was deleted, or deleted and made again, since the copy began. The old
+    offsets mean nothing in a topic made since, so the copy of the topic stops here; what follows
+    is the planner's to decide (:mod:`mirror.engine.topic_identity`)."""
+
+    def __init__(self, tp: TopicPartition, topic_id: UUID, code: int):
+        super().__init__(f"{tp}: the source has no topic of id {topic_id} any more ({kerr.for_code(code).__name__}): "
+                         f"{tp.topic} was deleted, or deleted and made again, since its copy began")
+        self.tp, self.topic_id, self.code = tp, topic_id, code
 
 
 class HangingTransactionError(KMirrorError):

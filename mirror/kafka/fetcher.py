@@ -13,8 +13,9 @@ the caller asks for at the time (Kafka's fetch sessions likewise move partitions
 returned data to the end). Record sets come back as writable views of the response's own
 buffer, so the caller can rewrite batches in place and produce them as they are.
 
-Per-partition outcomes are :class:`FetchedData` or :class:`OffsetOutOfRangeError` (the
-caller decides between failing and skipping, ``--on-data-loss``). Retriable errors (leader
+Per-partition outcomes are :class:`FetchedData`, :class:`OffsetOutOfRangeError` (the
+caller decides between failing and skipping, ``--on-data-loss``) or :class:`TopicIdGoneError`
+(the topic is not the one fetched any more; the caller stops its copy). Retriable errors (leader
 moves, a lost connection, a broker that stopped answering) are retried here, per partition,
 with backoff; others raise.
 
@@ -22,6 +23,13 @@ Read committed (KIP-98), a partition answers nothing at its last stable offset w
 transaction is open there. The caller fetches it again, as Kafka's consumer polls again; a
 partition stuck longer than any transaction may stay open raises
 :class:`HangingTransactionError` instead of being fetched forever.
+
+**A topic is fetched by its id** (Fetch v13, KIP-516) where the leader speaks it: the id the
+caller gives (:meth:`Fetcher.identify`: the job's plan), or else the one metadata listed when
+the topic was first fetched, kept from then on. A topic deleted, or deleted and made again under
+its name, then answers UNKNOWN_TOPIC_ID, and the fetch settles it as :class:`TopicIdGoneError`
+rather than read the new topic's records at the old topic's offsets. A cluster without ids is fetched
+by name (v12 at most), as before.
 
 **Idle partitions cost nothing** (KIP-227). A partition at its end (its fetch offset at the
 end the last answer gave: the last stable offset read committed, else the high watermark)
@@ -38,6 +46,7 @@ from __future__ import annotations
 
 import logging
 import time
+import uuid
 from collections import deque
 from dataclasses import dataclass
 from typing import Callable, Iterable, Mapping
@@ -48,11 +57,11 @@ from kafka.protocol.consumer import FetchRequest, FetchResponse
 from kcodecs import KcodecsError, KMirrorError, iter_batches
 
 from ..protocol import FetchPosition, decode_fetch_response, encode_fetch_request
-from ..protocol.fetch import FETCH_SESSIONS_SINCE
+from ..protocol.fetch import FETCH_SESSIONS_SINCE, FETCH_TOPIC_IDS_SINCE
 from .backoff import Backoff
 from .client import READ_COMMITTED, READ_UNCOMMITTED, KafkaClient, is_retriable
 from .connection import ConnectionFailedError, ProtocolError
-from .errors import BrokerApiError, HangingTransactionError, OffsetOutOfRangeError
+from .errors import BrokerApiError, HangingTransactionError, OffsetOutOfRangeError, TopicIdGoneError
 from .fetch_session import FetchSession, SessionRequest
 from .frames import FrameBuffers
 from .pipeline import Encoder, PipelinedConnection
@@ -69,7 +78,7 @@ MAX_TRANSACTION_WAIT_S = 16 * 60.0
 plus a minute for the coordinator's abort to reach the partition. A transaction open longer
 will not end by itself."""
 
-FetchOutcome = FetchedData | OffsetOutOfRangeError
+FetchOutcome = FetchedData | OffsetOutOfRangeError | TopicIdGoneError
 
 FETCH_TURN_S = 0.025
 """About how long a fetch's answer takes to arrive from a leader nearby (a few MiB over a LAN,
@@ -104,7 +113,20 @@ class _Asked:
     offsets: Mapping[TopicPartition, int]
     units: int
     session: SessionRequest | None = None
+    topic_ids: Mapping[str, uuid.UUID] | None = None
+    """The id each topic was named by (v13), None if by name: the answer names them so too."""
 
+    @property
+    def highest(self) -> int:
+        """The newest Fetch version this request may go as: v13 names topics by id only."""
+        return FETCH_TOPIC_IDS_SINCE if self.topic_ids is not None else FETCH_TOPIC_IDS_SINCE - 1
+
+    def topic_names(self) -> dict[uuid.UUID, str] | None:
+        return None if self.topic_ids is None else {topic_id: name for name, topic_id in self.topic_ids.items()}
+
+
+_TOPIC_ID_ERRORS = frozenset({kerr.UnknownTopicIdError.errno, kerr.InconsistentTopicIdError.errno})
+"""A partition's topic is not the one its id named: deleted, or made again since."""
 
 _SESSION_ERRORS = frozenset({kerr.FetchSessionIdNotFoundError.errno, kerr.InvalidFetchSessionEpochError.errno})
 """A session's request refused for the session's sake: the next one is a full fetch, at once."""
@@ -139,6 +161,13 @@ class Fetcher:
         self._responses = 0
         self._latency: dict[str, deque[float]] = {}
         """Per leader, how long its last answers that carried records took."""
+        self._topic_ids: dict[str, uuid.UUID] = {}
+        """The id each topic is fetched by from now on (:meth:`identify`, or its first listing)."""
+
+    def identify(self, topic_ids: Mapping[str, uuid.UUID]) -> None:
+        """Fetch each of these topics by this id (the job's plan says which topic it copies):
+        a fetch then settles as :class:`TopicIdGoneError` once the name stands for another."""
+        self._topic_ids.update(topic_ids)
 
     def fetching(self, tp: TopicPartition) -> bool:
         return tp in self._asking
@@ -189,10 +218,10 @@ class Fetcher:
             requests = max(0, min(room, len(tps)))
             ordered = sorted(tps, key=lambda tp: self._served.get(tp, -1))
             for share in range(requests):
-                asked = _Asked({tp: wanted[tp] for tp in ordered[share::requests]},
-                               room // requests + (share < room % requests))
+                offsets = {tp: wanted[tp] for tp in ordered[share::requests]}
+                asked = _Asked(offsets, room // requests + (share < room % requests), topic_ids=self._ids_of(offsets))
                 try:
-                    conn.send_encoded(FetchRequest, self._request(asked, conn), asked)
+                    conn.send_encoded(FetchRequest, self._request(asked, conn), asked, asked.highest)
                 except (ConnectionFailedError, ProtocolError) as exc:
                     self._lost(conn, exc, also=asked.offsets)
                     break
@@ -216,7 +245,7 @@ class Fetcher:
         pending = None
         try:
             pending, body = conn.receive(FetchResponse, self._frames)
-            response = decode_fetch_response(body, pending.version)
+            response = decode_fetch_response(body, pending.version, pending.context.topic_names())
         except (ConnectionFailedError, ProtocolError) as exc:
             self._lost(conn, exc, also=pending.context.offsets if pending is not None else ())
             return {}
@@ -251,6 +280,8 @@ class Fetcher:
             if part.error_code == kerr.OffsetOutOfRangeError.errno:
                 settled[tp] = OffsetOutOfRangeError(tp, offset, log_start_offset=part.log_start_offset,
                                                     high_watermark=part.high_watermark)
+            elif part.error_code in _TOPIC_ID_ERRORS:
+                settled[tp] = TopicIdGoneError(tp, asked.topic_ids[tp.topic], part.error_code)
             elif part.error_code:
                 error = BrokerApiError.from_code("Fetch", part.error_code, tp)
                 if not error.retriable:
@@ -288,7 +319,8 @@ class Fetcher:
         def encode(correlation_id: int, version: int) -> list[bytes]:
             return encode_fetch_request(positions, version=version, correlation_id=correlation_id,
                                         client_id=conn.broker.conn.client_id, max_wait_ms=self._max_wait_ms,
-                                        min_bytes=1, max_bytes=max_bytes, isolation_level=self._isolation_level)
+                                        min_bytes=1, max_bytes=max_bytes, isolation_level=self._isolation_level,
+                                        topic_ids=asked.topic_ids)
 
         return encode
 
@@ -307,16 +339,17 @@ class Fetcher:
         # the request's max_bytes bounds the answer, and the broker serves the session's
         # partitions in turn (those that returned records move to the end).
         request = session.request({tp: (wanted[tp], self._max_bytes) for tp in at_end})
-        asked = _Asked({tp: wanted[tp] for tp in at_end}, 1, request)
+        offsets = {tp: wanted[tp] for tp in at_end}
+        asked = _Asked(offsets, 1, request, self._ids_of([*offsets, *request.forgotten]))
         try:
-            conn.send_encoded(FetchRequest, self._session_request(request, conn), asked)
+            conn.send_encoded(FetchRequest, self._session_request(request, asked, conn), asked, asked.highest)
         except (ConnectionFailedError, ProtocolError) as exc:
             self._lost(conn, exc, also=asked.offsets)
             return [tp for tp in tps if tp not in asked.offsets], 0
         self._asking.update(asked.offsets)
         return [tp for tp in tps if tp not in asked.offsets], 1
 
-    def _session_request(self, request: SessionRequest, conn: PipelinedConnection) -> Encoder:
+    def _session_request(self, request: SessionRequest, asked: _Asked, conn: PipelinedConnection) -> Encoder:
         positions = [FetchPosition(tp.topic, tp.partition, offset, max_bytes)
                      for tp, (offset, max_bytes) in request.named.items()]
 
@@ -326,9 +359,20 @@ class Fetcher:
                                         max_wait_ms=max(self._max_wait_ms, SESSION_WAIT_MS), min_bytes=1,
                                         max_bytes=self._max_bytes, isolation_level=self._isolation_level,
                                         session_id=request.session_id, session_epoch=request.epoch,
-                                        forgotten=request.forgotten)
+                                        forgotten=request.forgotten, topic_ids=asked.topic_ids)
 
         return encode
+
+    def _ids_of(self, tps: Iterable[TopicPartition]) -> dict[str, uuid.UUID] | None:
+        """The ids to name the topics of ``tps`` by, None if one has none (a cluster without
+        ids): then the request names them all by name. A topic's first id is kept."""
+        ids = {}
+        for topic in {tp.topic for tp in tps}:
+            known = self._topic_ids.get(topic) or self._client.topic_id(topic)
+            if known is None:
+                return None
+            ids[topic] = self._topic_ids[topic] = known
+        return ids
 
     def _check_stuck(self, tp: TopicPartition, offset: int, fetched: FetchedData) -> None:
         """Time how long ``tp`` has been held at its last stable offset by an open transaction;

@@ -63,9 +63,10 @@ class PipelinedConnection:
     def can_send(self) -> bool:
         return not self.closed and len(self.in_flight) < self.max_in_flight
 
-    def send_encoded(self, request_class: type, encode: Encoder, context: Any) -> InFlight:
-        """Send a request framed by ``encode`` (the hot path's own codec, :mod:`mirror.protocol`) at the negotiated version."""
-        version = self.broker.version_of(request_class)
+    def send_encoded(self, request_class: type, encode: Encoder, context: Any, highest: int | None = None) -> InFlight:
+        """Send a request framed by ``encode`` (the hot path's own codec, :mod:`mirror.protocol`) at the negotiated
+        version (up to ``highest``, if given, instead of what :data:`~.broker_connection.SPOKEN` says)."""
+        version = self.broker.version_of(request_class, highest)
         correlation_id = self.broker.conn.next_correlation_id()
         self.broker.conn.send_buffers(list(encode(correlation_id, version)))
         return self._sent(correlation_id, version, context)

@@ -1,9 +1,11 @@
 """Fetch (api key 1), encoded by hand: the client's request, the broker's answer, and the
 client's reading of it (records as views of the response buffer, never copies).
 
-FetchRequest, v4..12, flexible from v12 (a consumer's: no leader epochs, no rack; a full fetch,
+FetchRequest, v4..13, flexible from v12 (a consumer's: no leader epochs, no rack; a full fetch,
 or a fetch session's, KIP-227; kafka-python compiled its encoder on first use, a few
-milliseconds of every new process's first copy)::
+milliseconds of every new process's first copy). From v13 a topic is named by its topic id
+(KIP-516), not its name: a fetch of a topic that was deleted, or deleted and made again under
+its name, gets ``UNKNOWN_TOPIC_ID`` instead of the new topic's records at the old offsets::
 
     replica_id             int32    -1: a consumer
     max_wait_ms            int32
@@ -13,7 +15,7 @@ milliseconds of every new process's first copy)::
     session_id             int32    v7+ (0: no fetch session yet, KIP-227)
     session_epoch          int32    v7+ (-1: a full fetch without a session; 0: a full fetch
                                     that starts one; 1, 2, ...: the session's next request)
-    topics                 array: topic string
+    topics                 array: topic string (v4-12) | topic_id uuid (v13)
       partitions           array:
         partition              int32
         current_leader_epoch   int32    v9+ (-1: not checked, KIP-320)
@@ -22,17 +24,17 @@ milliseconds of every new process's first copy)::
         log_start_offset       int64    v5+ (-1: a consumer's)
         partition_max_bytes    int32
     forgotten_topics_data  array    v7+: partitions the session stops fetching
-      topic                string
+      topic                string (v7-12) | topic_id uuid (v13)
       partitions           array of int32
     rack_id                string   v11+ ("": none, KIP-392)
     (v12 tagged: 0 cluster_id; not sent)
 
-FetchResponse, v4..12, flexible from v12::
+FetchResponse, v4..13, flexible from v12::
 
     throttle_time_ms       int32
     error_code             int16    v7+ (fetch sessions, KIP-227)
     session_id             int32    v7+
-    topics                 array: topic string
+    topics                 array: topic string (v4-12) | topic_id uuid (v13)
       partitions           array:
         partition_index        int32
         error_code             int16
@@ -48,8 +50,9 @@ FetchResponse, v4..12, flexible from v12::
 from __future__ import annotations
 
 import struct
+import uuid
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Callable, Mapping, Sequence
 
 from .errors import ProtocolError
 from .primitives import (
@@ -59,8 +62,9 @@ from .primitives import (
 
 
 FETCH_API_KEY = 1
-FETCH_VERSIONS = range(4, 13)
+FETCH_VERSIONS = range(4, 14)
 FETCH_FIRST_FLEXIBLE = 12
+FETCH_TOPIC_IDS_SINCE = 13  # topics named by topic id (KIP-516)
 FETCH_SESSIONS_SINCE = 7  # top-level error_code and session_id
 FETCH_LOG_START_SINCE = 5
 FETCH_PREFERRED_REPLICA_SINCE = 11
@@ -116,6 +120,8 @@ class FetchResponseData:
     error_code: int  # 0 before v7
     session_id: int  # 0 before v7
     partitions: list[FetchedPartition]
+    topic_ids: Mapping[str, uuid.UUID] | None = None
+    """From v13: the id each topic is named by on the wire (KIP-516); None before."""
 
 
 # --- the client's request ------------------------------------------------------------------------------------
@@ -134,13 +140,15 @@ def encode_fetch_request(
     session_id: int = 0,
     session_epoch: int = -1,
     forgotten: Sequence[tuple[str, int]] = (),
+    topic_ids: Mapping[str, uuid.UUID] | None = None,
 ) -> list[bytes]:
     """A consumer's fetch, framed, as a one-piece list for ``socket.sendmsg``: a full fetch by
     default, or a fetch session's request (``session_id``, ``session_epoch``, and the
     ``forgotten`` (topic, partition) pairs it stops fetching; v7+, KIP-227). Partitions of one
     topic are grouped under it in first-seen order, as :func:`~.produce.encode_produce_request`
-    groups them. Versions 4..12."""
+    groups them. Versions 4..13; v13 names each topic by its id in ``topic_ids``."""
     check_version("Fetch", version, FETCH_VERSIONS)
+    name = _topic_key(version, topic_ids, "Fetch")
     topics: dict[str, list[FetchPosition]] = {}
     for position in positions:
         topics.setdefault(position.topic, []).append(position)
@@ -152,8 +160,8 @@ def encode_fetch_request(
         top = (CONSUMER_REPLICA_ID, max_wait_ms, min_bytes, max_bytes, isolation_level)
         out.buf += _FETCH_REQUEST_TOP[sessions].pack(*top, *((session_id, session_epoch) if sessions else ()))
         out.length(len(topics), INT32)
-        for name, parts in topics.items():
-            out.string(name)
+        for topic, parts in topics.items():
+            name(out, topic)
             out.length(len(parts), INT32)
             for p in parts:
                 out.buf += _packed_position(p, version)
@@ -164,8 +172,8 @@ def encode_fetch_request(
             for topic, partition in forgotten:
                 dropped.setdefault(topic, []).append(partition)
             out.length(len(dropped), INT32)
-            for name, indexes in dropped.items():
-                out.string(name)
+            for topic, indexes in dropped.items():
+                name(out, topic)
                 out.length(len(indexes), INT32)
                 for index in indexes:
                     out.buf += INT32.pack(index)
@@ -176,6 +184,22 @@ def encode_fetch_request(
     except ENCODE_ERRORS as exc:
         raise ProtocolError(f"cannot encode Fetch v{version}: {exc}") from exc
     return out.frame()
+
+
+def _topic_key(version: int, topic_ids: Mapping[str, uuid.UUID] | None, api: str) -> Callable[[Writer, str], None]:
+    """How a topic is written in this version: its name (v4-12), or its id (v13)."""
+    if version < FETCH_TOPIC_IDS_SINCE:
+        return Writer.string
+
+    def topic_id(out: Writer, topic: str) -> None:
+        if topic_ids is None:
+            raise ProtocolError(f"{api} v{version} names topics by id: no topic ids given")
+        known = topic_ids.get(topic)
+        if known is None:
+            raise ProtocolError(f"{api} v{version} names topics by id: none given for topic {topic!r}")
+        out.buf += known.bytes
+
+    return topic_id
 
 
 def _packed_position(p: FetchPosition, version: int) -> bytes:
@@ -195,12 +219,14 @@ def _packed_position(p: FetchPosition, version: int) -> bytes:
 
 def encode_fetch_response(response: FetchResponseData, *, version: int, correlation_id: int) -> list[bytes | memoryview]:
     """Framed (size prefix + response header v0, or v1 with tagged fields from v12) + body, as a
-    list of buffers; records are the partitions' own views, not copied.
+    list of buffers; records are the partitions' own views, not copied. v13 names each topic by
+    its id in ``response.topic_ids``.
 
     Consecutive partitions of one topic share a topic entry, as Kafka's ``FetchResponse.toMessage``
     groups them, so a decoded response encodes back to the same bytes.
     """
     check_version("Fetch", version, FETCH_VERSIONS)
+    name = _topic_key(version, response.topic_ids, "Fetch response")
     sessions, log_start = version >= FETCH_SESSIONS_SINCE, version >= FETCH_LOG_START_SINCE
     out = Writer(version >= FETCH_FIRST_FLEXIBLE)
     try:
@@ -220,7 +246,15 @@ def encode_fetch_response(response: FetchResponseData, *, version: int, correlat
                 out.buf += INT32.pack(NO_PREFERRED_READ_REPLICA)
             out.borrowed(p.records)
 
-        out.topics(consecutive_runs(response.partitions), partition)
+        runs = consecutive_runs(response.partitions)
+        out.length(len(runs), INT32)
+        for topic, parts in runs:
+            name(out, topic)
+            out.length(len(parts), INT32)
+            for part in parts:
+                partition(part)
+                out.tags()
+            out.tags()
         out.tags()
     except ENCODE_ERRORS as exc:
         raise ProtocolError(f"cannot encode Fetch response v{version}: {exc}") from exc
@@ -237,10 +271,15 @@ def _encode_aborted(out: Writer, aborted: tuple[tuple[int, int], ...] | None) ->
         out.tags()
 
 
-def decode_fetch_response(body: Buffer, version: int) -> FetchResponseData:
-    """Body of a Fetch response (after the response header), versions 4..12. Records are views
-    into ``body``, never copies."""
+def decode_fetch_response(body: Buffer, version: int,
+                          topic_names: Mapping[uuid.UUID, str] | None = None) -> FetchResponseData:
+    """Body of a Fetch response (after the response header), versions 4..13. Records are views
+    into ``body``, never copies. v13 names topics by id: ``topic_names`` gives the names of the
+    ids the request sent (an answer about another id is a :class:`ProtocolError`)."""
     check_version("Fetch", version, FETCH_VERSIONS)
+    by_id = version >= FETCH_TOPIC_IDS_SINCE
+    if by_id and topic_names is None:
+        raise ProtocolError(f"Fetch response v{version} names topics by id: no topic names given")
     reader = Reader(body, flexible=version >= FETCH_FIRST_FLEXIBLE)
     log_start, preferred_replica = version >= FETCH_LOG_START_SINCE, version >= FETCH_PREFERRED_REPLICA_SINCE
     partition_layout = _FETCH_PARTITION[log_start]
@@ -261,11 +300,29 @@ def decode_fetch_response(body: Buffer, version: int) -> FetchResponseData:
             start = fixed[4] if log_start else -1
             return FetchedPartition(topic, index, error, high_watermark, last_stable, start, aborted, records)
 
-        partitions = reader.topics(partition)
+        topic_ids = None
+        if by_id:
+            partitions, topic_ids = [], {}
+            for _ in range(reader.count("topics")):
+                raw = bytes(reader.take(16))
+                if len(raw) != 16:
+                    raise ProtocolError(f"Fetch response v{version}: a topic id cut short at byte {reader.pos}")
+                topic_id = uuid.UUID(bytes=raw)
+                if topic_id not in topic_names:
+                    raise ProtocolError(f"Fetch response v{version} answers about topic id {topic_id}, "
+                                        f"which the request did not name")
+                topic = topic_names[topic_id]
+                topic_ids[topic] = topic_id
+                for _ in range(reader.count("partitions")):
+                    partitions.append(partition(topic))
+                    reader.tags()
+                reader.tags()
+        else:
+            partitions = reader.topics(partition)
         reader.end()
     except DECODE_ERRORS as exc:
         raise ProtocolError(f"malformed Fetch response v{version} at byte {reader.pos}: {exc}") from exc
-    return FetchResponseData(throttle_time_ms, error_code, session_id, partitions)
+    return FetchResponseData(throttle_time_ms, error_code, session_id, partitions, topic_ids)
 
 
 def _decode_aborted(reader: Reader) -> tuple[tuple[int, int], ...] | None:

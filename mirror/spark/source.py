@@ -72,7 +72,7 @@ __all__ = ["KafkaRangeSource", "KafkaRangeReader", "CopyRange", "CopyGroup", "gr
 
 log = logging.getLogger(__name__)
 
-SCHEMA = "topic string, partition int, start_offset long, end_offset long, task int, floor long"
+SCHEMA = "topic string, partition int, start_offset long, end_offset long, task int, floor long, topic_id string"
 STOP_FILE_OPTION = "stopFile"
 STARTS_FILE_OPTION = "startsFile"
 CONFIG_FILE_OPTION = "configFile"
@@ -92,6 +92,8 @@ class CopyRange:
     end: int
     floor: int = -1
     """The job's starting offset in the partition, -1 if unknown (:attr:`KafkaRangeReader.floors`)."""
+    topic_id: str = ""
+    """The planned source topic's id, "" from a cluster without ids (:mod:`mirror.engine.topic_identity`)."""
 
     @property
     def tp(self) -> TopicPartition:
@@ -110,8 +112,8 @@ def groups_of_rows(rows: Iterable[tuple]) -> list[CopyGroup]:
     """The groups whose rows (:data:`SCHEMA`, as :meth:`KafkaRangeReader.read` writes them) are
     among ``rows``, in task order."""
     ranges: dict[int, list[CopyRange]] = {}
-    for topic, partition, start, end, task, floor in rows:
-        ranges.setdefault(task, []).append(CopyRange(topic, partition, start, end, floor))
+    for topic, partition, start, end, task, floor, topic_id in rows:
+        ranges.setdefault(task, []).append(CopyRange(topic, partition, start, end, floor, topic_id))
     return [CopyGroup(task, tuple(found)) for task, found in sorted(ranges.items())]
 
 
@@ -263,8 +265,8 @@ class KafkaRangeReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return ReadAllAvailable()
 
     def partitions(self, start: dict, end: dict) -> list[CopyGroup]:
-        begun = parse_offsets(start)
-        ranges = [CopyRange(tp.topic, tp.partition, begun[tp], stop, self.floors.get(tp, -1))
+        begun, topic_ids = parse_offsets(start), parse_topic_ids(end)
+        ranges = [CopyRange(tp.topic, tp.partition, begun[tp], stop, self.floors.get(tp, -1), topic_ids.get(tp.topic, ""))
                   for tp, stop in sorted(parse_offsets(end).items()) if tp in begun and stop > begun[tp]]
         if not ranges:
             return []
@@ -289,7 +291,7 @@ class KafkaRangeReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def read(self, partition: CopyGroup) -> Iterator[tuple]:
         """The group as rows of :data:`SCHEMA` (:func:`groups_of_rows` reads them back)."""
         for r in partition.ranges:
-            yield (r.topic, r.partition, r.start, r.end, partition.index, r.floor)
+            yield (r.topic, r.partition, r.start, r.end, partition.index, r.floor, r.topic_id)
 
     def stop(self) -> None:
         if self._client is not None:

@@ -56,4 +56,4 @@ def task_of(group: CopyGroup) -> tuple[int, list[CopyRequest]]:
 
 
 def request_of(r: CopyRange) -> CopyRequest:
-    return CopyRequest(r.tp, r.start, r.end, r.floor)
+    return CopyRequest(r.tp, r.start, r.end, r.floor, r.topic_id or None)

@@ -5,6 +5,8 @@ of Kafka transactions."""
 
 from __future__ import annotations
 
+import json
+
 import time
 
 import pytest
@@ -24,7 +26,7 @@ from mirror.engine import (
     sync_destination_topics,
 )
 from mirror.engine.exactly_once import resume_requests
-from mirror.engine.offsets_topic import OffsetsTopicError, decode_offsets, encode_offsets
+from mirror.engine.offsets_topic import Commit, OffsetsTopicError, decode_offsets, encode_offsets
 from mirror.engine.topic_tail import TopicTailError
 from mirror.kafka import KafkaClient, NewTopic, TopicPartition
 from mirror.kafka.transactional_producer import TransactionalProducer
@@ -51,13 +53,22 @@ def test_resume_starts_each_range_at_its_committed_offset():
 def test_offsets_records_decode_with_kafka_pythons_record_reader():
     from kafka.record import MemoryRecords
 
-    data = encode_offsets({TopicPartition("orders", 3): 1234, TopicPartition("a.b", 0): 7}, now_ms=1_700_000_000_000)
+    orders_id = "1f0c7d2e-58a4-4f7e-9a55-2b7f3c6a9d10"
+    data = encode_offsets({TopicPartition("orders", 3): 1234, TopicPartition("a.b", 0): 7}, now_ms=1_700_000_000_000,
+                          topic_ids={"orders": orders_id})
     records = [r for batch in MemoryRecords(bytes(data)) for r in batch]
-    assert [(r.key, r.value) for r in records] == [
-        (b'{"partition": 0, "topic": "a.b"}', b'{"offset": 7}'),
-        (b'{"partition": 3, "topic": "orders"}', b'{"offset": 1234}')]
+    assert [(r.key, json.loads(r.value)) for r in records] == [
+        (b'{"partition": 0, "topic": "a.b"}', {"offset": 7}),
+        (b'{"partition": 3, "topic": "orders"}', {"offset": 1234, "topic_id": orders_id})]
     ours = [decode_offsets(record) for batch in kcodecs.iter_batches(data) for record in batch.records()]
-    assert ours == [(TopicPartition("a.b", 0), 7), (TopicPartition("orders", 3), 1234)]
+    assert ours == [(TopicPartition("a.b", 0), Commit(7, None)), (TopicPartition("orders", 3), Commit(1234, orders_id))]
+
+
+def test_a_commit_of_another_topic_id_is_not_the_topics():
+    """A topic deleted and made again under its name: the old topic's commit says nothing of it.
+    A commit without an id (before kmirror kept them) is taken for any."""
+    assert Commit(5, "old").of("old") and not Commit(5, "old").of("new")
+    assert Commit(5, None).of("new") and Commit(5, "old").of(None)
 
 
 def test_a_record_kmirror_did_not_write_is_a_named_error():
@@ -326,3 +337,42 @@ def test_a_partitions_latest_offset_waits_only_for_an_open_transaction_that_wrot
     again.commit()
     assert view.latest([t0, t1]) == {t0: 60, t1: 7}
     assert CommittedOffsets(destination, offsets_topic(JOB), max_wait_s=5).refresh() == {t0: 60, t1: 7}
+
+
+def _made_again(src, source: KafkaClient, records: int) -> str:
+    """Source topic ``t`` deleted and made again (2 partitions), ``records`` records in
+    partition 0 of the new one; the new topic's id, as the broker gave it."""
+    src.state.topics.delete("t")
+    source.create_topics([NewTopic("t", 2)])
+    source.produce([(TopicPartition("t", 0), kcodecs.build_batch(
+        [Record(key=None, value=b"new-%d" % i, timestamp=NOW_MS + i) for i in range(records)]))])
+    return str(src.state.topics.topics["t"].topic_id)
+
+
+def test_a_topic_made_again_is_copied_from_its_start_though_the_old_one_committed_further(mirror_setup):
+    """Issue 70: the old topic's commit (offset 60) says nothing of the new topic's offsets, which
+    start again at 0. A task copying the new topic's first 10 records copies all 10, after the
+    old topic's 60; it does not take them for committed."""
+    (src, dst, source, destination), routes = mirror_setup
+    tp = TopicPartition("t", 0)
+    old_id = str(src.state.topics.topics["t"].topic_id)
+    _copy([CopyRequest(tp, 0, 60, topic_id=old_id)], routes, source, _producer(destination), destination)
+    new_id = _made_again(src, source, 10)
+    stats = _copy([CopyRequest(tp, 0, 10, topic_id=new_id)], routes, source, _producer(destination), destination)
+    assert [(r.start, r.end, r.already_committed) for r in stats.ranges] == [(0, 10, False)]
+    assert _read_committed(dst.bootstrap, "t", 2)[0] == _expected(0) + [b"new-%d" % i for i in range(10)]
+    assert _offsets(destination).latest({tp: new_id}) == {tp: 10}
+    assert _offsets(destination).latest({tp: old_id}) == {}, "the new topic's commit is not the old one's"
+
+
+def test_a_copy_whose_topic_is_made_again_under_it_stops_where_it_got(mirror_setup):
+    """Planned in the old topic (its id), fetched after the topic was made again: the range stops
+    at its start with nothing of the new topic copied, and commits only that far."""
+    (src, dst, source, destination), routes = mirror_setup
+    tp = TopicPartition("t", 0)
+    old_id = str(src.state.topics.topics["t"].topic_id)
+    _made_again(src, source, 10)
+    stats = _copy([CopyRequest(tp, 20, 60, topic_id=old_id)], routes, source, _producer(destination), destination)
+    assert [(r.start, r.end, r.gone) for r in stats.ranges] == [(20, 20, True)]
+    assert _read_committed(dst.bootstrap, "t", 2)[0] == []
+    assert _offsets(destination).latest({tp: old_id}) == {tp: 20}

@@ -13,7 +13,10 @@ from pathlib import Path
 import pytest
 
 from mirror.broker import EmbeddedBroker
+from kafka.protocol.consumer import FetchRequest
+
 from mirror.kafka.broker_connection import SPOKEN, BrokerConnection
+from mirror.protocol.fetch import FETCH_TOPIC_IDS_SINCE
 from mirror.realkafka import KAFKA_3, KAFKA_4
 
 pytestmark = pytest.mark.slow
@@ -37,7 +40,10 @@ def _documented() -> dict[str, dict[str, int]]:
 def _negotiated(bootstrap: str) -> dict[str, int]:
     connection = BrokerConnection(bootstrap.split(",")[0], client_id="versions-test", timeout_s=30)
     try:
-        return {cls.__name__.removesuffix("Request"): connection.version_of(cls) for cls in SPOKEN}
+        negotiated = {cls.__name__.removesuffix("Request"): connection.version_of(cls) for cls in SPOKEN}
+        # The fetcher's own encoder names topics by id where the broker speaks it (Fetch v13).
+        negotiated["Fetch by topic id"] = connection.version_of(FetchRequest, FETCH_TOPIC_IDS_SINCE)
+        return negotiated
     finally:
         connection.close()
 

@@ -43,6 +43,8 @@ def test_the_groups_in_the_plan_are_the_rows_the_source_reads(tmp_path):
 
     with EmbeddedBroker(tmp_path / "src") as src:
         _fill(src.bootstrap, "events", batches=3)
+        with KafkaClient(src.bootstrap) as client:
+            topic_id = str(client.listings()["events"].topic_id)
         config = load_config(None, {"source.bootstrap": src.bootstrap, "destination.bootstrap": "127.0.0.1:9",
                                     "topics": "events", "checkpoint": str(tmp_path / "ck"), "copy_tasks": 2,
                                     "max_records_per_trigger": 50})
@@ -64,9 +66,10 @@ def test_the_groups_in_the_plan_are_the_rows_the_source_reads(tmp_path):
     for groups, rows in seen:
         assert groups is not None, "the copy groups were not found in this Spark's plan"
         assert [group.index for group in groups] == list(range(len(groups)))
-        assert sorted((r.topic, r.partition, r.start, r.end, group.index, r.floor)
+        assert sorted((r.topic, r.partition, r.start, r.end, group.index, r.floor, r.topic_id)
                       for group in groups for r in group.ranges) == rows
-        copied += sum(end - start for _, _, start, end, _, _ in rows)
+        assert {row[-1] for row in rows} == {topic_id}, "each range names the topic by its id"
+        copied += sum(end - start for _, _, start, end, _, _, _ in rows)
     assert copied == sum(3 * (5 + p) for p in range(PARTITIONS))
 
 

@@ -19,11 +19,13 @@ TP = TopicPartition("t", 3)
 
 
 def test_the_rows_the_reader_writes_decode_into_its_groups():
-    groups = [CopyGroup(0, (CopyRange("t", 3, 0, 100, 5), CopyRange("u", 0, 7, 9))),
-              CopyGroup(1, (CopyRange("t", 1, 4, 8),))]
+    t_id = "5066d00d-deff-4e57-aac9-7b0153d6aa19"
+    groups = [CopyGroup(0, (CopyRange("t", 3, 0, 100, 5, t_id), CopyRange("u", 0, 7, 9))),
+              CopyGroup(1, (CopyRange("t", 1, 4, 8, topic_id=t_id),))]
     rows = [row for group in reversed(groups) for row in KafkaRangeReader.read(None, group)]
     assert groups_of_rows(rows) == groups
-    assert tasks.task_of(groups[0]) == (0, [CopyRequest(TP, 0, 100, 5), CopyRequest(TopicPartition("u", 0), 7, 9, -1)])
+    assert tasks.task_of(groups[0]) == (0, [CopyRequest(TP, 0, 100, 5, t_id),
+                                            CopyRequest(TopicPartition("u", 0), 7, 9, -1, None)])
 
 
 def _job(monkeypatch, error: Exception | None = None, copied: list | None = None) -> CopyJob:
@@ -42,7 +44,7 @@ def _job(monkeypatch, error: Exception | None = None, copied: list | None = None
 
 def test_the_rows_of_a_task_are_copied_as_its_requests(monkeypatch):
     copied = []
-    (stats,) = tasks.copy_rows(_job(monkeypatch, copied=copied), [("t", 3, 0, 100, 2, -1), ("u", 0, 7, 9, 2, 4)])
+    (stats,) = tasks.copy_rows(_job(monkeypatch, copied=copied), [("t", 3, 0, 100, 2, -1, ""), ("u", 0, 7, 9, 2, 4, "")])
     assert stats.failure is None
     assert copied == [(2, [CopyRequest(TP, 0, 100, -1), CopyRequest(TopicPartition("u", 0), 7, 9, 4)])]
 

@@ -53,8 +53,8 @@ def count_fetches(monkeypatch) -> Fetches:
                                  len(fields.get("forgotten", ()))))
         return encode(positions, **fields)
 
-    def decoded(body, version):
-        response = decode(body, version)
+    def decoded(body, version, topic_names=None):
+        response = decode(body, version, topic_names)
         fetches.answered.append(Answered(response.error_code, response.session_id, len(response.partitions)))
         return response
 

@@ -10,6 +10,8 @@ commit's own business (:class:`~mirror.engine.commit.LoopCommits`).
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from ..clients import client_for
 from ..commit import LoopCommits
 from ..copy import TAIL, CopyLoop
@@ -45,11 +47,10 @@ class Copier:
         new = [request for request in lease.ranges if request.tp not in self.loop.copies]
         # What the destination holds, read from the end of the offsets topic (start-up stays
         # short however long the job has run): the next transaction goes on from there.
-        offsets = self.committer.offsets
-        committed = offsets.latest(r.tp for r in new) if offsets is not None and new else {}
+        committed = self.committer.committed(new) if new else {}
         for request in new:
             start = max(committed.get(request.tp, request.start), request.start)
-            self.loop.assign(CopyRequest(request.tp, start, TAIL, request.floor))
+            self.loop.assign(replace(request, start=start, end=TAIL))
             self.commits.positions.setdefault(request.tp, start)
 
     def report(self) -> TaskStats:

@@ -47,6 +47,11 @@ class MirrorMetrics:
                                        "completed (seconds since the epoch)", registry=self.registry)
         self._errors = Counter("kmirror_errors", "Errors the driver saw, by class name (outages included)", ["kind"],
                                registry=self.registry)
+        self._recreated = Counter("kmirror_source_topics_recreated", "Source topics the job found deleted and made "
+                                  "again under their name (another topic id), and followed from their log start",
+                                  ["topic"], registry=self.registry)
+        self._topic_ids: dict[str, str] = {}
+        """The id of the source topic each topic's last ranges were of."""
         self._copiers = Gauge("kmirror_copiers", "Resident copiers the job started (copy tasks that stream between "
                               "micro-batches); 0 where copies run only inside micro-batches", registry=self.registry)
         self._collected = _Collected()
@@ -67,6 +72,10 @@ class MirrorMetrics:
                 size[route.value, stats.tp.topic] += counts.bytes
             if stats.max_timestamp >= 0:
                 newest[stats.tp.topic] = max(stats.max_timestamp, newest.get(stats.tp.topic, -1))
+            if stats.topic_id is not None:
+                if self._topic_ids.setdefault(stats.tp.topic, stats.topic_id) != stats.topic_id:
+                    self._recreated.labels(stats.tp.topic).inc()
+                    self._topic_ids[stats.tp.topic] = stats.topic_id
         for labels, n in records.items():
             if n:
                 self._records.labels(*labels).inc(n)

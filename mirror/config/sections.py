@@ -227,6 +227,10 @@ class Delivery(Strict):
         "for its commit")
     on_data_loss: Literal["fail", "skip-to-earliest"] = Field(
         "fail", description="when source data was deleted before it was copied: stop, or warn, count and go on")
+    on_topic_recreated: Literal["follow", "fail"] = Field(
+        "follow", description="when a source topic is deleted and made again under its name (another topic id, "
+        "KIP-516): follow the new topic from its log start, with a WARN line naming both ids and where each "
+        "partition restarts, or stop the job (exit 1) with that line; what was copied of the old topic stays")
 
     @field_validator("name")
     @classmethod

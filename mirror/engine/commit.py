@@ -179,15 +179,22 @@ class LoopCommits:
 
     def reached(self, ends: Mapping[TopicPartition, int]) -> bool:
         """Whether every one of ``ends`` is committed (at-least-once: acknowledged, as the
-        acknowledgements come, with no commit)."""
+        acknowledgements come, with no commit), or can never be: its topic is gone from under
+        its copy (:attr:`~.range_copy.RangeCopy.gone`), which committed what it got."""
+        copies = self.loop.copies
         if not self.committer.exactly_once:
-            copies = self.loop.copies
-            return all(tp in copies and self.loop.durable(tp) >= end for tp, end in ends.items())
-        return all(self.positions.get(tp, -1) >= end for tp, end in ends.items())
+            return all(tp in copies and (self.loop.durable(tp) >= end or copies[tp].gone) for tp, end in ends.items())
+        return all(self.positions.get(tp, -1) >= end or (tp in copies and copies[tp].gone and not self._pending_of(tp))
+                   for tp, end in ends.items())
+
+    def _pending_of(self, tp: TopicPartition) -> bool:
+        """Exactly-once: ``tp``'s copy routed more than the last commit holds."""
+        return self.loop.position(tp) != self.positions.get(tp)
 
     def routed(self, ends: Mapping[TopicPartition, int]) -> bool:
         """Whether every one of ``ends`` is routed (a commit would make it durable)."""
-        return all(self.loop.position(tp) >= end for tp, end in ends.items() if tp in self.loop.copies)
+        copies = self.loop.copies
+        return all(self.loop.position(tp) >= end or copies[tp].gone for tp, end in ends.items() if tp in copies)
 
     def due(self, ends_waited: list[Mapping[TopicPartition, int]], now: float) -> bool:
         """Whether to commit now (see the module's docstring); never while a sealed transaction

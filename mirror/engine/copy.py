@@ -161,8 +161,13 @@ class CopyLoop:
 
     def assign(self, request: CopyRequest) -> None:
         """Copy ``request`` too: a partition not yet in the loop, or (the same partition) a
-        range that goes on from where the loop's copy of it is."""
+        range that goes on from where the loop's copy of it is. A range of another topic under
+        the partition's name (another topic id: the plan follows a topic made again) replaces
+        the loop's copy, which has nothing more to copy."""
         copy = self.copies.get(request.tp)
+        if copy is not None and request.of_another_topic_than(copy.request):
+            self._drop(copy)
+            copy = None
         if copy is not None:
             if request.start != copy.offset and copy.active:
                 raise ValueError(f"{request.tp}: a range from {request.start} while the copy is at {copy.offset}")
@@ -172,6 +177,16 @@ class CopyLoop:
             if request.topic_id is not None:
                 self.fetcher.identify({request.tp.topic: uuid.UUID(request.topic_id)})
         self._track(copy)
+
+    def _drop(self, copy: RangeCopy) -> None:
+        """``copy`` leaves the loop, once what it produced is acknowledged."""
+        if copy.unacked:
+            self.flush()
+        tp = copy.request.tp
+        del self.copies[tp]
+        self._routing.pop(tp, None)
+        for kept in (self._active, self._unfetched, self._behind, self._moved, self._touched):
+            kept.discard(tp)
 
     def _track(self, copy: RangeCopy) -> None:
         """Keep the loop's sets true to ``copy``'s state, after anything that may change it."""

@@ -141,10 +141,10 @@ class CommittedOffsets:
         self._offsets.update({source: found[source][0] for source in offsets})
         return offsets
 
-    def latest_commits(self, wanted: Iterable[TopicPartition]) -> dict[TopicPartition, tuple[int, int]]:
-        """The latest commit of each of ``wanted``, whichever topic it was of: its offset and
-        the time it was committed (ms since the epoch)."""
-        return {source: (commit.offset, record.timestamp) for source, (commit, record) in self._latest(wanted).items()}
+    def latest_commits(self, wanted: Iterable[TopicPartition]) -> dict[TopicPartition, tuple[Commit, int]]:
+        """The latest commit of each of ``wanted``, whichever topic it was of, and the time it
+        was committed (ms since the epoch)."""
+        return {source: (commit, record.timestamp) for source, (commit, record) in self._latest(wanted).items()}
 
     def _latest(self, wanted: Iterable[TopicPartition]) -> dict[TopicPartition, tuple[Commit, Record]]:
         return latest_by_key(self._tail._client, self._tail.tp, lambda record: [decode_offsets(record)], wanted,

@@ -41,7 +41,7 @@ class RangeCopy:
         order: what :meth:`~.copy.CopyLoop.durable` reads."""
         self.caught_up = False
         """A tailing range routed all the source had at its last fetch (reset by new data)."""
-        self.stats = RangeStats(request.tp, request.start, request.end)
+        self.stats = RangeStats(request.tp, request.start, request.end, topic_id=request.topic_id)
         self.gone = False
         """The source topic the range was planned in is gone (deleted, or made again under its
         name): nothing more of it can be copied, and the copy stops at :attr:`offset`. What

@@ -30,6 +30,11 @@ class CopyRequest:
     copy fetches that topic by it, so a topic made again under the name is not copied from
     these offsets (:class:`~mirror.kafka.TopicIdGoneError`)."""
 
+    def of_another_topic_than(self, other: "CopyRequest") -> bool:
+        """Whether ``other`` is of another topic under the same name (both ids known, and not
+        the same): a topic deleted and made again since."""
+        return None not in (self.topic_id, other.topic_id) and self.topic_id != other.topic_id
+
 
 @dataclass
 class RangeStats:
@@ -50,6 +55,8 @@ class RangeStats:
     gone: bool = False
     """The source topic was deleted, or made again, during the copy: it ended before ``end``
     (:attr:`~.range_copy.RangeCopy.gone`)."""
+    topic_id: str | None = None
+    """The source topic's id, as the range was planned (:attr:`CopyRequest.topic_id`)."""
 
     @property
     def lag(self) -> int:

@@ -12,7 +12,10 @@ Per source partition of the job's topics:
 - when that was committed (the record's time).
 
 Per topic pair, from ``kmirror-provenance`` on the destination: the partitioning chosen for it,
-and whether kmirror created the destination topic or found it.
+and whether kmirror created the destination topic or found it. A source topic made again under
+its name since the job's last commit of it (the commits name the topic's id, exactly-once) is
+*made again*: those commits are the old topic's, and say nothing of how far the new one is
+copied (the job follows it from its log start).
 
 Both of the job's topics are read from their end backwards (:func:`~.topic_tail.latest_by_key`):
 every commit names every partition its copier follows, so a few records answer however long the
@@ -29,7 +32,7 @@ from ..config import MirrorConfig
 from ..kafka import KafkaClient, TopicPartition
 from ..kafka.client import READ_COMMITTED
 from .offset_syncs import decode_syncs, offset_syncs_topic
-from .offsets_topic import CommittedOffsets, offsets_topic
+from .offsets_topic import Commit, CommittedOffsets, offsets_topic
 from .provenance import PROVENANCE_TOPIC, ProvenanceLog
 from .topic_tail import latest_by_key
 from .topics import selected_topics
@@ -69,6 +72,8 @@ class TopicStatus:
     """``preserve`` or ``by-key``, as the job chose it for the pair; None: not chosen yet."""
     created: bool | None
     """kmirror created the destination topic (False: found it); None: the job has not seen it yet."""
+    made_again: bool = False
+    """The source topic was deleted and made again since the job last committed it: another id."""
 
     @property
     def lag(self) -> int:
@@ -93,28 +98,33 @@ def mirror_status(config: MirrorConfig, source: KafkaClient, destination: KafkaC
     ends = source.list_offsets(tps, "latest", isolation_level=READ_COMMITTED) if tps else {}
     starts = source.list_offsets(tps, "earliest") if tps else {}
     committed = _committed(destination, job, present, tps)
+    ids = {topic: str(listing.topic_id) for topic, listing in source.listings().items() if listing.topic_id}
     provenance = dict(ProvenanceLog(destination, max_wait_s=_READ_WAIT_S).refresh()) \
         if PROVENANCE_TOPIC in present else {}
     out = []
     for topic in sorted(counts):
-        partitions = tuple(_partition(tp, committed.get(tp), starts[tp], ends[tp]) for tp in tps if tp.topic == topic)
+        ours = {tp: committed.get(tp) for tp in tps if tp.topic == topic}
+        old = {tp for tp, found in ours.items() if found is not None and not found[0].of(ids.get(topic))}
+        partitions = tuple(_partition(tp, None if tp in old else found, starts[tp], ends[tp])
+                           for tp, found in ours.items())
         to = config.clusters.destination_topic(topic)
         known = provenance.get(to)
         out.append(TopicStatus(topic, to, partitions, known.partitioning if known else None,
-                               known.created if known else None))
+                               known.created if known else None, made_again=bool(old)))
     return out
 
 
-def _committed(destination: KafkaClient, job: str, present, tps) -> dict[TopicPartition, tuple[int, int]]:
-    """Each partition's committed next offset and when: from the offsets topic (exactly-once),
-    else from the offset syncs (at-least-once: the last entry's last offset, plus one)."""
+def _committed(destination: KafkaClient, job: str, present, tps) -> dict[TopicPartition, tuple[Commit, int]]:
+    """Each partition's commit (its next offset, and its topic's id if known) and when: from the
+    offsets topic (exactly-once), else from the offset syncs (at-least-once: the last entry's
+    last offset, plus one; no id)."""
     if not tps:
         return {}
     if offsets_topic(job) in present:
         return CommittedOffsets(destination, offsets_topic(job), max_wait_s=_READ_WAIT_S).latest_commits(tps)
     found = latest_by_key(destination, TopicPartition(offset_syncs_topic(job), 0), _synced_to, tps,
                           max_wait_s=_READ_WAIT_S)
-    return {tp: (offset, record.timestamp) for tp, (offset, record) in found.items()}
+    return {tp: (Commit(offset), record.timestamp) for tp, (offset, record) in found.items()}
 
 
 def _synced_to(record: Record) -> list[tuple[TopicPartition, int]]:
@@ -123,6 +133,6 @@ def _synced_to(record: Record) -> list[tuple[TopicPartition, int]]:
     return [(entries[0].source, max(e.last for e in entries) + 1)] if entries else []
 
 
-def _partition(tp: TopicPartition, found: tuple[int, int] | None, start: int, end: int) -> PartitionStatus:
-    mirrored_to, committed_ms = found if found is not None else (None, None)
+def _partition(tp: TopicPartition, found: tuple[Commit, int] | None, start: int, end: int) -> PartitionStatus:
+    mirrored_to, committed_ms = (found[0].offset, found[1]) if found is not None else (None, None)
     return PartitionStatus(tp, mirrored_to=mirrored_to, start=start, end=end, committed_ms=committed_ms)

@@ -63,11 +63,14 @@ class FetchSession:
     held: dict[TopicPartition, Position] = field(default_factory=dict)
     """As the broker holds the session's partitions once the last request sent is processed."""
     in_flight: SessionRequest | None = None
+    _restart: bool = False
 
     def request(self, wanted: Mapping[TopicPartition, Position]) -> SessionRequest:
         """The next request, fetching exactly ``wanted``; the session then holds them."""
         if self.in_flight is not None:
             raise RuntimeError("a fetch session has one request in flight at a time")
+        if self._restart:
+            self.epoch, self._restart = INITIAL_EPOCH, False
         if self.epoch == INITIAL_EPOCH:
             request = SessionRequest(self.session_id, INITIAL_EPOCH, dict(wanted), (), frozenset(wanted))
         else:
@@ -91,6 +94,12 @@ class FetchSession:
             self.session_id, self.epoch = session_id, 1
         else:
             self.epoch = 1 if self.epoch == _INT32_MAX else self.epoch + 1
+
+    def restart(self) -> None:
+        """The next request is a full fetch, closing this session (the partitions it holds are
+        not the ones to fetch any more: a topic made again, fetched by its new id). A request
+        in flight is answered first."""
+        self._restart = True
 
     def lost(self) -> None:
         """The request in flight got no answer: what the broker holds is unknown, so the next

@@ -166,8 +166,19 @@ class Fetcher:
 
     def identify(self, topic_ids: Mapping[str, uuid.UUID]) -> None:
         """Fetch each of these topics by this id (the job's plan says which topic it copies):
-        a fetch then settles as :class:`TopicIdGoneError` once the name stands for another."""
+        a fetch then settles as :class:`TopicIdGoneError` once the name stands for another.
+        A topic fetched until now by another id (the plan follows a topic made again) leaves
+        every fetch session, whose leaders hold its partitions under the old id: each session's
+        next request is a full one."""
+        changed = {topic for topic, topic_id in topic_ids.items() if self._topic_ids.get(topic, topic_id) != topic_id}
         self._topic_ids.update(topic_ids)
+        if not changed:
+            return
+        for session in self._sessions.values():
+            session.restart()
+        for known in (self._ends, self._served, self._stuck_since):
+            for tp in [tp for tp in known if tp.topic in changed]:
+                del known[tp]
 
     def fetching(self, tp: TopicPartition) -> bool:
         return tp in self._asking

@@ -25,8 +25,11 @@ Examples
     >>> path.write_text(config.model_dump_json(context=REVEAL_SECRETS))
     >>> spark.readStream.format("kmirror-kafka").option("configFile", str(path)).load()
 
-Offsets are ``{"topic/partition": next_offset}``, with each source topic's id (:mod:`mirror.spark.offsets`;
-a topic made again under its name stops the job, :mod:`mirror.engine.topic_identity`). A partition
+Offsets are ``{"topic/partition": next_offset}``, with each source topic's id (:mod:`mirror.spark.offsets`).
+A topic made again under its name (another id, :mod:`mirror.engine.topic_identity`) is followed
+from its log start, as a new topic is: its old offsets leave the plan, and its partitions show
+up at their earliest offsets with nothing to copy in that micro-batch, under the new id; no
+range spans two ids. ``--on-topic-recreated fail`` stops the job instead. A partition
 that appears while the job runs (a new matching topic, or more partitions) first shows up at
 its earliest offset with nothing to copy, so the checkpoint holds where it starts before any
 of it is copied. Under ``Trigger.AvailableNow`` the latest offsets are pinned when the query
@@ -61,7 +64,7 @@ from kcodecs import KMirrorError
 from ..config import MirrorConfig
 from ..logs import configure_spark_process
 from ..kafka.client import READ_COMMITTED
-from ..engine.topic_identity import check_identities
+from ..engine.topic_identity import check_identities, follow_or_fail
 from ..kafka.types import TopicListing, TopicPartition
 from .grouping import group_ranges
 from .offsets import Offsets, cap_end_offsets, format_offsets, parse_offsets, parse_topic_ids
@@ -182,7 +185,7 @@ class KafkaRangeReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         listings = self._waiting(self._listings)
         floors = self._waiting(lambda: self._offsets(self._partitions(listings), self.config.streaming.starting_offsets))
         self.floors = {tp: self.starts.get(tp, offset) for tp, offset in floors.items()}
-        return format_offsets(self.floors, check_identities({}, listings))
+        return format_offsets(self.floors, check_identities({}, listings).ids)
 
     def prepareForTriggerAvailableNow(self) -> None:
         tps = self._waiting(self._partitions)
@@ -200,7 +203,11 @@ class KafkaRangeReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def _latest(self, start: dict, limit: ReadLimit) -> dict:
         begun = parse_offsets(start)
         listings = self._listings()
-        topic_ids = check_identities(parse_topic_ids(start), listings)  # a topic made again stops the job
+        identities = check_identities(parse_topic_ids(start), listings)
+        followed = follow_or_fail(identities, self.config.delivery.on_topic_recreated)
+        if followed:  # the old topic's offsets mean nothing in the new one: it starts as a new topic
+            begun = {tp: offset for tp, offset in begun.items() if tp.topic not in followed}
+            self.floors = {tp: floor for tp, floor in self.floors.items() if tp.topic not in followed}
         tps = self._partitions(listings) if self._target is None else list(self._target)
         known = [tp for tp in tps if tp in begun]
         latest = self._offsets(known, "latest")
@@ -210,9 +217,17 @@ class KafkaRangeReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         ends.update(self._limit(begun, latest, limit))
         fresh = [tp for tp in tps if tp not in begun]
         if fresh:
-            ends.update(self._offsets(fresh, "earliest"))
-            log.info("new source partitions, starting at their earliest offsets: %s", ", ".join(map(str, fresh)))
-        return format_offsets(ends, topic_ids)
+            earliest = self._offsets(fresh, "earliest")
+            ends.update(earliest)
+            new = [tp for tp in fresh if tp.topic not in followed]
+            if new:
+                log.info("new source partitions, starting at their earliest offsets: %s", ", ".join(map(str, new)))
+            for recreated in identities.recreated:
+                restarts = ", ".join(f"{tp.partition} from {offset}" for tp, offset in sorted(earliest.items())
+                                     if tp.topic == recreated.topic)
+                log.warning("%s: following the new topic from its log start (partition %s); what was copied of "
+                            "the old topic stays at the destination", recreated.line(), restarts or "none listed yet")
+        return format_offsets(ends, identities.ids)
 
     def _waiting(self, call: Callable[[], T]) -> T:
         """``call()``, through outages of the source (:mod:`.outage`); a stop ends the wait."""
@@ -266,8 +281,12 @@ class KafkaRangeReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def partitions(self, start: dict, end: dict) -> list[CopyGroup]:
         begun, topic_ids = parse_offsets(start), parse_topic_ids(end)
+        before = parse_topic_ids(start)
+        # A topic made again between the two (another id): its offsets in ``start`` are the old
+        # topic's, and those in ``end`` where the new one starts; nothing spans them.
         ranges = [CopyRange(tp.topic, tp.partition, begun[tp], stop, self.floors.get(tp, -1), topic_ids.get(tp.topic, ""))
-                  for tp, stop in sorted(parse_offsets(end).items()) if tp in begun and stop > begun[tp]]
+                  for tp, stop in sorted(parse_offsets(end).items())
+                  if tp in begun and stop > begun[tp] and before.get(tp.topic, "") in ("", topic_ids.get(tp.topic, ""))]
         if not ranges:
             return []
         groups = group_ranges(ranges, self._leaders(ranges).get, lambda r: r.end - r.start,

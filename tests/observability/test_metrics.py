@@ -87,6 +87,17 @@ def test_the_registry_holds_what_the_reports_said():
     assert samples["kmirror_errors_total", (("kind", "CorruptSourceError"),)] == 1
 
 
+def test_a_source_topic_made_again_is_counted_once_when_its_ranges_change_id():
+    metrics = MirrorMetrics()
+    tp, other = TopicPartition("orders", 0), TopicPartition("audit", 0)
+    for batch, ids in enumerate([("a", "x"), ("a", "x"), ("b", "x"), ("b", None)]):
+        metrics.observe(MicroBatchReport(batch, 0.1, [RangeStats(tp, 0, 1, topic_id=ids[0]),
+                                                      RangeStats(other, 0, 1, topic_id=ids[1])]))
+    samples = _samples(metrics.registry)
+    assert samples["kmirror_source_topics_recreated_total", (("topic", "orders"),)] == 1
+    assert ("kmirror_source_topics_recreated_total", (("topic", "audit"),)) not in samples
+
+
 def test_the_endpoint_serves_the_registry():
     metrics = MirrorMetrics()
     port = free_port()

@@ -1,16 +1,14 @@
 """A source topic deleted and made again under a running mirror (issue 70), on real Kafka 4.4
-and on the embedded broker: the job must not go on from the old topic's offsets in the new one
-(MirrorMaker 2 does, and silently skips the new topic's first records).
+and on the embedded broker: the job follows the new topic from its log start (the default), or
+stops naming both ids (``--on-topic-recreated fail``). MirrorMaker 2 goes on from the old
+topic's offsets in the new one, and silently skips its first records.
 
 The scenario is the issue's: the job has copied all 6,000 records of a 3-partition topic; the
-topic is deleted, made again with 3 partitions and given 3,000 new records a partition, past
-the 2,000 the job had reached. Until kmirror follows a new topic (the issue's default), the job
-stops: exit 1, one line naming the topic with its old and new ids. The ids in the verdict are
-librdkafka's (DescribeTopics), the records librdkafka's read_committed reads.
-
-The copy tasks copy without resident copiers here (``--no-copy-between-micro-batches``), where
-the plan is all that decides what is copied; a copier that follows the old topic into the new
-one is not yet checked (docs/operations.md, 'A topic deleted or made again').
+topic is deleted, made again (with 3 partitions, or 4) and given 3,000 new records a partition,
+past the 2,000 the job had reached, which is where MirrorMaker 2 lost records. The verdict is
+librdkafka's read_committed reading at the destination: the old topic's records as they were
+copied, then every record of the new topic once, in order. The ids in the lines are librdkafka's
+(DescribeTopics). Resident copiers (the long-running job's default) and copy tasks alike.
 """
 
 from __future__ import annotations
@@ -51,12 +49,12 @@ def _topic_id(admin: AdminClient, name: str) -> uuid.UUID:
     return uuid.UUID(int=((high % 2**64) << 64) | (low % 2**64))
 
 
-def _create(admin: AdminClient, name: str) -> None:
+def _create(admin: AdminClient, name: str, partitions: int = PARTITIONS) -> None:
     """Made, retried while Kafka still deletes the topic of that name (its deletion is asynchronous)."""
     deadline = time.monotonic() + 60
     while True:
         try:
-            for future in admin.create_topics([NewTopic(name, PARTITIONS, 1)]).values():
+            for future in admin.create_topics([NewTopic(name, partitions, 1)]).values():
                 future.result(30)
             return
         except KafkaException as exc:
@@ -66,10 +64,11 @@ def _create(admin: AdminClient, name: str) -> None:
             time.sleep(0.5)
 
 
-def _produce(bootstrap: str, name: str, generation: str, per_partition: int) -> dict[int, list[bytes]]:
+def _produce(bootstrap: str, name: str, generation: str, per_partition: int,
+             partitions: int = PARTITIONS) -> dict[int, list[bytes]]:
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "compression.type": "lz4",
                          "enable.idempotence": True})
-    sent = {p: [f"{generation}/{p}/{i}".encode() for i in range(per_partition)] for p in range(PARTITIONS)}
+    sent = {p: [f"{generation}/{p}/{i}".encode() for i in range(per_partition)] for p in range(partitions)}
     for p, values in sent.items():
         for value in values:
             producer.produce(name, value=value, partition=p)
@@ -78,9 +77,30 @@ def _produce(bootstrap: str, name: str, generation: str, per_partition: int) -> 
     return sent
 
 
-@pytest.mark.parametrize("kind", ["kafka", "embedded"])
-def test_a_source_topic_made_again_stops_the_job_naming_both_ids_and_nothing_of_it_is_copied(kind, request,
-                                                                                          tmp_path):
+def _start(source: str, destination: str, name: str, tmp_path, log_path, *options: str) -> subprocess.Popen:
+    with open(log_path, "w") as log_file:
+        return subprocess.Popen(
+            [sys.executable, "-m", "mirror.cli", "run", "--source", source, "--destination", destination,
+             "--topics", name.replace(".", r"\."), "--name", f"recreated-{time.time_ns()}",
+             "--checkpoint", str(tmp_path / "ck"), "--trigger-interval", "1", "--master", "local[2]", *options],
+            stdout=subprocess.DEVNULL, stderr=log_file)
+
+
+def _stop(job: subprocess.Popen, tmp_path) -> None:
+    if job.poll() is None:
+        job.kill()
+        job.wait(30)
+
+
+@pytest.mark.parametrize("kind, delivery, copiers, partitions_after", [
+    ("kafka", "exactly-once", True, PARTITIONS),
+    ("kafka", "at-least-once", False, PARTITIONS + 1),
+    ("embedded", "exactly-once", False, PARTITIONS + 1),
+    ("embedded", "at-least-once", True, PARTITIONS),
+], ids=["kafka-exactly-once-copiers", "kafka-at-least-once-tasks-more-partitions",
+        "embedded-exactly-once-tasks-more-partitions", "embedded-at-least-once-copiers"])
+def test_a_source_topic_made_again_is_followed_from_its_start_and_each_new_record_copied_once(
+        kind, delivery, copiers, partitions_after, request, tmp_path):
     name = f"orders.{kind}.{time.time_ns()}"
     with _clusters(kind, request, tmp_path) as (source, destination):
         admin = AdminClient({"bootstrap.servers": source})
@@ -88,13 +108,52 @@ def test_a_source_topic_made_again_stops_the_job_naming_both_ids_and_nothing_of_
         old = _produce(source, name, "old", 2_000)
         old_id = _topic_id(admin, name)
         log_path = tmp_path / "run.log"
-        with open(log_path, "w") as log_file:
-            job = subprocess.Popen(
-                [sys.executable, "-m", "mirror.cli", "run", "--source", source, "--destination", destination,
-                 "--topics", name.replace(".", r"\."), "--name", f"recreated-{kind}-{time.time_ns()}",
-                 "--checkpoint", str(tmp_path / "ck"), "--delivery", "exactly-once",
-                 "--no-copy-between-micro-batches", "--trigger-interval", "1", "--master", "local[2]"],
-                stdout=subprocess.DEVNULL, stderr=log_file)
+        job = _start(source, destination, name, tmp_path, log_path, "--delivery", delivery,
+                     *(() if copiers else ("--no-copy-between-micro-batches",)))
+        try:
+            wait_until(lambda: job.poll() is not None or read_values(destination, name, PARTITIONS) == old,
+                       "the old topic's 6,000 records at the destination", 240, poll_s=1)
+            assert job.poll() is None, log_path.read_text()[-3000:]
+            for future in admin.delete_topics([name]).values():
+                future.result(30)
+            _create(admin, name, partitions_after)
+            new = _produce(source, name, "new", 3_000, partitions_after)
+            new_id = _topic_id(admin, name)
+            expected = {p: old.get(p, []) + new[p] for p in range(partitions_after)}
+            wait_until(lambda: job.poll() is not None or _copied(destination, name, partitions_after) == expected,
+                       "the new topic's records after the old one's", 240, poll_s=2)
+            assert job.poll() is None, log_path.read_text()[-3000:]
+        finally:
+            _stop(job, tmp_path)
+        text = log_path.read_text()
+        # Every record of the new topic once, after the old topic's as they were copied.
+        assert read_values(destination, name, partitions_after) == expected
+        restarts = ", ".join(f"{p} from 0" for p in range(partitions_after))
+        assert f"source topic {name} was deleted and made again (topic id {old_id} is now {new_id}): following the " \
+               f"new topic from its log start (partition {restarts})" in text, text[-3000:]
+        assert "Traceback" not in text
+
+
+def _copied(destination: str, name: str, partitions: int) -> dict[int, list[bytes]] | None:
+    """What the destination holds, or None while it does not have all the partitions yet."""
+    try:
+        return read_values(destination, name, partitions)
+    except Exception:  # the destination topic not grown yet: librdkafka cannot read a partition it lacks
+        return None
+
+
+@pytest.mark.parametrize("kind", ["kafka", "embedded"])
+def test_on_topic_recreated_fail_stops_the_job_naming_both_ids_and_nothing_of_the_new_topic_is_copied(
+        kind, request, tmp_path):
+    name = f"orders.{kind}.{time.time_ns()}"
+    with _clusters(kind, request, tmp_path) as (source, destination):
+        admin = AdminClient({"bootstrap.servers": source})
+        _create(admin, name)
+        old = _produce(source, name, "old", 2_000)
+        old_id = _topic_id(admin, name)
+        log_path = tmp_path / "run.log"
+        job = _start(source, destination, name, tmp_path, log_path, "--delivery", "exactly-once",
+                     "--on-topic-recreated", "fail")
         try:
             wait_until(lambda: job.poll() is not None or read_values(destination, name, PARTITIONS) == old,
                        "the old topic's 6,000 records at the destination", 240, poll_s=1)
@@ -106,11 +165,10 @@ def test_a_source_topic_made_again_stops_the_job_naming_both_ids_and_nothing_of_
             new_id = _topic_id(admin, name)
             assert job.wait(180) == 1, log_path.read_text()[-3000:]
         finally:
-            if job.poll() is None:
-                job.kill()
+            _stop(job, tmp_path)
         text = log_path.read_text()
-        assert f"source topic {name} was deleted and made again (topic id {old_id} is now {new_id})" in text, \
-            text[-3000:]
+        assert f"source topic {name} was deleted and made again (topic id {old_id} is now {new_id}): the job's " \
+               f"offsets are the old topic's, and --on-topic-recreated fail stopped the job" in text, text[-3000:]
         assert "Traceback" not in text
         # The old topic's records stay as they were copied; none of the new topic's came after them.
         assert read_values(destination, name, PARTITIONS) == old

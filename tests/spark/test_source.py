@@ -40,25 +40,44 @@ def _planned(offsets: dict) -> dict:
     return {key: value for key, value in offsets.items() if key != TOPIC_IDS}
 
 
-def test_the_plan_keeps_each_topics_id_and_a_topic_made_again_stops_it(cluster):
+@pytest.mark.parametrize("policy", ["follow", "fail"])
+def test_the_plan_keeps_each_topics_id_and_follows_a_topic_made_again_from_its_start(cluster, policy, caplog):
     broker, client = cluster
     client.create_topics([NewTopic("t1", 2), NewTopic("t2", 1)])
-    reader = _reader(broker)
+    _fill(client, "t2", 0, 3)  # the old topic's 30 records
+    reader = _reader(broker, on_topic_recreated=policy)
     start = reader.initialOffset()
     ids = {name: str(listing.topic_id) for name, listing in client.listings().items()}
     assert start[TOPIC_IDS] == {"t1": ids["t1"], "t2": ids["t2"]}
     _fill(client, "t1", 0, 2)
     end = reader.latestOffset(start, ReadAllAvailable())
-    assert end[TOPIC_IDS] == start[TOPIC_IDS] and _planned(end) == {"t1/0": 20, "t1/1": 0, "t2/0": 0}
+    assert end[TOPIC_IDS] == start[TOPIC_IDS] and _planned(end) == {"t1/0": 20, "t1/1": 0, "t2/0": 30}
     from confluent_kafka.admin import AdminClient
 
     admin = AdminClient({"bootstrap.servers": broker.bootstrap})
     for future in admin.delete_topics(["t2"]).values():  # gone: its id kept
         future.result(30)
     assert reader.latestOffset(end, ReadAllAvailable())[TOPIC_IDS] == start[TOPIC_IDS]
-    client.create_topics([NewTopic("t2", 1)])  # made again: another id
-    with pytest.raises(TopicRecreatedError, match="source topic t2 was deleted and made again"):
-        reader.latestOffset(end, ReadAllAvailable())
+    client.create_topics([NewTopic("t2", 2)])  # made again, with more partitions: another id
+    new_id = str(broker.state.topics.topics["t2"].topic_id)
+    _fill(client, "t2", 0, 1)
+    if policy == "fail":
+        with pytest.raises(TopicRecreatedError, match=f"source topic t2 was deleted and made again "
+                                                      f"\\(topic id {ids['t2']} is now {new_id}\\)"):
+            reader.latestOffset(end, ReadAllAvailable())
+        return
+    with caplog.at_level("WARNING", logger="mirror.spark.source"):
+        followed = reader.latestOffset(end, ReadAllAvailable())
+    # The new topic starts as a new one: at its earliest offsets, nothing of it in this
+    # micro-batch, and nothing spanning the old topic's offset 30 and the new one's 0.
+    assert followed[TOPIC_IDS]["t2"] == new_id and _planned(followed)["t2/0"] == 0 and _planned(followed)["t2/1"] == 0
+    assert [r.topic for group in reader.partitions(end, followed) for r in group.ranges] == []
+    assert [f"source topic t2 was deleted and made again (topic id {ids['t2']} is now {new_id}): following the new "
+            f"topic from its log start (partition 0 from 0, 1 from 0); what was copied of the old topic stays at "
+            f"the destination"] == [r.getMessage() for r in caplog.records if "t2" in r.getMessage()]
+    after = reader.latestOffset(followed, ReadAllAvailable())
+    (group,) = reader.partitions(followed, after)
+    assert [(r.tp, r.start, r.end, r.topic_id) for r in group.ranges] == [(TopicPartition("t2", 0), 0, 10, new_id)]
     # A plan from before topic ids gets them.
     assert reader.latestOffset({"t1/0": 20, "t1/1": 0}, ReadAllAvailable())[TOPIC_IDS]["t1"] == ids["t1"]
 

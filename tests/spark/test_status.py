@@ -73,3 +73,30 @@ def test_status_reports_what_the_job_copied_and_what_came_since(tmp_path, delive
         unknown = _status(src.bootstrap, dst.bootstrap, "--name", "nope")
         assert unknown.returncode == 2
         assert unknown.stderr.count("\n") == 1 and "no job nope on the destination" in unknown.stderr
+
+
+def test_a_source_topic_made_again_since_the_last_commit_shows_as_made_again(tmp_path):
+    """Issue 70: the exactly-once job's commits name the topic's id; after the source topic was
+    deleted and made again, they are the old topic's. Status says so, and counts none of the new
+    topic's 25 records as mirrored (librdkafka wrote them, after the copy)."""
+    from confluent_kafka.admin import AdminClient
+
+    from mirror.spark.job import run_mirror
+
+    with EmbeddedBroker(tmp_path / "src") as src, EmbeddedBroker(tmp_path / "dst") as dst:
+        fill(src.bootstrap, "orders", PARTITIONS, 40)
+        run_mirror(load_config(None, {"source.bootstrap": src.bootstrap, "destination.bootstrap": dst.bootstrap,
+                                      "topics": "orders", "once": True, "name": "ops",
+                                      "checkpoint": str(tmp_path / "ck"), "delivery": "exactly-once"}))
+        before = json.loads(_status(src.bootstrap, dst.bootstrap, "--name", "ops", "--json").stdout)["topics"][0]
+        assert before["made_again"] is False and before["lag"] == 0
+        admin = AdminClient({"bootstrap.servers": src.bootstrap})
+        admin.delete_topics(["orders"])["orders"].result(30)
+        fill(src.bootstrap, "orders", PARTITIONS, 25, label="new")
+        shown = _status(src.bootstrap, dst.bootstrap, "--name", "ops", "--json")
+        assert shown.returncode == 0, shown.stderr
+        (topic,) = json.loads(shown.stdout)["topics"]
+        assert topic["made_again"] is True
+        assert [(p["mirrored_to"], p["end"], p["lag"]) for p in topic["partitions"]] == [(None, 25, 25)] * PARTITIONS
+        table = _status(src.bootstrap, dst.bootstrap, "--name", "ops").stdout.splitlines()
+        assert table[1].startswith("orders (made again)")

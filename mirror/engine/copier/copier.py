@@ -41,17 +41,20 @@ class Copier:
 
     def take(self, lease: Lease) -> None:
         """The lease's ranges: new partitions are followed from their range's start, or from what
-        the destination says was committed, whichever is later; known ones go on."""
+        the destination says was committed, whichever is later; known ones go on. A partition
+        of a topic made again (another topic id) is a new one."""
         self.job = lease.job
         self.loop.routes.update(lease.job.routes)
-        new = [request for request in lease.ranges if request.tp not in self.loop.copies]
+        copies = self.loop.copies
+        new = [request for request in lease.ranges
+               if request.tp not in copies or request.of_another_topic_than(copies[request.tp].request)]
         # What the destination holds, read from the end of the offsets topic (start-up stays
         # short however long the job has run): the next transaction goes on from there.
         committed = self.committer.committed(new) if new else {}
         for request in new:
             start = max(committed.get(request.tp, request.start), request.start)
             self.loop.assign(replace(request, start=start, end=TAIL))
-            self.commits.positions.setdefault(request.tp, start)
+            self.commits.positions[request.tp] = start
 
     def report(self) -> TaskStats:
         """What was copied since the last report (the syncs stay, for the next commit to write)."""

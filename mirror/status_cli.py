@@ -8,7 +8,7 @@ job's --config file and flags name the clusters, the job and its topics; the job
 
 One line per mirrored topic (with --partitions, one per partition too); a source topic deleted
 and made again since the job last committed it is marked "(made again)": the job follows the
-new topic from its log start, and its progress shows from its first commit of it.
+new topic from its log start, and its progress shows from its first commit (or offset sync) of it.
   MIRRORED      offsets of the source the job has committed as copied, of the source's end
   LAG           offsets between the two (a source transaction's markers count as offsets)
   LAST-COMMIT   when the job last committed the topic (UTC), or '-' if never

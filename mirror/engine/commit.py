@@ -106,11 +106,9 @@ class Committer:
         """Exactly-once, what the destination says was committed of the source topics
         ``requests`` copy (Kafka's read-process-write order), waiting only for a transaction
         still open that wrote them; their topics' ids go with every commit from now on."""
-        if self.offsets is None:
-            return {}
         wanted = {request.tp: request.topic_id for request in requests}
         self.topic_ids.update({tp.topic: topic_id for tp, topic_id in wanted.items() if topic_id is not None})
-        return self.offsets.latest(wanted)
+        return {} if self.offsets is None else self.offsets.latest(wanted)
 
     def commit(self, positions: Mapping[TopicPartition, int], syncs: SyncLog, *, flush: bool = True) -> None:
         """Make durable what was produced and acknowledged so far, with ``syncs`` (where it
@@ -120,7 +118,7 @@ class Committer:
         loop takes their acknowledgements with its own (they carry no token), and its last
         commit flushes."""
         if self.syncs_to is not None:
-            write_syncs(self.producer, self.syncs_to, syncs)
+            write_syncs(self.producer, self.syncs_to, syncs, self.topic_ids)
         if self.offsets is None:
             if flush:
                 self.producer.flush()
@@ -141,7 +139,7 @@ class Committer:
         the transaction is empty: there is nothing to end."""
         assert isinstance(self.producer, TransactionalProducer) and self.offsets is not None
         if self.syncs_to is not None:
-            write_syncs(self.producer, self.syncs_to, syncs)
+            write_syncs(self.producer, self.syncs_to, syncs, self.topic_ids)
         if positions:
             self.producer.enqueue(self.offsets.partition,
                                   encode_offsets(positions, time.time_ns() // 1_000_000, self.topic_ids), len(positions))

@@ -163,9 +163,10 @@ class CopyLoop:
         """Copy ``request`` too: a partition not yet in the loop, or (the same partition) a
         range that goes on from where the loop's copy of it is. A range of another topic under
         the partition's name (another topic id: the plan follows a topic made again) replaces
-        the loop's copy, which has nothing more to copy."""
+        the loop's copy, which has nothing more to copy, as does any range of a copy whose topic
+        went (:attr:`~.range_copy.RangeCopy.gone`)."""
         copy = self.copies.get(request.tp)
-        if copy is not None and request.of_another_topic_than(copy.request):
+        if copy is not None and (copy.gone or request.of_another_topic_than(copy.request)):
             self._drop(copy)
             copy = None
         if copy is not None:
@@ -259,6 +260,10 @@ class CopyLoop:
             readable = wait_readable(fetcher.connections() + producer.connections(),
                                      0.0 if routing else min(max_wait_s, _timeout(fetcher, producer)), also=also)
         ours = []
+        for tp, gone in fetcher.take_gone().items():  # topics metadata stopped listing
+            if tp in copies:
+                take_fetched(copies[tp], gone, self.source, self.on_data_loss, self.mode)
+                self._track(copies[tp])
         with step("read answers"):
             for conn in readable:
                 if conn in also:

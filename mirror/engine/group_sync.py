@@ -95,6 +95,7 @@ class GroupOffsetSync:
                  interval_s: float, mirrored: Callable[[str], bool], clock: Callable[[], float] = time.monotonic):
         self._pattern = re.compile(pattern)
         self._source = GroupAdmin(source)
+        self._source_client = source
         self._destination = GroupAdmin(destination)
         self._syncs = syncs
         self._interval_s = interval_s
@@ -110,19 +111,28 @@ class GroupOffsetSync:
         self._last_run = self._clock()
         self._syncs.refresh()
         report = GroupSyncReport()
+        topic_ids = self.topic_ids()
         for group in self.groups():
-            self._sync(self.translate(group, copied_to), copied_to, report)
+            self._sync(self.translate(group, copied_to, topic_ids), copied_to, report)
         return report
+
+    def topic_ids(self) -> dict[str, str]:
+        """Each source topic's id as the source lists it now: translation uses the syncs of that
+        topic only, not those of one deleted before it under the name."""
+        return {topic: str(listing.topic_id) for topic, listing in self._source_client.listings().items()
+                if listing.topic_id is not None}
 
     def groups(self) -> list[str]:
         """The source's groups that the pattern matches (whole names)."""
         return [group for group in self._source.list_groups() if self._pattern.fullmatch(group)]
 
-    def translate(self, group: str, copied_to: Mapping[TopicPartition, int]) -> GroupTranslation:
-        """``group``'s source offsets translated with the syncs read so far, and the group at the
-        destination where that matters (something was translated); nothing is committed."""
+    def translate(self, group: str, copied_to: Mapping[TopicPartition, int],
+                  topic_ids: Mapping[str, str] | None = None) -> GroupTranslation:
+        """``group``'s source offsets translated with the syncs read so far (of the topics of
+        ``topic_ids``, default: :meth:`topic_ids`), and the group at the destination where that
+        matters (something was translated); nothing is committed."""
         offsets = {tp: offset for tp, offset in self._source.committed(group).items() if self._mirrored(tp.topic)}
-        translated = self._syncs.translate(offsets, copied_to)
+        translated = self._syncs.translate(offsets, copied_to, self.topic_ids() if topic_ids is None else topic_ids)
         if not translated:
             return GroupTranslation(group, offsets, translated)
         there = self._destination.describe(group)

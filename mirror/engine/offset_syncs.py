@@ -19,6 +19,11 @@ source partition feeds the destination partition through exact entries (``preser
 rebuilt batches); elsewhere it is a bound, and the consumer re-reads a little, never skips.
 MirrorMaker 2 syncs one offset pair every ``offset.lag.max`` records and rounds down, so a
 group that fails over always re-reads.
+
+Each record names the id of the source topic its offsets are of (KIP-516), where known. A
+topic deleted and made again under its name starts its offsets again, so its syncs are kept
+apart from the old topic's, and a group's offsets are translated with the syncs of the topic
+the source lists under the name now: never the old topic's onto the new one.
 """
 
 from __future__ import annotations
@@ -82,6 +87,9 @@ class SyncEntry:
     base: int
     end: int
     exact: bool
+    topic_id: str | None = None
+    """The id of the source topic the offsets are of, as the record said; None: not known (a
+    cluster without ids, an entry not yet written, a record from before ids were kept)."""
 
     def __post_init__(self) -> None:
         problem = _span_problem(self.first, self.last, self.base, self.end, self.exact)
@@ -180,25 +188,31 @@ class SyncLog:
         return core_schema.no_info_after_validator_function(cls.of, entries, serialization=as_list)
 
 
-def encode_syncs(log: SyncLog, now_ms: int) -> bytearray | None:
+def encode_syncs(log: SyncLog, now_ms: int, topic_ids: Mapping[str, str] | None = None) -> bytearray | None:
     """One batch with a record per source partition; None when there is nothing to say.
 
     Key ``{"topic", "partition", "first"}`` (the source partition and its first offset here,
     unique per micro-batch, so compaction keeps every one), value ``{"syncs": [[first, last,
-    destination topic, destination partition, base, end, exact], ...]}``."""
+    destination topic, destination partition, base, end, exact], ...]}``, and ``"topic_id"``
+    where ``topic_ids`` has the source topic's."""
+    topic_ids = topic_ids or {}
     records = []
     for source, entries in log.by_source().items():
         key = {"topic": source.topic, "partition": source.partition, "first": entries[0].first}
-        value = {"syncs": [[e.first, e.last, e.destination.topic, e.destination.partition, e.base, e.end, e.exact]
-                           for e in entries]}
+        value: dict = {"syncs": [[e.first, e.last, e.destination.topic, e.destination.partition, e.base, e.end,
+                                  e.exact] for e in entries]}
+        if source.topic in topic_ids:
+            value["topic_id"] = topic_ids[source.topic]
         records.append(Record(key=json.dumps(key, sort_keys=True).encode(), value=json.dumps(value).encode(),
                               timestamp=now_ms))
     return bytearray(kcodecs.build_batch(records, compression="zstd")) if records else None
 
 
-def write_syncs(producer: IdempotentProducer, to: TopicPartition, log: SyncLog) -> None:
-    """Enqueue ``log`` for the offset-syncs partition ``to`` (in the producer's transaction, if it has one)."""
-    data = encode_syncs(log, time.time_ns() // 1_000_000)
+def write_syncs(producer: IdempotentProducer, to: TopicPartition, log: SyncLog,
+                topic_ids: Mapping[str, str] | None = None) -> None:
+    """Enqueue ``log`` for the offset-syncs partition ``to`` (in the producer's transaction, if it
+    has one), each record with its source topic's id in ``topic_ids``."""
+    data = encode_syncs(log, time.time_ns() // 1_000_000, topic_ids)
     if data is not None:
         # A record per source partition: every pair has an open entry, so its keys name them all.
         producer.enqueue(to, data, len({source for source, _ in log.open}))
@@ -210,10 +224,12 @@ def decode_syncs(record: Record) -> list[SyncEntry]:
         source = TopicPartition(str(key["topic"]), int(key["partition"]))
         if record.value is None:
             return []
+        value = json.loads(bytes(record.value))
+        topic_id = None if value.get("topic_id") is None else str(value["topic_id"])
         return [SyncEntry(source, int(first), int(last), TopicPartition(str(topic), int(partition)), int(base), int(end),
-                          bool(exact))
-                for first, last, topic, partition, base, end, exact in json.loads(bytes(record.value))["syncs"]]
-    except (ValueError, KeyError, TypeError) as exc:
+                          bool(exact), topic_id)
+                for first, last, topic, partition, base, end, exact in value["syncs"]]
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
         raise OffsetSyncError(f"record at offset {record.offset} of the offset-syncs topic is not kmirror's: "
                               f"key {record.key!r}, value {record.value!r}") from exc
 
@@ -272,7 +288,8 @@ class OffsetSyncStore:
 
     def __init__(self, client: KafkaClient | None, topic: str, *, max_wait_s: float = 60.0):
         self._tail = CommittedTail(client, TopicPartition(topic, 0), max_wait_s=max_wait_s) if client else None
-        self._pairs: dict[tuple[TopicPartition, TopicPartition], _Pair] = {}
+        self._pairs: dict[tuple[TopicPartition, TopicPartition, str | None], _Pair] = {}
+        """Per (source, destination) partition pair and source topic id, its entries."""
 
     def refresh(self) -> list[SyncEntry]:
         """Add the entries committed since the previous call and return them, as read (for a
@@ -285,11 +302,15 @@ class OffsetSyncStore:
 
     def add(self, entries: Iterable[SyncEntry]) -> None:
         for entry in entries:
-            self._pairs.setdefault((entry.source, entry.destination), _Pair()).add(entry)
+            self._pairs.setdefault((entry.source, entry.destination, entry.topic_id), _Pair()).add(entry)
 
-    def translate(self, group_offsets: Mapping[TopicPartition, int],
-                  copied_to: Mapping[TopicPartition, int]) -> dict[TopicPartition, Translation]:
+    def translate(self, group_offsets: Mapping[TopicPartition, int], copied_to: Mapping[TopicPartition, int],
+                  topic_ids: Mapping[str, str] | None = None) -> dict[TopicPartition, Translation]:
         """Destination offsets for a group that committed ``group_offsets`` at the source.
+
+        ``topic_ids``: the id the source lists for each topic now. Syncs of another id (a topic
+        since deleted and made again under the name) are not used: the group's offsets are the
+        new topic's. Syncs without an id are used for any.
 
         Per destination partition fed by those source partitions: the lowest of the bounds
         each feeding source partition gives (several feed one under ``by-key``). ``copied_to``
@@ -298,8 +319,11 @@ class OffsetSyncStore:
         feeding source partitions has no group offset (where the group would start there is
         unknown) or history pruned past the group's offset.
         """
+        topic_ids = topic_ids or {}
         feeders: dict[TopicPartition, list[tuple[TopicPartition, _Pair]]] = {}
-        for (source, destination), pair in self._pairs.items():
+        for (source, destination, topic_id), pair in self._pairs.items():
+            if topic_id is not None and topic_ids.get(source.topic, topic_id) != topic_id:
+                continue  # another topic's, under the same name
             feeders.setdefault(destination, []).append((source, pair))
         out = {}
         for destination, pairs in feeders.items():

@@ -13,7 +13,7 @@ Per source partition of the job's topics:
 
 Per topic pair, from ``kmirror-provenance`` on the destination: the partitioning chosen for it,
 and whether kmirror created the destination topic or found it. A source topic made again under
-its name since the job's last commit of it (the commits name the topic's id, exactly-once) is
+its name since the job's last commit of it (the commits and the offset syncs name the topic's id) is
 *made again*: those commits are the old topic's, and say nothing of how far the new one is
 copied (the job follows it from its log start).
 
@@ -117,20 +117,20 @@ def mirror_status(config: MirrorConfig, source: KafkaClient, destination: KafkaC
 def _committed(destination: KafkaClient, job: str, present, tps) -> dict[TopicPartition, tuple[Commit, int]]:
     """Each partition's commit (its next offset, and its topic's id if known) and when: from the
     offsets topic (exactly-once), else from the offset syncs (at-least-once: the last entry's
-    last offset, plus one; no id)."""
+    last offset, plus one, and the id the syncs name)."""
     if not tps:
         return {}
     if offsets_topic(job) in present:
         return CommittedOffsets(destination, offsets_topic(job), max_wait_s=_READ_WAIT_S).latest_commits(tps)
     found = latest_by_key(destination, TopicPartition(offset_syncs_topic(job), 0), _synced_to, tps,
                           max_wait_s=_READ_WAIT_S)
-    return {tp: (Commit(offset), record.timestamp) for tp, (offset, record) in found.items()}
+    return {tp: (commit, record.timestamp) for tp, (commit, record) in found.items()}
 
 
-def _synced_to(record: Record) -> list[tuple[TopicPartition, int]]:
-    """A sync record's source partition and the next offset after its last entry."""
+def _synced_to(record: Record) -> list[tuple[TopicPartition, Commit]]:
+    """A sync record's source partition, the next offset after its last entry and its topic's id."""
     entries = decode_syncs(record)
-    return [(entries[0].source, max(e.last for e in entries) + 1)] if entries else []
+    return [(entries[0].source, Commit(max(e.last for e in entries) + 1, entries[0].topic_id))] if entries else []
 
 
 def _partition(tp: TopicPartition, found: tuple[Commit, int] | None, start: int, end: int) -> PartitionStatus:

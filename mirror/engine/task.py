@@ -54,6 +54,7 @@ def copy_in_task(job: CopyJob, task: int, requests: list[CopyRequest]) -> TaskSt
     committer = job.committer(task)
     if committer.exactly_once:
         return copy_exactly_once(requests, job.routes, source, committer, **options)
+    committer.committed(requests)  # at-least-once, nothing: the requests' topic ids, for the syncs
     stats = copy_ranges(requests, job.routes, source, committer.producer, **options)
     # After the data: a crash in between leaves the micro-batch uncommitted in Spark's
     # checkpoint, so its replay copies it again and records where that copy went.

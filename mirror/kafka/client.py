@@ -276,6 +276,13 @@ class KafkaClient:
         for a partition without a leader, :class:`UnknownTopicError` for an unknown topic."""
         return self._route(list(partitions))
 
+    def fresh_topic_id(self, topic: str) -> UUID | None:
+        """``topic``'s id as fresh metadata lists it; None where metadata does not list the topic
+        (deleted), or gives no ids."""
+        response = self.retrying(f"look up topic {topic}", lambda: self._refresh([topic]))
+        listed = [t for t in response.topics if t.name == topic and t.error_code == 0]
+        return _topic_id(listed[0]) if listed else None
+
     def topic_id(self, topic: str) -> UUID | None:
         """``topic``'s id as the last metadata that listed it gave it (metadata is read for a
         topic's first :meth:`leaders`); None from a cluster without ids, or before any listing."""

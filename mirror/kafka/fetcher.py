@@ -28,8 +28,11 @@ partition stuck longer than any transaction may stay open raises
 caller gives (:meth:`Fetcher.identify`: the job's plan), or else the one metadata listed when
 the topic was first fetched, kept from then on. A topic deleted, or deleted and made again under
 its name, then answers UNKNOWN_TOPIC_ID, and the fetch settles it as :class:`TopicIdGoneError`
-rather than read the new topic's records at the old topic's offsets. A cluster without ids is fetched
-by name (v12 at most), as before.
+rather than read the new topic's records at the old topic's offsets, once fresh metadata agrees
+(a leader whose metadata lags a topic just made answers so too, and is retried). A topic fetched
+before that metadata stops listing for as long as the retries last (deleted, not made again) is
+settled so too (:meth:`Fetcher.take_gone`), and the other topics' partitions are fetched on
+meanwhile. A cluster without ids is fetched by name (v12 at most), as before.
 
 **Idle partitions cost nothing** (KIP-227). A partition at its end (its fetch offset at the
 end the last answer gave: the last stable offset read committed, else the high watermark)
@@ -61,7 +64,7 @@ from ..protocol.fetch import FETCH_SESSIONS_SINCE, FETCH_TOPIC_IDS_SINCE
 from .backoff import Backoff
 from .client import READ_COMMITTED, READ_UNCOMMITTED, KafkaClient, is_retriable
 from .connection import ConnectionFailedError, ProtocolError
-from .errors import BrokerApiError, HangingTransactionError, OffsetOutOfRangeError, TopicIdGoneError
+from .errors import BrokerApiError, HangingTransactionError, OffsetOutOfRangeError, TopicIdGoneError, UnknownTopicError
 from .fetch_session import FetchSession, SessionRequest
 from .frames import FrameBuffers
 from .pipeline import Encoder, PipelinedConnection
@@ -163,6 +166,14 @@ class Fetcher:
         """Per leader, how long its last answers that carried records took."""
         self._topic_ids: dict[str, uuid.UUID] = {}
         """The id each topic is fetched by from now on (:meth:`identify`, or its first listing)."""
+        self._gone: dict[TopicPartition, TopicIdGoneError] = {}
+        """Partitions whose topic metadata stopped listing, settled outside any answer (:meth:`take_gone`)."""
+
+    def take_gone(self) -> dict[TopicPartition, TopicIdGoneError]:
+        """The partitions found gone since the last call, outside a fetch's answer: their topic,
+        fetched by id before, is no longer listed by metadata, however long the retries waited."""
+        gone, self._gone = self._gone, {}
+        return gone
 
     def identify(self, topic_ids: Mapping[str, uuid.UUID]) -> None:
         """Fetch each of these topics by this id (the job's plan says which topic it copies):
@@ -213,7 +224,7 @@ class Fetcher:
         if not ready:
             return 0
         try:
-            routes = self._client.leaders(ready)
+            routes = self._leaders(ready)
         except KMirrorError as exc:
             self._failed(ready, exc)
             return 0
@@ -292,7 +303,12 @@ class Fetcher:
                 settled[tp] = OffsetOutOfRangeError(tp, offset, log_start_offset=part.log_start_offset,
                                                     high_watermark=part.high_watermark)
             elif part.error_code in _TOPIC_ID_ERRORS:
-                settled[tp] = TopicIdGoneError(tp, asked.topic_ids[tp.topic], part.error_code)
+                if self._client.fresh_topic_id(tp.topic) == asked.topic_ids[tp.topic]:
+                    # Metadata still lists the topic under that id: the leader's lags (a topic just
+                    # made), as Kafka's clients take it (retriable).
+                    self._failed([tp], BrokerApiError.from_code("Fetch", part.error_code, tp))
+                else:
+                    settled[tp] = TopicIdGoneError(tp, asked.topic_ids[tp.topic], part.error_code)
             elif part.error_code:
                 error = BrokerApiError.from_code("Fetch", part.error_code, tp)
                 if not error.retriable:
@@ -373,6 +389,19 @@ class Fetcher:
                                         forgotten=request.forgotten, topic_ids=asked.topic_ids)
 
         return encode
+
+    def _leaders(self, tps: list[TopicPartition]) -> dict[str, list[TopicPartition]]:
+        """``tps`` by leader. Those of a topic metadata does not list fail on their own (a topic
+        deleted must not hold up the others' fetches): retried, or settled as gone once the
+        retries are used up, for a topic fetched by id before."""
+        while tps:
+            try:
+                return self._client.leaders(tps)
+            except UnknownTopicError as exc:
+                unknown = [tp for tp in tps if tp.topic == exc.topic]
+                tps = [tp for tp in tps if tp.topic != exc.topic]
+                self._failed(unknown, exc)
+        return {}
 
     def _ids_of(self, tps: Iterable[TopicPartition]) -> dict[str, uuid.UUID] | None:
         """The ids to name the topics of ``tps`` by, None if one has none (a cluster without
@@ -472,6 +501,12 @@ class Fetcher:
         now = self._clock()
         for tp in tps:
             backoff = self._backoff.setdefault(tp, Backoff())
+            if (isinstance(error, UnknownTopicError) and tp.topic in self._topic_ids
+                    and backoff.failures + 1 >= self._client.retry.attempts):
+                # Fetched by id before, and not listed for as long as the retries waited: deleted.
+                del self._backoff[tp]
+                self._gone[tp] = TopicIdGoneError(tp, self._topic_ids[tp.topic], error.code)
+                continue
             backoff.failed(error, self._client.retry, now, bootstrap=self._client.bootstrap, what=f"fetch {tp}")
         log.debug("fetch of %s failed (%s); retrying", ", ".join(map(str, tps)), error)
 

@@ -64,6 +64,7 @@ from kcodecs import KMirrorError
 from ..config import MirrorConfig
 from ..logs import configure_spark_process
 from ..kafka.client import READ_COMMITTED
+from ..engine.own_topics import mirrored
 from ..engine.topic_identity import check_identities, follow_or_fail
 from ..kafka.types import TopicListing, TopicPartition
 from .grouping import group_ranges
@@ -148,6 +149,8 @@ class KafkaRangeReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         """The process that started this planner's (Spark's): if it dies, so does the job."""
         self._client = None
         self._target: Offsets | None = None
+        self._gone: set[str] = set()
+        """Planned topics the source no longer lists, said once (:meth:`_say_gone`)."""
         self.floors: Offsets = {}
         """Where the job started in each partition, as :meth:`initialOffset` found it: no record
         below is copied, not even of the batch that holds it. A time start is found record by
@@ -208,6 +211,8 @@ class KafkaRangeReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if followed:  # the old topic's offsets mean nothing in the new one: it starts as a new topic
             begun = {tp: offset for tp, offset in begun.items() if tp.topic not in followed}
             self.floors = {tp: floor for tp, floor in self.floors.items() if tp.topic not in followed}
+        self._say_gone({tp.topic for tp in begun if tp.topic not in listings and mirrored(self.config, tp.topic)},
+                       identities.ids)
         tps = self._partitions(listings) if self._target is None else list(self._target)
         known = [tp for tp in tps if tp in begun]
         latest = self._offsets(known, "latest")
@@ -228,6 +233,17 @@ class KafkaRangeReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 log.warning("%s: following the new topic from its log start (partition %s); what was copied of "
                             "the old topic stays at the destination", recreated.line(), restarts or "none listed yet")
         return format_offsets(ends, identities.ids)
+
+    def _say_gone(self, missing: set[str], topic_ids: dict[str, str]) -> None:
+        """One WARN line per planned topic the source stopped listing (deleted): nothing more of
+        it is planned, and its offsets stay in the plan, so that it goes on where it was if it
+        was only missing from one listing; a topic made again under its name is followed."""
+        for topic in sorted(missing - self._gone):
+            log.warning("source topic %s (topic id %s) is not listed by the source any more (deleted): the job "
+                        "stops copying it and goes on with the others; what was copied of it stays at the "
+                        "destination, and a topic made again under its name will be followed from its log start",
+                        topic, topic_ids.get(topic, "unknown"))
+        self._gone = missing
 
     def _waiting(self, call: Callable[[], T]) -> T:
         """``call()``, through outages of the source (:mod:`.outage`); a stop ends the wait."""

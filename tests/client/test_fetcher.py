@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import itertools
 import random
+import time
 
 import pytest
 
@@ -135,3 +136,38 @@ def test_a_fetch_unanswered_past_the_request_timeout_is_lost_and_fetched_again(s
     finally:
         fetcher.close()
     assert len(got[SMALL]) == 2
+
+
+def test_a_topic_deleted_under_the_fetcher_is_settled_gone_and_the_others_are_fetched_meanwhile(tmp_path):
+    """Issue 70: a topic fetched by id that metadata stops listing (deleted, not made again) is
+    retried as long as the retries last (metadata may lag), then settled as gone; a partition
+    of another topic is fetched all the while (before, every partition of the request backed
+    off with the missing topic's, and the copy became an outage)."""
+    from mirror.kafka import RetryPolicy, TopicIdGoneError
+
+    gone, stays = TopicPartition("gone", 0), TopicPartition("stays", 0)
+    retry = RetryPolicy(attempts=4, initial_backoff_s=0.05, max_backoff_s=0.1)
+    with EmbeddedBroker(tmp_path / "src") as broker, KafkaClient(broker.bootstrap, retry=retry) as client:
+        client.create_topics([NewTopic("gone", 1), NewTopic("stays", 1)])
+        _fill(client, gone, batches=1, batch_bytes=100)
+        fetcher = Fetcher(client, max_bytes=MAX_BYTES, max_wait_ms=10)
+        try:
+            assert len(_fetch(fetcher, {gone: 0, stays: 0})[gone]) == 1  # fetched by id from now on
+            broker.state.topics.delete("gone")
+            client.forget_leaders([gone])
+            settled, found = [], {}
+            deadline = time.monotonic() + 20
+            while time.monotonic() < deadline:
+                time.sleep(0.02)
+                _fill(client, stays, batches=1, batch_bytes=100)
+                fetcher.send({gone: 1, stays: 0})
+                for conn in wait_readable(fetcher.connections(), 0.2):
+                    if stays in (answer := fetcher.on_readable(conn)):
+                        settled.append(answer[stays])
+                found.update(fetcher.take_gone())
+                if found:
+                    break
+        finally:
+            fetcher.close()
+    assert isinstance(found.get(gone), TopicIdGoneError) and found[gone].tp == gone
+    assert len(settled) >= 2, "the other topic waited on the deleted one"

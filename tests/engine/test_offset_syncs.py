@@ -55,6 +55,29 @@ def test_records_round_trip_through_kafka_pythons_reader():
     assert encode_syncs(SyncLog(), 1) is None
 
 
+def test_a_topic_made_again_is_translated_with_its_own_syncs_never_the_old_topics():
+    """Issue 70: the old topic's records 0-1999 are at destination 0-1999, the new topic's
+    0-2999 (offsets that start again) after them. A group at offset 500 of the new topic
+    resumes at 2500, not at the old topic's 500; the ids ride in the records, read back by
+    kafka-python's record reader."""
+    from kafka.record import MemoryRecords
+
+    old, new = SyncLog(), SyncLog()
+    old.add(S0, 0, 1999, D0, 0, 2000, True)
+    new.add(S0, 0, 2999, D0, 2000, 5000, True)
+    records = [Record(key=r.key, value=r.value, offset=r.offset)
+               for data in (encode_syncs(old, 1, {"src": "old-id"}), encode_syncs(new, 2, {"src": "new-id"}))
+               for batch in MemoryRecords(bytes(data)) for r in batch]
+    store = OffsetSyncStore(None, "unused")
+    store.add(entry for record in records for entry in decode_syncs(record))
+    assert store.translate({S0: 500}, {S0: 3000}, {"src": "new-id"})[D0].offset == 2500
+    assert store.translate({S0: 500}, {S0: 3000}, {"src": "old-id"})[D0].offset == 500
+    legacy = OffsetSyncStore(None, "unused")  # syncs from before ids were kept: taken for any topic
+    legacy.add(decode_syncs(Record(key=b'{"topic": "src", "partition": 0, "first": 0}',
+                                   value=b'{"syncs": [[0, 9, "dst", 0, 100, 110, true]]}')))
+    assert legacy.translate({S0: 5}, {S0: 10}, {"src": "new-id"})[D0].offset == 105
+
+
 def test_a_malformed_sync_record_is_a_named_error():
     with pytest.raises(OffsetSyncError, match="not kmirror's"):
         decode_syncs(Record(key=b'{"topic": "t", "partition": 0}', value=b'{"syncs": [[1, 2]]}', offset=8))

@@ -172,3 +172,45 @@ def test_on_topic_recreated_fail_stops_the_job_naming_both_ids_and_nothing_of_th
         assert "Traceback" not in text
         # The old topic's records stay as they were copied; none of the new topic's came after them.
         assert read_values(destination, name, PARTITIONS) == old
+
+
+@pytest.mark.parametrize("kind", ["kafka", "embedded"])
+def test_a_source_topic_deleted_and_not_made_again_is_said_once_and_the_others_go_on(kind, request, tmp_path):
+    """Issue 70, item 4: the job stops copying a deleted topic, says so once, and copies on the
+    other topics; no outage, since the source answers (before, the copy of the deleted topic's
+    partitions retried as for an outage and held the micro-batch up)."""
+    name, other = f"gone.{kind}.{time.time_ns()}", f"stays.{kind}.{time.time_ns()}"
+    with _clusters(kind, request, tmp_path) as (source, destination):
+        admin = AdminClient({"bootstrap.servers": source})
+        _create(admin, name)
+        _create(admin, other)
+        gone = _produce(source, name, "gone", 500)
+        first = _produce(source, other, "first", 500)
+        topic_id = _topic_id(admin, name)
+        log_path = tmp_path / "run.log"
+        with open(log_path, "w") as log_file:
+            job = subprocess.Popen(
+                [sys.executable, "-m", "mirror.cli", "run", "--source", source, "--destination", destination,
+                 "--topics", rf"(gone|stays)\.{kind}\..*", "--name", f"gone-{time.time_ns()}",
+                 "--checkpoint", str(tmp_path / "ck"), "--trigger-interval", "1", "--master", "local[2]"],
+                stdout=subprocess.DEVNULL, stderr=log_file)
+        try:
+            wait_until(lambda: job.poll() is not None or (read_values(destination, name, PARTITIONS) == gone
+                                                          and read_values(destination, other, PARTITIONS) == first),
+                       "both topics at the destination", 240, poll_s=1)
+            for future in admin.delete_topics([name]).values():
+                future.result(30)
+            then = _produce(source, other, "then", 500)
+            expected = {p: first[p] + then[p] for p in range(PARTITIONS)}
+            wait_until(lambda: job.poll() is not None or read_values(destination, other, PARTITIONS) == expected,
+                       "the other topic's new records", 240, poll_s=1)
+            time.sleep(5)  # a few triggers more: the line is said once, not at each
+            assert job.poll() is None, log_path.read_text()[-3000:]
+        finally:
+            _stop(job, tmp_path)
+        text = log_path.read_text()
+        line = f"source topic {name} (topic id {topic_id}) is not listed by the source any more (deleted): the job " \
+               f"stops copying it and goes on with the others"
+        assert text.count(line) == 1, text[-3000:]
+        assert "outage" not in text and "Traceback" not in text, text[-3000:]
+        assert read_values(destination, name, PARTITIONS) == gone  # what was copied of it stays

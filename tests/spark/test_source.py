@@ -58,6 +58,7 @@ def test_the_plan_keeps_each_topics_id_and_follows_a_topic_made_again_from_its_s
     for future in admin.delete_topics(["t2"]).values():  # gone: its id kept
         future.result(30)
     assert reader.latestOffset(end, ReadAllAvailable())[TOPIC_IDS] == start[TOPIC_IDS]
+    assert _planned(reader.latestOffset(end, ReadAllAvailable()))["t2/0"] == 30  # kept, and said once
     client.create_topics([NewTopic("t2", 2)])  # made again, with more partitions: another id
     new_id = str(broker.state.topics.topics["t2"].topic_id)
     _fill(client, "t2", 0, 1)
@@ -74,7 +75,10 @@ def test_the_plan_keeps_each_topics_id_and_follows_a_topic_made_again_from_its_s
     assert [r.topic for group in reader.partitions(end, followed) for r in group.ranges] == []
     assert [f"source topic t2 was deleted and made again (topic id {ids['t2']} is now {new_id}): following the new "
             f"topic from its log start (partition 0 from 0, 1 from 0); what was copied of the old topic stays at "
-            f"the destination"] == [r.getMessage() for r in caplog.records if "t2" in r.getMessage()]
+            f"the destination"] == [r.getMessage() for r in caplog.records if "t2 was deleted and made again" in r.getMessage()]
+    said = [r.getMessage() for r in caplog.records if "not listed" in r.getMessage()]  # once, for two triggers
+    assert len(said) == 1 and said[0].startswith(f"source topic t2 (topic id {ids['t2']}) is not listed by the "
+                                                 f"source any more (deleted): the job stops copying it")
     after = reader.latestOffset(followed, ReadAllAvailable())
     (group,) = reader.partitions(followed, after)
     assert [(r.tp, r.start, r.end, r.topic_id) for r in group.ranges] == [(TopicPartition("t2", 0), 0, 10, new_id)]

@@ -42,12 +42,13 @@ class Copier:
     def take(self, lease: Lease) -> None:
         """The lease's ranges: new partitions are followed from their range's start, or from what
         the destination says was committed, whichever is later; known ones go on. A partition
-        of a topic made again (another topic id) is a new one."""
+        of a topic made again (another topic id), or of a copy whose topic went, is a new one."""
         self.job = lease.job
         self.loop.routes.update(lease.job.routes)
         copies = self.loop.copies
         new = [request for request in lease.ranges
-               if request.tp not in copies or request.of_another_topic_than(copies[request.tp].request)]
+               if request.tp not in copies or copies[request.tp].gone
+               or request.of_another_topic_than(copies[request.tp].request)]
         # What the destination holds, read from the end of the offsets topic (start-up stays
         # short however long the job has run): the next transaction goes on from there.
         committed = self.committer.committed(new) if new else {}

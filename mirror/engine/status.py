@@ -35,7 +35,7 @@ from .offset_syncs import decode_syncs, offset_syncs_topic
 from .offsets_topic import Commit, CommittedOffsets, offsets_topic
 from .provenance import PROVENANCE_TOPIC, ProvenanceLog
 from .topic_tail import latest_by_key
-from .topics import selected_topics
+from .topics import selected_listings
 
 __all__ = ["PartitionStatus", "TopicStatus", "NoSuchJobError", "mirror_status"]
 
@@ -93,12 +93,13 @@ def mirror_status(config: MirrorConfig, source: KafkaClient, destination: KafkaC
         raise NoSuchJobError(f"no job {job} on the destination: neither {offsets_topic(job)} nor "
                              f"{offset_syncs_topic(job)} exists there (give the job's --name, or its --checkpoint, "
                              f"from which the name is derived)")
-    counts = selected_topics(config, source)
+    listings = selected_listings(config, source)
+    counts = {topic: listing.partitions for topic, listing in listings.items()}
     tps = [TopicPartition(topic, p) for topic, count in sorted(counts.items()) for p in range(count)]
     ends = source.list_offsets(tps, "latest", isolation_level=READ_COMMITTED) if tps else {}
     starts = source.list_offsets(tps, "earliest") if tps else {}
     committed = _committed(destination, job, present, tps)
-    ids = {topic: str(listing.topic_id) for topic, listing in source.listings().items() if listing.topic_id}
+    ids = {topic: str(listing.topic_id) for topic, listing in listings.items() if listing.topic_id}
     provenance = dict(ProvenanceLog(destination, max_wait_s=_READ_WAIT_S).refresh()) \
         if PROVENANCE_TOPIC in present else {}
     out = []

@@ -86,10 +86,20 @@ def _start(source: str, destination: str, name: str, tmp_path, log_path, *option
             stdout=subprocess.DEVNULL, stderr=log_file)
 
 
-def _stop(job: subprocess.Popen, tmp_path) -> None:
+def _stop(job: subprocess.Popen) -> None:
     if job.poll() is None:
         job.kill()
         job.wait(30)
+
+
+def _delete_once_copied(job: subprocess.Popen, admin: AdminClient, destination: str, name: str,
+                        old: dict[int, list[bytes]], log_path) -> None:
+    """Wait for the running ``job`` to copy the old topic's records, then delete the topic."""
+    wait_until(lambda: job.poll() is not None or read_values(destination, name, PARTITIONS) == old,
+               "the old topic's 6,000 records at the destination", 240, poll_s=1)
+    assert job.poll() is None, log_path.read_text()[-3000:]
+    for future in admin.delete_topics([name]).values():
+        future.result(30)
 
 
 @pytest.mark.parametrize("kind, delivery, copiers, partitions_after", [
@@ -111,11 +121,7 @@ def test_a_source_topic_made_again_is_followed_from_its_start_and_each_new_recor
         job = _start(source, destination, name, tmp_path, log_path, "--delivery", delivery,
                      *(() if copiers else ("--no-copy-between-micro-batches",)))
         try:
-            wait_until(lambda: job.poll() is not None or read_values(destination, name, PARTITIONS) == old,
-                       "the old topic's 6,000 records at the destination", 240, poll_s=1)
-            assert job.poll() is None, log_path.read_text()[-3000:]
-            for future in admin.delete_topics([name]).values():
-                future.result(30)
+            _delete_once_copied(job, admin, destination, name, old, log_path)
             _create(admin, name, partitions_after)
             new = _produce(source, name, "new", 3_000, partitions_after)
             new_id = _topic_id(admin, name)
@@ -124,7 +130,7 @@ def test_a_source_topic_made_again_is_followed_from_its_start_and_each_new_recor
                        "the new topic's records after the old one's", 240, poll_s=2)
             assert job.poll() is None, log_path.read_text()[-3000:]
         finally:
-            _stop(job, tmp_path)
+            _stop(job)
         text = log_path.read_text()
         # Every record of the new topic once, after the old topic's as they were copied.
         assert read_values(destination, name, partitions_after) == expected
@@ -155,17 +161,13 @@ def test_on_topic_recreated_fail_stops_the_job_naming_both_ids_and_nothing_of_th
         job = _start(source, destination, name, tmp_path, log_path, "--delivery", "exactly-once",
                      "--on-topic-recreated", "fail")
         try:
-            wait_until(lambda: job.poll() is not None or read_values(destination, name, PARTITIONS) == old,
-                       "the old topic's 6,000 records at the destination", 240, poll_s=1)
-            assert job.poll() is None, log_path.read_text()[-3000:]
-            for future in admin.delete_topics([name]).values():
-                future.result(30)
+            _delete_once_copied(job, admin, destination, name, old, log_path)
             _create(admin, name)
             _produce(source, name, "new", 3_000)
             new_id = _topic_id(admin, name)
             assert job.wait(180) == 1, log_path.read_text()[-3000:]
         finally:
-            _stop(job, tmp_path)
+            _stop(job)
         text = log_path.read_text()
         assert f"source topic {name} was deleted and made again (topic id {old_id} is now {new_id}): the job's " \
                f"offsets are the old topic's, and --on-topic-recreated fail stopped the job" in text, text[-3000:]
@@ -207,7 +209,7 @@ def test_a_source_topic_deleted_and_not_made_again_is_said_once_and_the_others_g
             time.sleep(5)  # a few triggers more: the line is said once, not at each
             assert job.poll() is None, log_path.read_text()[-3000:]
         finally:
-            _stop(job, tmp_path)
+            _stop(job)
         text = log_path.read_text()
         line = f"source topic {name} (topic id {topic_id}) is not listed by the source any more (deleted): the job " \
                f"stops copying it and goes on with the others"

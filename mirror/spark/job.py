@@ -36,9 +36,9 @@ from ..metrics import MirrorMetrics
 from ..progress import MicroBatchReport, RunTotals
 from .offsets import format_offsets
 from .once import check_copied, ends_at_start
-from .pyspark_internals import checkpoint_started, planner_error, python_of
-from .runner import MicroBatchRunner, MirrorJobError, RunOutcome, first_line
-from .restarts import QueryRestarts, transient_failure
+from .pyspark_internals import checkpoint_started, python_of, spark_failure
+from .runner import MicroBatchRunner, MirrorJobError, RunOutcome, first_line, job_failure
+from .restarts import QueryRestarts
 from .session import spark_session
 from .shipping import missing_on_executors
 from .stopping import Stopper
@@ -127,12 +127,13 @@ def run_mirror(config: MirrorConfig, *, stop: threading.Event | None = None,
                     if not outcome.interrupted:
                         log.info("stopped: Spark ended with the stop; a restart resumes from the checkpoint")
                     break
-                kind = transient_failure(str(exc))
+                failure = spark_failure(exc)
+                kind = failure.transient
                 if kind is None or not restarts.allow():
                     log.debug("the query failed in Spark: %s", exc)
-                    raise _job_failure(exc) from None
-                log.warning("Spark's query failed (%s: %s); starting it again from the checkpoint (restart %d, "
-                            "at most %d in %d minutes)", kind, first_line(str(exc)), restarts.count,
+                    raise job_failure(exc) from None
+                log.warning("Spark's query failed (%s: %s: %s); starting it again from the checkpoint (restart %d, "
+                            "at most %d in %d minutes)", kind, failure.kind, failure.message, restarts.count,
                             restarts.limit, int(restarts.window_s // 60))
                 if metrics is not None:
                     metrics.error(kind)
@@ -224,7 +225,7 @@ def _warm_up_executors(spark, runner: MicroBatchRunner) -> threading.Thread:
                 slots = runner.config.streaming.copy_tasks
                 spark.sparkContext.parallelize(range(slots), slots).mapPartitions(_import_copy_engine).collect()
         except Exception as exc:  # otherwise only an optimisation: the copy reports what is broken
-            missing = missing_on_executors(str(exc))
+            missing = missing_on_executors(spark_failure(exc))
             if missing is not None:
                 runner.fail(missing)
                 return
@@ -243,13 +244,3 @@ def _import_copy_engine(_):
     import mirror.engine.copy  # noqa: F401  (the import is the point)
 
     return iter(())
-
-
-def _job_failure(exc: Exception) -> KMirrorError:
-    """The error kmirror code raised in a Python process of Spark's that has no other way to
-    the driver (the source's planner), recovered from the Python traceback Spark wraps it in.
-    (Copy tasks report theirs as data, :mod:`.tasks`.)"""
-    found = planner_error(str(exc))
-    if found is not None:
-        return MirrorJobError(*found)
-    return missing_on_executors(str(exc)) or MirrorJobError(type(exc).__name__, first_line(str(exc)))

@@ -12,8 +12,8 @@ PySpark upgrade is a decision to look at this module again, not a surprise at ru
   ``DataSourceRDD``'s ``PythonStreamingInputPartition``), so the rows are never computed.
 - :func:`serve_quick_ack_workers`: PySpark's worker daemon, its ``worker`` function wrapped so
   each task's socket acknowledges at once.
-- :func:`planner_error`: kmirror's error recovered from the Python traceback text Spark wraps
-  a planner's failure in.
+- :func:`spark_failure`: what failed, read from the text of Spark's errors (kmirror's error
+  from the Python traceback Spark wraps it in, else Spark's innermost cause), in one place.
 - :func:`checkpoint_started` and :func:`committed_source_offsets`: the checkpoint's offsets
   and commits logs read as files, to know whether a job has one, and where its last committed
   micro-batch ended (``--once`` checks every partition got to its end).
@@ -29,14 +29,15 @@ import pickle
 import re
 import signal
 import socket
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterator
 
 if TYPE_CHECKING:
     from .source import CopyGroup
 
-__all__ = ["CHECKED_VERSIONS", "start_context", "planned_groups", "serve_quick_ack_workers", "planner_error",
-           "checkpoint_started", "committed_source_offsets"]
+__all__ = ["CHECKED_VERSIONS", "start_context", "planned_groups", "serve_quick_ack_workers", "SparkFailure",
+           "spark_failure", "checkpoint_started", "committed_source_offsets"]
 
 log = logging.getLogger(__name__)
 
@@ -235,17 +236,58 @@ def quick_ack(worker):
     return quick_ack_worker
 
 
-# --- errors the planner raised ---------------------------------------------------------------
+# --- Spark's errors ----------------------------------------------------------------------
 
 _OUR_ERROR = re.compile(r"^(?:mirror|kcodecs)\.[\w.]*?\.?(\w+): (.+)$", re.MULTILINE)
+_RAISED = re.compile(r"(?:^|(?<=: ))(?:[A-Za-z_]\w*\.)*([A-Za-z_]\w*(?:Error|Exception)): ", re.MULTILINE)
+_WRAPPERS = frozenset({"PythonException", "Py4JJavaError", "StreamingQueryException"})
+"""Spark's and Py4J's envelopes around the error that failed: never the failure's kind."""
+_JAVA_FRAMES = "\n\tat "
+_TRANSIENT = {
+    "Python worker failed to connect back": "PythonWorkerStartTimeout",
+}
+"""Failures a new start of the query rides out, by their text (:mod:`.restarts` says why), and
+the kind each is counted as."""
+_NO_KMIRROR = ("No module named 'mirror'", "No module named 'kcodecs'", "No module named mirror")
 
 
-def planner_error(text: str) -> tuple[str, str] | None:
-    """The class name and message of the last kmirror error in ``text``, the Python traceback
-    Spark wraps an error of the source's planner in (its process has no other way to the
-    driver); None where there is none."""
-    found = _OUR_ERROR.findall(text)
-    return found[-1] if found else None
+@dataclass(frozen=True)
+class SparkFailure:
+    """What failed, read from one of Spark's errors (a ``Py4JJavaError``, a
+    ``StreamingQueryException``, a ``PythonException``): the text is all Spark passes on, since
+    an executor's or a planner's Python process has no other way to the driver.
+
+    ``kind`` and ``message`` are kmirror's error where kmirror's code raised one (``ours``), else
+    the innermost error Spark names before its stack frames (``SparkException: Python worker
+    failed to connect back``), else the envelope's class and first line."""
+
+    kind: str
+    message: str
+    ours: bool
+    transient: str | None
+    """The kind of a failure a new start of the query rides out (:mod:`.restarts`), or None."""
+    no_kmirror: bool
+    """An executor's Python could not import kmirror (:func:`~.shipping.missing_on_executors`)."""
+
+
+def spark_failure(exc: BaseException) -> SparkFailure:
+    """The one reading of Spark's error text: every caller that needs to know what failed in
+    Spark asks this, rather than parse the text itself."""
+    text = str(exc)
+    transient = next((kind for words, kind in _TRANSIENT.items() if words in text), None)
+    no_kmirror = any(words in text for words in _NO_KMIRROR)
+    ours = _OUR_ERROR.findall(text)
+    if ours:
+        kind, message = ours[-1]
+        return SparkFailure(kind, message.strip(), True, transient, no_kmirror)
+    head = text.split(_JAVA_FRAMES)[0]
+    named = [m for m in _RAISED.finditer(head) if m.group(1) not in _WRAPPERS]
+    if named:
+        last = named[-1]
+        message = head[last.end():].split("\n")[0].strip()
+        return SparkFailure(last.group(1), message or "(no message)", False, transient, no_kmirror)
+    first = text.strip().splitlines()[0] if text.strip() else "(no message)"
+    return SparkFailure(type(exc).__name__, first, False, transient, no_kmirror)
 
 
 # --- the checkpoint --------------------------------------------------------------------------

@@ -9,7 +9,8 @@ its own suite) the wait fails with "Python worker failed to connect back", and t
 Nothing of the mirror is wrong: the checkpoint holds every committed micro-batch, the
 destination every committed copy, and a query started again goes on from there, as a restart
 of the job would. So the job starts the query again, logs it at WARNING and counts it
-(``kmirror_errors{kind="PythonWorkerStartTimeout"}``), at most :data:`MAX_RESTARTS` times in
+(``kmirror_errors{kind="PythonWorkerStartTimeout"}``; the text is recognised by
+:func:`~.pyspark_internals.spark_failure`), at most :data:`MAX_RESTARTS` times in
 :data:`WINDOW_S`: more is no passing burst, and the job fails with Spark's error as before.
 """
 
@@ -19,23 +20,10 @@ import time
 from collections import deque
 from typing import Callable
 
-__all__ = ["transient_failure", "QueryRestarts", "MAX_RESTARTS", "WINDOW_S"]
+__all__ = ["QueryRestarts", "MAX_RESTARTS", "WINDOW_S"]
 
 MAX_RESTARTS = 3
 WINDOW_S = 600.0
-
-_TRANSIENT = {
-    "Python worker failed to connect back": "PythonWorkerStartTimeout",
-}
-
-
-def transient_failure(message: str) -> str | None:
-    """The kind of a query failure that a new start of the query rides out, or None."""
-    for text, kind in _TRANSIENT.items():
-        if text in message:
-            return kind
-    return None
-
 
 class QueryRestarts:
     """At most ``limit`` restarts in any ``window_s``."""

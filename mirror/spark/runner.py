@@ -31,13 +31,13 @@ from ..progress import MicroBatchReport, RunTotals
 from . import tasks as spark_tasks
 from .copiers import CopierLeases, Renewer
 from .outage import Outage, OutageInterrupted, is_outage
-from .pyspark_internals import planned_groups
+from .pyspark_internals import planned_groups, spark_failure
 from .session import task_attempts
 from .shipping import missing_on_executors
 from .source import CopyGroup, groups_of_rows
 from .stopping import Stopper
 
-__all__ = ["MicroBatchRunner", "RunOutcome", "MirrorJobError", "first_line"]
+__all__ = ["MicroBatchRunner", "RunOutcome", "MirrorJobError", "job_failure", "first_line"]
 
 log = logging.getLogger(__name__)
 
@@ -50,6 +50,15 @@ class MirrorJobError(KMirrorError):
         super().__init__(f"{kind}: {message}")
         self.kind = kind
         self.message = message
+
+
+def job_failure(exc: Exception) -> KMirrorError:
+    """The job's error for a failure Spark reports: kmirror's own where its code raised one in a
+    Python process of Spark's that has no other way to the driver (the source's planner; copy
+    tasks report theirs as data, :mod:`.tasks`), the one line for executors without kmirror,
+    else Spark's innermost cause (:func:`~.pyspark_internals.spark_failure`)."""
+    failure = spark_failure(exc)
+    return missing_on_executors(failure) or MirrorJobError(failure.kind, failure.message)
 
 
 
@@ -221,7 +230,7 @@ class MicroBatchRunner:
                 functools.partial(spark_tasks.copy_tasks, job)).collect()
         except Exception as exc:  # a task that failed every attempt: not on a kmirror error, which tasks report
             log.debug("the copy failed in Spark: %s", exc)
-            raise missing_on_executors(str(exc)) or MirrorJobError(type(exc).__name__, first_line(str(exc))) from None
+            raise job_failure(exc) from None
 
     def job(self) -> CopyJob:
         """What a copy task needs, as of this micro-batch's routes."""

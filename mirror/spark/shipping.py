@@ -24,6 +24,8 @@ from pathlib import Path
 
 from kcodecs import KMirrorError
 
+from .pyspark_internals import SparkFailure
+
 __all__ = ["ARCHIVE_NAME", "EXECUTOR_PYTHON", "LEFT_OUT", "shipping_settings", "check_archive",
            "MissingOnExecutorsError", "missing_on_executors"]
 
@@ -79,13 +81,10 @@ def _when(seconds: float) -> str:
     return datetime.fromtimestamp(seconds).astimezone().strftime("%Y-%m-%d %H:%M:%S %Z")
 
 
-_MISSING = ("No module named 'mirror'", "No module named 'kcodecs'", "No module named mirror")
-
-
-def missing_on_executors(message: str) -> MissingOnExecutorsError | None:
+def missing_on_executors(failure: SparkFailure) -> MissingOnExecutorsError | None:
     """The one-line error for a Spark failure whose cause is an executor Python without
     kmirror (its worker daemon, ``mirror.spark.worker_daemon``, cannot even start); else None."""
-    if not any(text in message for text in _MISSING):
+    if not failure.no_kmirror:
         return None
     return MissingOnExecutorsError(
         "the executors' Python has no kmirror (No module named 'mirror'): install kmirror at the same path on every "

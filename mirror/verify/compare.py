@@ -45,7 +45,6 @@ from __future__ import annotations
 
 import itertools
 import logging
-import re
 import time
 from dataclasses import dataclass
 from typing import Callable, Iterator
@@ -81,18 +80,6 @@ class VerifyTaskError(KMirrorError):
     def __init__(self, kind: str, message: str):
         super().__init__(f"{kind}: {message}")
         self.kind = kind
-
-
-_RAISED = re.compile(r"^(?:[A-Za-z_][\w.]*\.)?(\w+(?:Error|Exception)): (.+)$", re.M)
-
-
-def _task_error(exc: Exception) -> VerifyTaskError:
-    """The error an executor's Python raised, from Spark's report of it (its traceback's last line)."""
-    text = str(exc).split("\n\tat ")[0]
-    raised = [m for m in _RAISED.finditer(text) if m.group(1) not in ("PythonException", "Py4JJavaError")]
-    if raised:
-        return VerifyTaskError(raised[-1].group(1), raised[-1].group(2).strip())
-    return VerifyTaskError(type(exc).__name__, text.strip().splitlines()[0] if text.strip() else repr(exc))
 
 
 @dataclass(frozen=True)
@@ -254,12 +241,24 @@ def compare_pairs(spark, plans: list[PairPlan], source: ClusterConfig, destinati
     reading = spark.sparkContext.broadcast(_Reading(tuple(plans), source, destination, retry))
     rows = (spark.range(len(tasks), numPartitions=min(len(tasks), _READ_TASKS))  # no shuffle
             .mapInArrow(lambda batches: _read_tasks(reading, tasks, batches), from_arrow_schema(_schema())))
+    from ..spark.pyspark_internals import spark_failure  # the one reading of Spark's errors
+    from ..spark.restarts import QueryRestarts
+
+    restarts = QueryRestarts()
     try:
-        return _compare(plans, rows, later_producers or set, F, Window)
-    except KMirrorError:
-        raise
-    except Exception as exc:  # Spark's report of an executor's error (PythonException, Py4JJavaError)
-        raise _task_error(exc) from exc
+        while True:
+            try:
+                return _compare(plans, rows, later_producers or set, F, Window)
+            except KMirrorError:
+                raise
+            except Exception as exc:  # Spark's report of an executor's error (PythonException, Py4JJavaError)
+                failure = spark_failure(exc)
+                # The comparison only reads: a burst that kept Spark's Python worker from
+                # starting in time (mirror.spark.restarts) is ridden out by comparing again.
+                if failure.transient is None or not restarts.allow():
+                    raise VerifyTaskError(failure.kind, failure.message) from exc
+                log.warning("Spark failed while comparing (%s: %s: %s); comparing again (%d of at most %d)",
+                            failure.transient, failure.kind, failure.message, restarts.count, restarts.limit)
     finally:
         reading.unpersist()
 

@@ -123,26 +123,6 @@ def test_sigterm_stops_after_a_micro_batch_and_a_restart_resumes_without_loss(tm
                                 f"(never planned, end 5), stream/0 at {len(produced)} of {len(produced) + 1}")
 
 
-def test_an_executor_error_is_recovered_from_the_traceback_spark_wraps_it_in():
-    from mirror.spark.job import _job_failure
-
-    wrapped = RuntimeError(
-        "An error occurred while calling o123.collectToPython.\n"
-        ": org.apache.spark.SparkException: Job aborted due to stage failure: Task 0 in stage 3.0 failed 1 times\n"
-        "org.apache.spark.api.python.PythonException: Traceback (most recent call last):\n"
-        '  File "/work/main/mirror/engine/copy.py", line 99, in _route_fetched\n'
-        "    raise CorruptSourceError(tp, where, reason) from exc\n"
-        "mirror.engine.errors.CorruptSourceError: corrupt source batch in t/3 at offset 40: CRC-32C mismatch\n"
-        "\tat org.apache.spark.api.python.BasePythonRunner$ReaderIterator.handlePythonException(PythonRunner.scala:642)\n")
-    failure = _job_failure(wrapped)
-    assert failure.kind == "CorruptSourceError"
-    assert failure.message == "corrupt source batch in t/3 at offset 40: CRC-32C mismatch"
-    unreachable = _job_failure(RuntimeError("...\nmirror.kafka.errors.ClusterUnreachableError: cluster h:1 unreachable: x\n"))
-    assert unreachable.kind == "ClusterUnreachableError"  # kmirror run maps this one to exit code 2
-    other = _job_failure(RuntimeError("Py4J broke\nmore"))
-    assert (other.kind, other.message) == ("RuntimeError", "Py4J broke")
-
-
 def _eventually(read, expected, timeout_s: float = 120) -> list:
     deadline = time.monotonic() + timeout_s
     while True:

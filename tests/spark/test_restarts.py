@@ -2,14 +2,7 @@
 
 from __future__ import annotations
 
-from mirror.spark.restarts import QueryRestarts, transient_failure
-
-
-def test_only_a_python_worker_start_timeout_is_transient():
-    assert transient_failure("org.apache.spark.SparkException: Python worker failed to connect back.\n\tat ...") \
-        == "PythonWorkerStartTimeout"
-    assert transient_failure("org.apache.spark.SparkException: Job aborted due to stage failure") is None
-    assert transient_failure("") is None
+from mirror.spark.restarts import QueryRestarts
 
 
 def test_restarts_are_limited_within_a_window_and_free_again_after_it():

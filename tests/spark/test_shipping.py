@@ -13,6 +13,7 @@ import pytest
 from mirror.config import load_config
 from mirror.pack_cli import _code_outside
 from mirror.spark.session import spark_settings
+from mirror.spark.pyspark_internals import spark_failure
 from mirror.spark.shipping import (EXECUTOR_PYTHON, MissingOnExecutorsError, check_archive, missing_on_executors)
 
 _BASE = {"source.bootstrap": "a:1", "destination.bootstrap": "b:1", "topics": "t"}
@@ -49,9 +50,9 @@ def test_a_missing_archive_is_one_line_and_an_old_one_a_warning(tmp_path, caplog
 
 
 def test_executors_without_kmirror_are_named_in_one_line_and_other_failures_are_not():
-    error = missing_on_executors(SPARK_WORKER_FAILURE)
+    error = missing_on_executors(spark_failure(RuntimeError(SPARK_WORKER_FAILURE)))
     assert error is not None and "--ship-environment" in str(error) and "\n" not in str(error)
-    assert missing_on_executors("Job aborted: ZeroDivisionError: division by zero") is None
+    assert missing_on_executors(spark_failure(RuntimeError("Job aborted: ZeroDivisionError: division by zero"))) is None
 
 
 def test_an_editable_install_is_not_packed():

@@ -46,6 +46,7 @@ def _signal(job: subprocess.Popen, how: str) -> None:
                 pass
 
 
+@pytest.mark.timeout(600)  # five JVM starts: 222 s beside two other Spark modules, over 300 s in CI (2026-12-03)
 def test_every_way_of_stopping_exits_cleanly_and_loses_nothing(tmp_path):
     with EmbeddedBroker(tmp_path / "src") as src, EmbeddedBroker(tmp_path / "dst") as dst:
         with KafkaClient(src.bootstrap) as client:

@@ -1,10 +1,8 @@
 """``kmirror verify``'s report and exit rules (no Spark needed): what fails a mirror in each
-delivery mode and for each owner of the destination topic, how an executor's error is named,
-and the tables an operator reads."""
+delivery mode and for each owner of the destination topic, and the tables an operator reads."""
 
 from __future__ import annotations
 
-from mirror.verify.compare import _task_error
 from mirror.verify.report import Finding, PairReport, failures, report_text
 
 
@@ -55,13 +53,3 @@ def test_foreign_records_and_what_was_not_covered_are_said_in_the_verdict():
         rows = [line.split()[:4] for line in text.splitlines() if line.startswith("foreign")]
         assert rows == [["foreign", "w-1", "1", "17"], ["foreign-duplicate", "w-0", "1", "12"]]
         assert "consumers read that record twice" in text
-
-
-def test_an_executors_error_is_named_by_its_class_for_the_exit_code():
-    spark_said = Exception("An exception was thrown from the Python worker. Please see the stack trace below.\n"
-                           "Traceback (most recent call last):\n  File \"/x/verify.py\", line 9, in _read_tasks\n"
-                           "mirror.kafka.errors.ClusterUnreachableError: 127.0.0.1:1 refused 3 connections\n"
-                           "\n\tat org.apache.spark.api.python.BasePythonRunner$ReaderIterator.raiseWithTraceback(x)")
-    error = _task_error(spark_said)
-    assert (error.kind, str(error)) == ("ClusterUnreachableError",
-                                        "ClusterUnreachableError: 127.0.0.1:1 refused 3 connections")

@@ -121,3 +121,45 @@ def test_by_key_placement_is_checked_against_javas_partitioner(tmp_path, spark):
     count = sum(1 for r in records if r[0] == wrong_key)
     assert misplaced.findings == (Finding("misplaced", "wrong", moved_to, count, first),)
     assert stray.findings == (Finding("misplaced", "stray", 2, 1, dict(stray_at)[b"v20"]),)
+
+
+def test_a_python_worker_that_started_too_late_is_compared_again_and_any_other_failure_is_named(
+        tmp_path, spark, monkeypatch, caplog):
+    """Spark's fixed 10 s wait for a Python worker (mirror.spark.restarts) fails a comparison on
+    a loaded machine; the comparison only reads, so verify compares again. Other failures end it."""
+    import logging
+
+    from mirror.verify import compare
+
+    late = RuntimeError("An error occurred while calling o812.collectToPython.\n: org.apache.spark.SparkException: "
+                        "Job aborted due to stage failure: Task 1 in stage 7.0 failed 4 times, most recent failure: "
+                        "Lost task 1.3 in stage 7.0 (TID 31) (localhost executor driver): "
+                        "org.apache.spark.SparkException: Python worker failed to connect back.\n\tat x")
+    real, failures = compare._compare, []
+
+    def failing_first(*args):
+        if failures:
+            return real(*args)
+        failures.append(late)
+        raise late
+
+    with EmbeddedBroker(tmp_path / "src") as src, EmbeddedBroker(tmp_path / "dst") as dst, \
+            KafkaClient(src.bootstrap) as source, KafkaClient(dst.bootstrap) as destination:
+        source.create_topics([NewTopic("t", 1)])
+        destination.create_topics([NewTopic("good", 1)])
+        _write(src.bootstrap, "t", [(b"k%d" % i, b"v%d" % i, None, 1_700_000_000_000 + i) for i in range(100)])
+        _write(dst.bootstrap, "good", read_values(src.bootstrap, "t", 1, take=_take)[0])
+        clusters = ClusterConfig(bootstrap=[src.bootstrap]), ClusterConfig(bootstrap=[dst.bootstrap])
+        monkeypatch.setattr(compare, "_compare", failing_first)
+        with caplog.at_level(logging.WARNING, logger="mirror.verify.compare"):
+            (report,) = compare_pairs(spark, [_plan("good", 100)], *clusters, _RETRY)
+        assert (report.source_records, report.destination_records, report.findings) == (100, 100, ())
+        assert "comparing again (1 of at most 3)" in caplog.text and "Python worker failed to connect back" in caplog.text
+
+        def broken(*args):
+            raise RuntimeError(": org.apache.spark.SparkException: Job aborted due to stage failure: "
+                               "java.lang.OutOfMemoryError: Java heap space\n\tat x")
+
+        monkeypatch.setattr(compare, "_compare", broken)
+        with pytest.raises(compare.VerifyTaskError, match="^OutOfMemoryError: Java heap space$"):
+            compare_pairs(spark, [_plan("good", 100)], *clusters, _RETRY)

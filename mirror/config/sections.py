@@ -231,6 +231,11 @@ class Delivery(Strict):
         "follow", description="when a source topic is deleted and made again under its name (another topic id, "
         "KIP-516): follow the new topic from its log start, with a WARN line naming both ids and where each "
         "partition restarts, or stop the job (exit 1) with that line; what was copied of the old topic stays")
+    on_destination_lost: Literal["recreate", "fail"] = Field(
+        "recreate", description="when a destination topic kmirror created is deleted under the job: make it again "
+        "as kmirror makes it and copy its source from the log start, with one WARN line, or stop the job (exit 1) "
+        "with that line. A deleted destination topic kmirror did not create is never made again: that topic "
+        "fails, with one line, and the others go on")
 
     @field_validator("name")
     @classmethod

@@ -88,6 +88,9 @@ class Committer:
     topic_ids: dict[str, str] = field(default_factory=dict)
     """The id of the source topic each topic's positions are offsets of (KIP-516), written with
     them: a commit of a topic since deleted, or made again, is not taken for the new one's."""
+    destination_ids: dict[str, str] = field(default_factory=dict)
+    """By source topic, the id of the destination topic its records were copied into, written
+    with them: a commit into a destination topic since lost is not taken for the new one's."""
 
     @property
     def exactly_once(self) -> bool:
@@ -106,8 +109,12 @@ class Committer:
         """Exactly-once, what the destination says was committed of the source topics
         ``requests`` copy (Kafka's read-process-write order), waiting only for a transaction
         still open that wrote them; their topics' ids go with every commit from now on."""
-        wanted = {request.tp: request.topic_id for request in requests}
-        self.topic_ids.update({tp.topic: topic_id for tp, topic_id in wanted.items() if topic_id is not None})
+        wanted = {request.tp: (request.topic_id, request.destination_id) for request in requests}
+        for tp, (topic_id, destination_id) in wanted.items():
+            if topic_id is not None:
+                self.topic_ids[tp.topic] = topic_id
+            if destination_id is not None:
+                self.destination_ids[tp.topic] = destination_id
         return {} if self.offsets is None else self.offsets.latest(wanted)
 
     def commit(self, positions: Mapping[TopicPartition, int], syncs: SyncLog, *, flush: bool = True) -> None:
@@ -127,10 +134,11 @@ class Committer:
         assert isinstance(self.producer, TransactionalProducer)
         if positions:
             self.producer.enqueue(self.offsets.partition,
-                                  encode_offsets(positions, time.time_ns() // 1_000_000, self.topic_ids), len(positions))
+                                  encode_offsets(positions, time.time_ns() // 1_000_000, self.topic_ids,
+                                                 self.destination_ids), len(positions))
         self.producer.commit()
         self.producer.take_acks()  # the offsets' and syncs': the next copy must not see them as its own
-        self.offsets.record(dict(positions), self.topic_ids)
+        self.offsets.record(dict(positions), self.topic_ids, self.destination_ids)
 
     def seal(self, positions: Mapping[TopicPartition, int], syncs: SyncLog) -> bool:
         """Exactly-once, without waiting: ``syncs`` and ``positions`` join the open transaction,
@@ -142,14 +150,15 @@ class Committer:
             write_syncs(self.producer, self.syncs_to, syncs, self.topic_ids)
         if positions:
             self.producer.enqueue(self.offsets.partition,
-                                  encode_offsets(positions, time.time_ns() // 1_000_000, self.topic_ids), len(positions))
+                                  encode_offsets(positions, time.time_ns() // 1_000_000, self.topic_ids,
+                                                 self.destination_ids), len(positions))
         self.producer.seal()
         return self.producer.ending
 
     def sealed_committed(self, positions: Mapping[TopicPartition, int]) -> None:
         """The sealed transaction (:meth:`seal`) with ``positions`` committed."""
         assert self.offsets is not None
-        self.offsets.record(dict(positions), self.topic_ids)
+        self.offsets.record(dict(positions), self.topic_ids, self.destination_ids)
 
     def abort(self, cause: BaseException) -> None:
         """What the producer holds belongs to a failed copy: dropped, and exactly-once its

@@ -14,6 +14,10 @@ it fail. What the job does next depends on the error, and is decided here, in on
   destination topic the controller refused to create, a resident copier that cannot read what
   its task sent).
   Running the task again would fail the same way, so the job fails at once.
+- **missing**: a topic the cluster, which answered, does not list
+  (:class:`~mirror.kafka.UnknownTopicError`, after the client's retries for a topic just
+  made). A deleted topic is not an outage: the driver looks the topic up once more, and a
+  destination topic that is gone is a loss (:mod:`.destination_loss`), not a wait.
 - **other** (a fenced producer, a refused sequence, a protocol error): a new attempt, which
   starts with a new producer, may succeed. The driver runs the task again at once, as many
   times as Spark would run a failed task (``spark.task.maxFailures``).
@@ -33,13 +37,13 @@ from kcodecs import KMirrorError
 
 from ..config import ConfigError
 from ..kafka import (AuthenticationError, BrokerApiError, ClusterUnreachableError, ConnectionFailedError,
-                     HangingTransactionError, KafkaClient, TopicCreationError)
+                     HangingTransactionError, KafkaClient, TopicCreationError, UnknownTopicError)
 from ..kafka.transactions import TransactionError
 from .errors import CopierRefusedError, CorruptSourceError, DataLossError, SourceTruncatedError, TopicMismatchError
 
 __all__ = ["Verdict", "verdict", "failed_cluster", "cluster_role", "TaskFailure"]
 
-Verdict = Literal["outage", "permanent", "other"]
+Verdict = Literal["outage", "permanent", "missing", "other"]
 
 _PERMANENT = (CorruptSourceError, DataLossError, SourceTruncatedError, TopicMismatchError, HangingTransactionError,
               ConfigError, AuthenticationError, CopierRefusedError, TopicCreationError)
@@ -49,6 +53,8 @@ def verdict(error: BaseException) -> Verdict:
     """What to do about ``error``: wait the outage out, fail at once, or run the task again at once."""
     if isinstance(error, _PERMANENT):
         return "permanent"
+    if isinstance(error, UnknownTopicError):
+        return "missing"
     if isinstance(error, (ClusterUnreachableError, ConnectionFailedError)):
         return "outage"
     if isinstance(error, BrokerApiError) and not isinstance(error, TransactionError):
@@ -90,10 +96,14 @@ class TaskFailure:
     cluster: str | None = None
     """The bootstrap of the cluster, or the address of the broker, that did not answer, when
     the error says (:func:`failed_cluster`)."""
+    topic: str | None = None
+    """The topic that is missing (verdict ``missing``)."""
 
     @classmethod
     def of(cls, task: int, error: KMirrorError) -> "TaskFailure":
-        return cls(task, type(error).__name__, str(error), verdict(error), failed_cluster(error))
+        kind = verdict(error)
+        return cls(task, type(error).__name__, str(error), kind, failed_cluster(error),
+                   error.topic if isinstance(error, UnknownTopicError) else None)
 
     @property
     def outage(self) -> bool:

@@ -71,26 +71,36 @@ def offsets_topic_spec(job: str) -> NewTopic:
 
 
 class Commit(NamedTuple):
-    """A source partition's committed offset, and the id of the topic it is an offset of (None:
-    not known, a cluster without ids or a commit from before they were kept)."""
+    """A source partition's committed offset, the id of the topic it is an offset of, and the id
+    of the destination topic it was copied into (each None: not known, a cluster without ids or
+    a commit from before they were kept)."""
 
     offset: int
     topic_id: str | None = None
+    destination_id: str | None = None
 
-    def of(self, topic_id: str | None) -> bool:
-        """Whether this commit is about the topic of id ``topic_id`` (None: whichever)."""
-        return self.topic_id is None or topic_id is None or self.topic_id == topic_id
+    def of(self, topic_id: str | None, destination_id: str | None = None) -> bool:
+        """Whether this commit is about the source topic of id ``topic_id``, copied into the
+        destination topic of id ``destination_id`` (None: whichever): a commit into a
+        destination topic since lost (:mod:`.destination_loss`) says nothing of the new one."""
+        return all(mine is None or theirs is None or mine == theirs
+                   for mine, theirs in ((self.topic_id, topic_id), (self.destination_id, destination_id)))
 
 
-def encode_offsets(ends: Mapping[TopicPartition, int], now_ms: int,
-                   topic_ids: Mapping[str, str] | None = None) -> bytearray:
+def encode_offsets(ends: Mapping[TopicPartition, int], now_ms: int, topic_ids: Mapping[str, str] | None = None,
+                   destination_ids: Mapping[str, str] | None = None) -> bytearray:
     """One uncompressed v2 batch with a record per source partition, each with its topic's id
-    in ``topic_ids`` where it has one."""
-    topic_ids = topic_ids or {}
+    in ``topic_ids`` and its destination topic's in ``destination_ids`` (by source topic) where
+    it has them."""
+    topic_ids, destination_ids = topic_ids or {}, destination_ids or {}
 
     def value(tp: TopicPartition, offset: int) -> bytes:
-        topic_id = topic_ids.get(tp.topic)
-        return json.dumps({"offset": offset} if topic_id is None else {"offset": offset, "topic_id": topic_id}).encode()
+        fields: dict = {"offset": offset}
+        if (topic_id := topic_ids.get(tp.topic)) is not None:
+            fields["topic_id"] = topic_id
+        if (destination_id := destination_ids.get(tp.topic)) is not None:
+            fields["destination_id"] = destination_id
+        return json.dumps(fields).encode()
 
     records = [Record(key=json.dumps({"topic": tp.topic, "partition": tp.partition}, sort_keys=True).encode(),
                       value=value(tp, offset), timestamp=now_ms)
@@ -106,8 +116,9 @@ def decode_offsets(record: Record) -> tuple[TopicPartition, Commit | None]:
         if record.value is None:
             return tp, None
         value = json.loads(bytes(record.value))
-        topic_id = value.get("topic_id")
-        return tp, Commit(int(value["offset"]), None if topic_id is None else str(topic_id))
+        topic_id, destination_id = value.get("topic_id"), value.get("destination_id")
+        return tp, Commit(int(value["offset"]), None if topic_id is None else str(topic_id),
+                          None if destination_id is None else str(destination_id))
     except (ValueError, KeyError, TypeError, AttributeError) as exc:
         raise OffsetsTopicError(f"record at offset {record.offset} of the offsets topic is not kmirror's: "
                                 f"key {record.key!r}, value {record.value!r}") from exc
@@ -130,14 +141,16 @@ class CommittedOffsets:
         self._tail.update_latest(self._offsets, decode_offsets)
         return {tp: commit.offset for tp, commit in self._offsets.items()}
 
-    def latest(self, wanted: Iterable[TopicPartition] | Mapping[TopicPartition, str | None]) -> dict[TopicPartition, int]:
-        """The committed offsets of ``wanted`` (partitions, or partition -> the id of the topic it
-        is copied from), those committed at all and of that topic, read from the end of the
-        topic backwards (:func:`~.topic_tail.latest_by_key`): a copier that commits every
-        partition it follows at every commit finds them in its last transaction."""
-        ids = wanted if isinstance(wanted, Mapping) else dict.fromkeys(wanted)
+    def latest(self, wanted: Iterable[TopicPartition] | Mapping[TopicPartition, tuple[str | None, str | None]]
+               ) -> dict[TopicPartition, int]:
+        """The committed offsets of ``wanted`` (partitions, or partition -> the ids of the topic it
+        is copied from and of the destination topic it is copied into), those committed at all
+        and of those topics, read from the end of the topic backwards
+        (:func:`~.topic_tail.latest_by_key`): a copier that commits every partition it follows at
+        every commit finds them in its last transaction."""
+        ids = wanted if isinstance(wanted, Mapping) else dict.fromkeys(wanted, (None, None))
         found = self._latest(ids)
-        offsets = {source: commit.offset for source, (commit, _) in found.items() if commit.of(ids[source])}
+        offsets = {source: commit.offset for source, (commit, _) in found.items() if commit.of(*ids[source])}
         self._offsets.update({source: found[source][0] for source in offsets})
         return offsets
 
@@ -150,7 +163,9 @@ class CommittedOffsets:
         return latest_by_key(self._tail._client, self._tail.tp, lambda record: [decode_offsets(record)], wanted,
                              max_wait_s=self._tail._max_wait_s)
 
-    def record(self, ends: Mapping[TopicPartition, int], topic_ids: Mapping[str, str] | None = None) -> None:
+    def record(self, ends: Mapping[TopicPartition, int], topic_ids: Mapping[str, str] | None = None,
+               destination_ids: Mapping[str, str] | None = None) -> None:
         """What this process just committed (the next :meth:`refresh` reads it back too)."""
-        topic_ids = topic_ids or {}
-        self._offsets.update({tp: Commit(offset, topic_ids.get(tp.topic)) for tp, offset in ends.items()})
+        topic_ids, destination_ids = topic_ids or {}, destination_ids or {}
+        self._offsets.update({tp: Commit(offset, topic_ids.get(tp.topic), destination_ids.get(tp.topic))
+                              for tp, offset in ends.items()})

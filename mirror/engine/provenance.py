@@ -73,6 +73,11 @@ class Provenance:
     partitioning: str | None = None
     """``preserve`` or ``by-key``: the layout chosen for the topic when the pair was first seen
     (None: a record from before kmirror remembered it)."""
+    topic_id: str | None = None
+    """The destination topic's id (KIP-516) once the job has seen it there (None: not yet, a
+    cluster without ids, or a record from before kmirror kept them): a topic of this name
+    missing, or of another id, is not the one the job copied into
+    (:mod:`.destination_loss`)."""
 
     def came_from(self, cluster_id: str) -> bool:
         return cluster_id in self.path
@@ -130,6 +135,8 @@ def _encode(provenance: Provenance) -> bytes:
     value = {"path": list(provenance.path), "source_topic": provenance.source_topic, "created": provenance.created}
     if provenance.partitioning is not None:
         value["partitioning"] = provenance.partitioning
+    if provenance.topic_id is not None:
+        value["topic_id"] = provenance.topic_id
     return json.dumps(value).encode()
 
 
@@ -142,8 +149,9 @@ def _decode(record: Record) -> tuple[str, Provenance | None]:
         partitioning = value.get("partitioning")
         if partitioning not in (None, "preserve", "by-key") or not isinstance(value.get("created", True), bool):
             raise ValueError(f"created {value.get('created')!r}, partitioning {partitioning!r}")
+        topic_id = value.get("topic_id")
         return topic, Provenance(tuple(str(c) for c in value["path"]), str(value["source_topic"]),
-                                 value.get("created", True), partitioning)
+                                 value.get("created", True), partitioning, None if topic_id is None else str(topic_id))
     except (UnicodeDecodeError, ValueError, KeyError, TypeError, AttributeError) as exc:
         raise ProvenanceError(f"{PROVENANCE_TOPIC} at offset {record.offset}: not a kmirror provenance record "
                               f"({exc})") from exc

@@ -30,10 +30,15 @@ class CopyRequest:
     copy fetches that topic by it, so a topic made again under the name is not copied from
     these offsets (:class:`~mirror.kafka.TopicIdGoneError`)."""
 
+    destination_id: str | None = None
+    """The id of the destination topic the range is copied into, as the job's route has it
+    (None: not known): a commit into a destination topic since lost is not this copy's."""
+
     def of_another_topic_than(self, other: "CopyRequest") -> bool:
-        """Whether ``other`` is of another topic under the same name (both ids known, and not
-        the same): a topic deleted and made again since."""
-        return None not in (self.topic_id, other.topic_id) and self.topic_id != other.topic_id
+        """Whether ``other`` is of another topic under the same name, at the source or at the
+        destination (both ids known, and not the same): a topic deleted and made again since."""
+        return any(None not in (mine, theirs) and mine != theirs
+                   for mine, theirs in ((self.topic_id, other.topic_id), (self.destination_id, other.destination_id)))
 
 
 @dataclass

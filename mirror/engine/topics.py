@@ -29,7 +29,7 @@ import functools
 import logging
 import weakref
 from dataclasses import dataclass, replace
-from typing import Mapping
+from typing import Callable, Mapping
 
 from ..config import MirrorConfig
 from ..kafka import KafkaClient, NewTopic, TopicListing, TopicPartition
@@ -38,6 +38,7 @@ from ..listing import SHOWN, some_of
 from ..routing import RoutingPolicy
 from .clients import client_for
 from .config_sync import ConfigFilter, creation_configs
+from .destination_loss import DestinationLoss, lost_destinations
 from .errors import TopicMismatchError
 from .own_topics import mirrored
 from .provenance import PROVENANCE_TOPIC, Provenance, ProvenanceLog, cycles, hop
@@ -66,6 +67,9 @@ class TopicRoute:
     policy: RoutingPolicy
     created: bool = False
     """kmirror created the destination topic; one it found is never reshaped (:func:`_pair`)."""
+    topic_id: str | None = None
+    """The destination topic's id (KIP-516) as the route was made, None from a cluster without
+    ids: commits name it, so a commit into a topic since lost is not taken for the new one's."""
 
     @functools.cached_property
     def destinations(self) -> tuple[TopicPartition, ...]:
@@ -95,12 +99,16 @@ def selected_listings(config: MirrorConfig, source: KafkaClient) -> dict[str, To
 
 
 def sync_destination_topics(config: MirrorConfig, source: KafkaClient, destination: KafkaClient,
-                            known: Mapping[str, TopicRoute] | None = None) -> dict[str, TopicRoute]:
+                            known: Mapping[str, TopicRoute] | None = None,
+                            on_lost: Callable[[list[DestinationLoss]], None] | None = None) -> dict[str, TopicRoute]:
     """Routes for every selected source topic, creating destination topics that are missing
     and adding partitions that a destination topic kmirror created lacks.
 
     ``known`` routes are reused while the source partition count is unchanged, so a steady job
-    costs one metadata request per micro-batch.
+    costs one metadata request per micro-batch. A destination topic the job copied into that is
+    gone, or of another id now (:mod:`.destination_loss`), is told to ``on_lost`` before any topic
+    is made (it raises to stop the job, or sees that the source is copied again); a topic of the
+    user's that is gone gets no route, and is not made again.
     """
     selected = selected_topics(config, source)
     known = known or {}
@@ -108,24 +116,29 @@ def sync_destination_topics(config: MirrorConfig, source: KafkaClient, destinati
     todo = {t: n for t, n in selected.items() if t not in routes}
     if not todo:
         return routes
-    existing = destination.topics()
-    missing = {t: n for t, n in todo.items() if config.clusters.destination_topic(t) not in existing}
+    named = config.clusters.destination_topic
+    listed = destination.listings()
+    records = _provenance(destination) if PROVENANCE_TOPIC in listed else {}
+    losses = lost_destinations({t: named(t) for t in todo}, listed, records)
+    if losses and on_lost is not None:
+        on_lost(losses)
+    todo = {t: n for t, n in todo.items() if t not in {loss.source_topic for loss in losses if not loss.copied_again}}
+    missing = {t: n for t, n in todo.items() if named(t) not in listed}
     # Each topic's path at the source, read once for what is created and what is remembered.
     hops = functools.cache(lambda: _hops(source, todo))
     if missing:
-        _create(config, source, destination, missing, hops())
-        existing = destination.topics()
-    records = _provenance(destination) if PROVENANCE_TOPIC in existing else {}
-    named = config.clusters.destination_topic
-    pairs = {t: _pair(config, t, n, existing[named(t)], records.get(named(t))) for t, n in sorted(todo.items())}
+        _create(config, source, destination, missing, hops(), records)
+        listed = destination.listings()
+        records = _provenance(destination)
+    pairs = {t: _pair(config, t, n, listed[named(t)], records.get(named(t))) for t, n in sorted(todo.items())}
     remember = [pair for pair in pairs.values() if pair.remember]
     if remember:
         _remember(config, destination, remember, hops())
     short = {pair.topic: pair.source_partitions for pair in pairs.values() if pair.grows}
     if short:
-        _grow(destination, short, existing)
-        existing = destination.topics()
-        pairs = {t: replace(pair, destination_partitions=existing[pair.topic]) for t, pair in pairs.items()}
+        _grow(destination, short, {name: listing.partitions for name, listing in listed.items()})
+        listed = destination.listings()
+        pairs = {t: replace(pair, destination_partitions=listed[pair.topic].partitions) for t, pair in pairs.items()}
     _tell(config, list(pairs.values()))
     for topic, pair in pairs.items():
         routes[topic] = _route(config, pair)
@@ -152,14 +165,16 @@ class _Pair:
     created: bool
     remember: bool
     """The destination's provenance does not say this yet (a found topic seen for the first
-    time, a record from before the decision was kept, a new explicit choice)."""
+    time, a record from before the decision or the topic's id was kept, a new explicit choice)."""
+    topic_id: str | None = None
+    """The destination topic's id (KIP-516), None from a cluster without ids."""
 
     @property
     def grows(self) -> bool:
         return self.partitioning == "preserve" and self.destination_partitions < self.source_partitions
 
 
-def _pair(config: MirrorConfig, topic: str, source_partitions: int, destination_partitions: int,
+def _pair(config: MirrorConfig, topic: str, source_partitions: int, listing: TopicListing,
           record: Provenance | None) -> _Pair:
     """The pair's partitioning: an explicit choice as given; under ``auto`` the one remembered,
     or decided now from the counts (issue 47: decided once, so a destination the user made
@@ -167,6 +182,8 @@ def _pair(config: MirrorConfig, topic: str, source_partitions: int, destination_
     source grew while the job was down stays ``preserve``). Raises
     :class:`TopicMismatchError` where ``preserve`` needs partitions kmirror may not add."""
     name = config.clusters.destination_topic(topic)
+    destination_partitions = listing.partitions
+    topic_id = None if listing.topic_id is None else str(listing.topic_id)
     created = record is not None and record.created
     remembered = record.partitioning if record is not None else None
     if record is not None and remembered is None:
@@ -177,7 +194,8 @@ def _pair(config: MirrorConfig, topic: str, source_partitions: int, destination_
         log.warning("%s -> %s: partitioning %s, where earlier records were copied %s: keys copied before keep "
                     "their partitions", topic, name, partitioning, remembered)
     pair = _Pair(topic, name, source_partitions, destination_partitions, partitioning, created,
-                 remember=record is None or record.partitioning != partitioning)
+                 remember=record is None or record.partitioning != partitioning or record.topic_id != topic_id,
+                 topic_id=topic_id)
     if pair.grows and not (created and config.routing.destination_partitions is None):
         raise TopicMismatchError(_cannot_grow(config, pair))
     return pair
@@ -238,20 +256,24 @@ def _route(config: MirrorConfig, pair: _Pair) -> TopicRoute:
                            coalesce_below_bytes=config.routing.coalesce_below_bytes,
                            coalesce_target_bytes=config.routing.coalesce_target_bytes,
                            coalesce_under_backlog=config.routing.coalesce_under_backlog)
-    return TopicRoute(pair.source_topic, pair.topic, pair.source_partitions, policy, created=pair.created)
+    return TopicRoute(pair.source_topic, pair.topic, pair.source_partitions, policy, created=pair.created,
+                      topic_id=pair.topic_id)
 
 
 def _create(config: MirrorConfig, source: KafkaClient, destination: KafkaClient, counts: Mapping[str, int],
-            hops: Mapping[str, Provenance]) -> None:
+            hops: Mapping[str, Provenance], records: Mapping[str, Provenance]) -> None:
     """Create the destination topics of ``counts`` (source topic -> partitions) with their
-    source's configs, their provenance recorded first (created, and how ``auto`` lays them out)."""
+    source's configs, their provenance recorded first (created, how ``auto`` lays them out, and
+    the id of a topic of the name that was lost, until the new one's is known: a run that ends
+    in between still finds the loss, :mod:`.destination_loss`)."""
     chosen = ConfigFilter(config.sync.config_properties_exclude)
     entries = describe_topic_config_entries(source, sorted(counts))
     partitions = {t: config.routing.destination_partitions or n for t, n in counts.items()}
     named, routing = config.clusters.destination_topic, config.routing
     _provenance_log(destination).record({
         named(t): replace(hops[t], created=True,
-                          partitioning=resolve_partitioning(routing.partitioning, n, partitions[t]))
+                          partitioning=resolve_partitioning(routing.partitioning, n, partitions[t]),
+                          topic_id=(lost := records.get(named(t))) and lost.topic_id)
         for t, n in counts.items()})
     created = [NewTopic(named(t), partitions[t], configs=creation_configs(entries.get(t, []), chosen),
                         replication_factor=routing.replication_factor)
@@ -278,9 +300,10 @@ def _create(config: MirrorConfig, source: KafkaClient, destination: KafkaClient,
 def _remember(config: MirrorConfig, destination: KafkaClient, pairs: list[_Pair],
               hops: Mapping[str, Provenance]) -> None:
     """Write what the destination's provenance does not say yet about ``pairs``: a found
-    topic's first record (created false), or a partitioning decided now."""
+    topic's first record (created false), a partitioning decided now, or the topic's id."""
     _provenance_log(destination).record({pair.topic: replace(hops[pair.source_topic], created=pair.created,
-                                                             partitioning=pair.partitioning) for pair in pairs})
+                                                             partitioning=pair.partitioning, topic_id=pair.topic_id)
+                                         for pair in pairs})
 
 
 def _hops(source: KafkaClient, topics: Mapping[str, int]) -> dict[str, Provenance]:

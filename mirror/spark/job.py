@@ -24,10 +24,9 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from kcodecs import KMirrorError
-
 from ..config import REVEAL_SECRETS, ConfigError, MirrorConfig
 from ..engine import client_for, fence_tasks, offsets_topic, sync_destination_topics, transactional_id
+from ..engine.destination_loss import LostTopicsError
 from ..engine.own_topics import create_own_topics
 from ..engine.shape_sync import ShapeSync
 from ..engine.takeover import check_stopped, take_over
@@ -39,6 +38,7 @@ from .once import check_copied, ends_at_start
 from .pyspark_internals import checkpoint_started, python_of, spark_failure
 from .runner import MicroBatchRunner, MirrorJobError, RunOutcome, first_line, job_failure
 from .restarts import QueryRestarts
+from .rewinds import DestinationLosses
 from .session import spark_session
 from .shipping import missing_on_executors
 from .stopping import Stopper
@@ -64,7 +64,8 @@ def run_mirror(config: MirrorConfig, *, stop: threading.Event | None = None,
     if taking_over:  # before anything is written: a running MirrorMaker 2 is refused untouched
         check_stopped(destination, config.mm2_connect_group, config.mm2_offsets_topic)
     create_own_topics(config, destination)
-    routes = sync_destination_topics(config, source, destination)
+    losses = DestinationLosses(config)
+    routes = sync_destination_topics(config, source, destination, on_lost=losses)
     clusters = config.clusters
     log.info("mirroring %d topics from %s to %s (%s, compression %s)%s", len(routes),
              ",".join(clusters.source.bootstrap), ",".join(clusters.destination.bootstrap),
@@ -76,7 +77,7 @@ def run_mirror(config: MirrorConfig, *, stop: threading.Event | None = None,
     if config.streaming.copy_tasks is None:
         # The reader plans in a Python process of its own, with no SparkContext to ask.
         config = config.replaced("streaming", copy_tasks=spark.sparkContext.defaultParallelism)
-    from .source import CONFIG_FILE_OPTION, STARTS_FILE_OPTION, STOP_FILE_OPTION, KafkaRangeSource
+    from .source import CONFIG_FILE_OPTION, REWINDS_FILE_OPTION, STARTS_FILE_OPTION, STOP_FILE_OPTION, KafkaRangeSource
 
     with python_of(spark.sparkContext, sys.executable):  # the planner runs here (.shipping)
         spark.dataSource.register(KafkaRangeSource)
@@ -91,12 +92,12 @@ def run_mirror(config: MirrorConfig, *, stop: threading.Event | None = None,
     config_file.write_text(config.model_dump_json(context=REVEAL_SECRETS))
     starts_file = work / "starts.json"
     starts_file.write_text(json.dumps(format_offsets(starts)))
-    runner = MicroBatchRunner(config, routes, on_report, stopper, metrics)
+    runner = MicroBatchRunner(config, routes, on_report, stopper, metrics, losses)
     warm_up = _warm_up_executors(spark, runner)
     ends = ends_at_start(source, routes) if config.streaming.once else None
     writer = (spark.readStream.format(KafkaRangeSource.name()).option(CONFIG_FILE_OPTION, str(config_file))
               .option(STARTS_FILE_OPTION, str(starts_file))
-              .option(STOP_FILE_OPTION, str(stopper.file)).load()
+              .option(STOP_FILE_OPTION, str(stopper.file)).option(REWINDS_FILE_OPTION, str(losses.path)).load()
               .writeStream.queryName(QUERY_NAME).foreachBatch(runner)
               .option("checkpointLocation", str(config.streaming.checkpoint)))
     if config.streaming.once:
@@ -156,6 +157,8 @@ def run_mirror(config: MirrorConfig, *, stop: threading.Event | None = None,
     runner.release_copiers(spark.sparkContext)
     runner.totals.groups = runner.sync_groups(final=True) or runner.totals.groups
     log.info("%s", runner.totals.summary())
+    if losses.failed:  # nothing partial is a success: the topics asked for and not copied fail the run
+        raise LostTopicsError(list(losses.failed.values()))
     return runner.totals
 
 

@@ -15,25 +15,36 @@ from typing import Mapping
 
 from ..kafka.types import TopicPartition
 
-__all__ = ["Offsets", "TOPIC_IDS", "parse_offsets", "parse_topic_ids", "format_offsets", "cap_end_offsets"]
+__all__ = ["Offsets", "TOPIC_IDS", "REWOUND", "parse_offsets", "parse_topic_ids", "parse_rewound", "format_offsets",
+           "cap_end_offsets"]
 
 Offsets = dict[TopicPartition, int]
 TOPIC_IDS = "@topic-ids"
 """The key of the topic ids: no "topic/partition" key, since a topic name has no '@'."""
+REWOUND = "@rewound"
+"""The key of the destination losses planned, ``{source topic: lost destination topic id}``
+(:mod:`.rewinds`)."""
 
 
 def parse_offsets(offsets: Mapping[str, object]) -> Offsets:
-    return {TopicPartition.parse(key): int(value) for key, value in offsets.items() if key != TOPIC_IDS}
+    return {TopicPartition.parse(key): int(value) for key, value in offsets.items() if not key.startswith("@")}
 
 
 def parse_topic_ids(offsets: Mapping[str, object]) -> dict[str, str]:
     return dict(offsets.get(TOPIC_IDS) or {})
 
 
-def format_offsets(offsets: Mapping[TopicPartition, int], topic_ids: Mapping[str, str] | None = None) -> dict:
+def parse_rewound(offsets: Mapping[str, object]) -> dict[str, str]:
+    return dict(offsets.get(REWOUND) or {})
+
+
+def format_offsets(offsets: Mapping[TopicPartition, int], topic_ids: Mapping[str, str] | None = None,
+                   rewound: Mapping[str, str] | None = None) -> dict:
     formatted: dict = {str(tp): offsets[tp] for tp in sorted(offsets)}
     if topic_ids:
         formatted[TOPIC_IDS] = {topic: topic_ids[topic] for topic in sorted(topic_ids)}
+    if rewound:
+        formatted[REWOUND] = {topic: rewound[topic] for topic in sorted(rewound)}
     return formatted
 
 

@@ -23,7 +23,7 @@ from kcodecs import KMirrorError
 
 from ..engine.failures import verdict
 
-__all__ = ["Outage", "OutageInterrupted", "ride_out", "is_outage", "INITIAL_BACKOFF_S", "MAX_BACKOFF_S"]
+__all__ = ["Outage", "OutageInterrupted", "ride_out", "is_outage", "MISSING_TRIES", "INITIAL_BACKOFF_S", "MAX_BACKOFF_S"]
 
 log = logging.getLogger(__name__)
 
@@ -86,6 +86,10 @@ class Outage:
         self.began, self.steps = None, 0
 
 
+MISSING_TRIES = 3
+"""Calls made again at once after a topic went missing during one (:func:`ride_out`)."""
+
+
 def is_outage(error: KMirrorError) -> bool:
     return verdict(error) == "outage"
 
@@ -94,12 +98,18 @@ def ride_out(call: Callable[[], T], outage: Outage, sleep: Callable[[float], boo
              describe: Callable[[KMirrorError], str] = str) -> T:
     """``call()``, retried through the errors :func:`~mirror.engine.failures.verdict` calls
     outages; other errors, and an outage past the limit, raise. ``sleep(seconds)`` returns
-    False when a stop was requested meanwhile: :class:`OutageInterrupted`."""
+    False when a stop was requested meanwhile: :class:`OutageInterrupted`. A topic missing
+    (deleted between two of the call's requests) is no outage: the call is made again at once,
+    and lists the topics again, up to :data:`MISSING_TRIES` times."""
+    missing = 0
     while True:
         began = outage.clock()
         try:
             result = call()
         except KMirrorError as exc:
+            if verdict(exc) == "missing" and missing < MISSING_TRIES:
+                missing += 1
+                continue
             if not is_outage(exc) or not outage.pause(describe(exc), began, sleep):
                 raise
             continue

@@ -21,7 +21,7 @@ from ..config import MirrorConfig
 from ..engine import (CopyJob, OffsetSyncStore, client_for, offset_syncs_topic, open_transaction_wait_s,
                       sync_destination_topics)
 from ..engine.ranges import TaskStats
-from ..engine.failures import TaskFailure, cluster_role, failed_cluster
+from ..engine.failures import TaskFailure, cluster_role, failed_cluster, verdict
 from ..engine.group_sync import GroupOffsetSync, GroupSyncReport
 from ..engine.own_topics import mirrored
 from ..engine.latency import LatencyHistogram
@@ -30,8 +30,9 @@ from ..metrics import MirrorMetrics
 from ..progress import MicroBatchReport, RunTotals
 from . import tasks as spark_tasks
 from .copiers import CopierLeases, Renewer
-from .outage import Outage, OutageInterrupted, is_outage
+from .outage import MISSING_TRIES, Outage, OutageInterrupted, is_outage
 from .pyspark_internals import planned_groups, spark_failure
+from .rewinds import DestinationLosses
 from .session import task_attempts
 from .shipping import missing_on_executors
 from .source import CopyGroup, groups_of_rows
@@ -88,8 +89,10 @@ class MicroBatchRunner:
     raises, so that Spark does not commit it; :meth:`outcome` tells how the micro-batches ended."""
 
     def __init__(self, config: MirrorConfig, routes, on_report, stop: Stopper,
-                 metrics: MirrorMetrics | None = None):
+                 metrics: MirrorMetrics | None = None, losses: DestinationLosses | None = None):
         self.config = config
+        self.losses = losses or DestinationLosses(config)
+        """Destination topics lost under the job (:mod:`.rewinds`): their ranges are not copied."""
         self.metrics = metrics
         self.routes = routes
         self.on_report = on_report
@@ -149,6 +152,9 @@ class MicroBatchRunner:
         except KMirrorError as exc:
             self._outcome = RunOutcome(failure=exc)
             raise
+        finally:
+            # Ranges planned from now on know of the losses found so far (the planner's file).
+            self.losses.pending.clear()
         ranges = [stats for task in tasks for stats in task.ranges]
         for stats in ranges:
             self.copied_to[stats.tp] = max(stats.end, self.copied_to.get(stats.tp, 0))
@@ -173,12 +179,16 @@ class MicroBatchRunner:
         tries = _FailedTries(self.attempts)
         done: list[TaskStats] = []
         todo: frozenset[int] | None = None  # None: every task of the micro-batch
+        missing_tries = 0
         while True:
             began = outage.clock()
             try:
                 results = self._copy(rows, planned, todo)
             except KMirrorError as exc:  # the driver's own Kafka calls, or a task's bug
                 self._count_error(exc.kind if isinstance(exc, MirrorJobError) else type(exc).__name__)
+                if verdict(exc) == "missing" and missing_tries < MISSING_TRIES:
+                    missing_tries += 1  # deleted between two of the driver's requests: look again
+                    continue
                 what = self._outage_line(str(exc), failed_cluster(exc))
                 if not is_outage(exc) or not outage.pause(what, began, self._sleep):
                     raise
@@ -193,12 +203,21 @@ class MicroBatchRunner:
             fatal = [f for f in failures if f.permanent] + tries.used_up(failures)
             if fatal:
                 raise MirrorJobError(fatal[0].kind, fatal[0].message)
+            self._look_again([f.topic for f in failures if f.verdict == "missing" and f.topic is not None])
             outages = [f for f in failures if f.outage]
             if outages:
                 what = self._outage_line(outages[0].message, outages[0].cluster, waiting=len(failures))
                 if not outage.pause(what, began, self._sleep):  # for longer than max_outage_s
                     raise MirrorJobError(outages[0].kind, outages[0].message)
             todo = frozenset(f.task for f in failures)
+
+    def _look_again(self, topics: list[str]) -> None:
+        """Copies met destination ``topics`` missing: their routes go, so that the next try looks
+        them up (:func:`~mirror.engine.topics.sync_destination_topics`), and finds them lost
+        (:mod:`mirror.engine.destination_loss`), or back (a leader that had not heard of a
+        topic just made), rather than waiting for them as for a cluster that does not answer."""
+        if topics:
+            self.routes = {t: route for t, route in self.routes.items() if route.topic not in topics}
 
     def _copy(self, rows, planned: list[CopyGroup] | None, tasks: frozenset[int] | None) -> list[TaskStats]:
         """The destination topics checked, then one Spark job copying ``tasks`` (None: all).
@@ -208,21 +227,26 @@ class MicroBatchRunner:
         new at the source first appears with nothing to copy (:mod:`.source`), and is checked
         when its first range comes."""
         config = self.config
+        if planned is not None:
+            planned = _without(planned, self._not_copied())
         if planned is None or not _routed(planned, self.routes):
             source = client_for(config.clusters.source, config.limits.retry)
             destination = client_for(config.clusters.destination, config.limits.retry)
-            self.routes = sync_destination_topics(config, source, destination, self.routes)
+            self.routes = sync_destination_topics(config, source, destination, self.routes, self.losses)
+            if planned is not None:
+                planned = _without(planned, self._not_copied())
         job = self.job()
         try:
             if self.copiers is not None:
-                groups = planned if planned is not None else groups_of_rows(rows.collect())
-                requests = [spark_tasks.request_of(r) for group in groups for r in group.ranges]
+                groups = planned if planned is not None else _without(groups_of_rows(rows.collect()), self._not_copied())
+                requests = [spark_tasks.request_of(r, job.routes) for group in groups for r in group.ranges]
                 return self.copiers.lease(rows.sparkSession.sparkContext, job, requests, tasks)
             # One Spark task per group of ranges (see .grouping), numbered as the source planned it.
             if planned is None:
-                selected = rows.rdd if tasks is None else rows.rdd.filter(lambda row: row.task in tasks)
+                skipped = self._not_copied()
+                selected = rows.rdd.filter(lambda row: (tasks is None or row.task in tasks) and row.topic not in skipped)
                 return selected.mapPartitions(functools.partial(spark_tasks.copy_rows, job)).collect()
-            chosen = [spark_tasks.task_of(group) for group in planned if tasks is None or group.index in tasks]
+            chosen = [spark_tasks.task_of(group, job.routes) for group in planned if tasks is None or group.index in tasks]
             if not chosen:
                 return []
             spark_context = rows.sparkSession.sparkContext
@@ -231,6 +255,12 @@ class MicroBatchRunner:
         except Exception as exc:  # a task that failed every attempt: not on a kmirror error, which tasks report
             log.debug("the copy failed in Spark: %s", exc)
             raise job_failure(exc) from None
+
+    def _not_copied(self) -> frozenset[str]:
+        """Source topics whose planned ranges are not copied: their destination topic was lost,
+        and was the user's (:attr:`~.rewinds.DestinationLosses.failed`), or its ranges were
+        planned before it was lost (:attr:`~.rewinds.DestinationLosses.pending`)."""
+        return frozenset(self.losses.failed) | frozenset(self.losses.pending)
 
     def job(self) -> CopyJob:
         """What a copy task needs, as of this micro-batch's routes."""
@@ -302,7 +332,7 @@ class _FailedTries:
         """Count ``failures``; those of tasks that have now failed ``attempts`` times."""
         spent = []
         for failure in failures:
-            if failure.verdict != "other":
+            if failure.verdict not in ("other", "missing"):
                 self.failed.pop(failure.task, None)
                 continue
             self.failed[failure.task] += 1
@@ -312,6 +342,14 @@ class _FailedTries:
                 log.debug("copy task %d failed (try %d of %d), running it again: %s", failure.task,
                           self.failed[failure.task], self.attempts, failure.line())
         return spent
+
+
+def _without(planned: list[CopyGroup], topics: frozenset[str]) -> list[CopyGroup]:
+    """``planned`` less the ranges of ``topics`` (and the groups left empty)."""
+    if not topics:
+        return planned
+    kept = [CopyGroup(group.index, tuple(r for r in group.ranges if r.topic not in topics)) for group in planned]
+    return [group for group in kept if group.ranges]
 
 
 def _routed(planned: list[CopyGroup], routes) -> bool:

@@ -11,6 +11,8 @@ Options
     ``starting_offsets`` (taking over from MirrorMaker 2: :mod:`mirror.engine.takeover`).
     ``stopFile``: optional path on the driver's machine; once it exists the reader plans no new
     micro-batch, so the job can stop between micro-batches.
+    ``rewindsFile``: optional path on the driver's machine of the destination losses whose
+    source topics are copied again from their log start (:mod:`.rewinds`).
 Schema
     ``topic string, partition int, start_offset long, end_offset long, task int, floor long``: one row per
     source partition range of the micro-batch, and one Spark partition (one task) per group of
@@ -68,11 +70,12 @@ from ..engine.own_topics import mirrored
 from ..engine.topic_identity import check_identities, follow_or_fail
 from ..kafka.types import TopicListing, TopicPartition
 from .grouping import group_ranges
-from .offsets import Offsets, cap_end_offsets, format_offsets, parse_offsets, parse_topic_ids
+from .offsets import Offsets, cap_end_offsets, format_offsets, parse_offsets, parse_rewound, parse_topic_ids
 from .outage import Outage, OutageInterrupted, is_outage, ride_out
+from .rewinds import REWINDS_FILE_OPTION, read_rewinds, unrewound
 
 __all__ = ["KafkaRangeSource", "KafkaRangeReader", "CopyRange", "CopyGroup", "groups_of_rows", "SCHEMA",
-           "STOP_FILE_OPTION", "STARTS_FILE_OPTION", "CONFIG_FILE_OPTION"]
+           "STOP_FILE_OPTION", "STARTS_FILE_OPTION", "CONFIG_FILE_OPTION", "REWINDS_FILE_OPTION"]
 
 log = logging.getLogger(__name__)
 
@@ -132,14 +135,17 @@ class KafkaRangeSource(DataSource):
     def streamReader(self, schema) -> "KafkaRangeReader":
         config = MirrorConfig.model_validate_json(Path(self.options[CONFIG_FILE_OPTION]).read_text())
         starts = self.options.get(STARTS_FILE_OPTION)
+        rewinds = self.options.get(REWINDS_FILE_OPTION)
         return KafkaRangeReader(config, stop_file=self.options.get(STOP_FILE_OPTION),
-                                starts=parse_offsets(json.loads(Path(starts).read_text())) if starts else None)
+                                starts=parse_offsets(json.loads(Path(starts).read_text())) if starts else None,
+                                rewinds_file=Path(rewinds) if rewinds else None)
 
 
 class KafkaRangeReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     """Plans ranges on the driver side; :meth:`read` (on executors) only emits the descriptor."""
 
-    def __init__(self, config: MirrorConfig, *, stop_file: str | None = None, starts: Offsets | None = None):
+    def __init__(self, config: MirrorConfig, *, stop_file: str | None = None, starts: Offsets | None = None,
+                 rewinds_file: Path | None = None):
         configure_spark_process(logging.INFO)  # the planner's own process: its outage lines
         self.config = config
         self.stop_file = stop_file
@@ -149,6 +155,9 @@ class KafkaRangeReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         """The process that started this planner's (Spark's): if it dies, so does the job."""
         self._client = None
         self._target: Offsets | None = None
+        self.rewinds_file = rewinds_file
+        """The driver's destination losses (:mod:`.rewinds`), None: none are followed."""
+        self._rewinds: tuple[float, dict[str, str]] = (-1.0, {})
         self._gone: set[str] = set()
         """Planned topics the source no longer lists, said once (:meth:`_say_gone`)."""
         self.floors: Offsets = {}
@@ -188,7 +197,8 @@ class KafkaRangeReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         listings = self._waiting(self._listings)
         floors = self._waiting(lambda: self._offsets(self._partitions(listings), self.config.streaming.starting_offsets))
         self.floors = {tp: self.starts.get(tp, offset) for tp, offset in floors.items()}
-        return format_offsets(self.floors, check_identities({}, listings).ids)
+        # A new plan starts where it is told to: no loss before it is planned again.
+        return format_offsets(self.floors, check_identities({}, listings).ids, self._read_rewinds())
 
     def prepareForTriggerAvailableNow(self) -> None:
         tps = self._waiting(self._partitions)
@@ -208,6 +218,11 @@ class KafkaRangeReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         listings = self._listings()
         identities = check_identities(parse_topic_ids(start), listings)
         followed = follow_or_fail(identities, self.config.delivery.on_topic_recreated)
+        rewinds = self._read_rewinds()
+        rewound = parse_rewound(start)
+        again = unrewound(rewinds, rewound)
+        rewound.update({topic: rewinds[topic] for topic in again})
+        followed |= again
         if followed:  # the old topic's offsets mean nothing in the new one: it starts as a new topic
             begun = {tp: offset for tp, offset in begun.items() if tp.topic not in followed}
             self.floors = {tp: floor for tp, floor in self.floors.items() if tp.topic not in followed}
@@ -227,12 +242,28 @@ class KafkaRangeReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             new = [tp for tp in fresh if tp.topic not in followed]
             if new:
                 log.info("new source partitions, starting at their earliest offsets: %s", ", ".join(map(str, new)))
+            for topic in sorted(again):
+                log.info("source topic %s: copied again from its log start (partition %s), since its destination "
+                         "topic was lost", topic, ", ".join(f"{tp.partition} from {offset}"
+                                                            for tp, offset in sorted(earliest.items()) if tp.topic == topic))
             for recreated in identities.recreated:
                 restarts = ", ".join(f"{tp.partition} from {offset}" for tp, offset in sorted(earliest.items())
                                      if tp.topic == recreated.topic)
                 log.warning("%s: following the new topic from its log start (partition %s); what was copied of "
                             "the old topic stays at the destination", recreated.line(), restarts or "none listed yet")
-        return format_offsets(ends, identities.ids)
+        return format_offsets(ends, identities.ids, rewound)
+
+    def _read_rewinds(self) -> dict[str, str]:
+        """The driver's file of losses, read again only when it changed."""
+        if self.rewinds_file is None:
+            return {}
+        try:
+            changed = self.rewinds_file.stat().st_mtime
+        except FileNotFoundError:
+            return {}
+        if changed != self._rewinds[0]:
+            self._rewinds = (changed, read_rewinds(self.rewinds_file))
+        return dict(self._rewinds[1])
 
     def _say_gone(self, missing: set[str], topic_ids: dict[str, str]) -> None:
         """One WARN line per planned topic the source stopped listing (deleted): nothing more of
@@ -298,11 +329,14 @@ class KafkaRangeReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def partitions(self, start: dict, end: dict) -> list[CopyGroup]:
         begun, topic_ids = parse_offsets(start), parse_topic_ids(end)
         before = parse_topic_ids(start)
+        # Planned before a loss was (of the lost topic), or planned across it (where the new copy starts).
+        lost = unrewound(self._read_rewinds(), parse_rewound(end)) | unrewound(parse_rewound(end), parse_rewound(start))
         # A topic made again between the two (another id): its offsets in ``start`` are the old
         # topic's, and those in ``end`` where the new one starts; nothing spans them.
         ranges = [CopyRange(tp.topic, tp.partition, begun[tp], stop, self.floors.get(tp, -1), topic_ids.get(tp.topic, ""))
                   for tp, stop in sorted(parse_offsets(end).items())
-                  if tp in begun and stop > begun[tp] and before.get(tp.topic, "") in ("", topic_ids.get(tp.topic, ""))]
+                  if tp in begun and stop > begun[tp] and before.get(tp.topic, "") in ("", topic_ids.get(tp.topic, ""))
+                  and tp.topic not in lost]
         if not ranges:
             return []
         groups = group_ranges(ranges, self._leaders(ranges).get, lambda r: r.end - r.start,

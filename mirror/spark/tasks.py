@@ -19,10 +19,11 @@ executor, and the small :class:`~mirror.engine.CopyJob`.
 from __future__ import annotations
 
 import logging
-from typing import Iterable, Iterator, Sequence
+from typing import Iterable, Iterator, Mapping, Sequence
 
 from ..engine import CopyJob, CopyRequest, TaskStats
 from ..engine.task import copy_task, release_task
+from ..engine.topics import TopicRoute
 from ..logs import configure_spark_process
 from .source import CopyGroup, CopyRange, groups_of_rows
 
@@ -39,7 +40,7 @@ def copy_tasks(job: CopyJob, tasks: Iterable[tuple[int, Sequence[CopyRequest]]])
 def copy_rows(job: CopyJob, rows: Iterable[tuple]) -> Iterator[TaskStats]:
     """``mapPartitions`` body over the source's rows (:data:`~.source.SCHEMA`): :func:`copy_tasks`
     of the groups among them (one, as the source plans them)."""
-    return copy_tasks(job, [task_of(group) for group in groups_of_rows(rows)])
+    return copy_tasks(job, [task_of(group, job.routes) for group in groups_of_rows(rows)])
 
 
 def release_tasks(job: CopyJob, tasks: Iterable[int]) -> Iterator[TaskStats]:
@@ -50,10 +51,13 @@ def release_tasks(job: CopyJob, tasks: Iterable[int]) -> Iterator[TaskStats]:
         yield release_task(job, task)
 
 
-def task_of(group: CopyGroup) -> tuple[int, list[CopyRequest]]:
+def task_of(group: CopyGroup, routes: Mapping[str, TopicRoute]) -> tuple[int, list[CopyRequest]]:
     """A planned group as :func:`copy_tasks` takes it."""
-    return group.index, [request_of(r) for r in group.ranges]
+    return group.index, [request_of(r, routes) for r in group.ranges]
 
 
-def request_of(r: CopyRange) -> CopyRequest:
-    return CopyRequest(r.tp, r.start, r.end, r.floor, r.topic_id or None)
+def request_of(r: CopyRange, routes: Mapping[str, TopicRoute]) -> CopyRequest:
+    """The range as the copy takes it, with the ids of its source topic (as planned) and of its
+    destination topic (as routed)."""
+    route = routes.get(r.topic)
+    return CopyRequest(r.tp, r.start, r.end, r.floor, r.topic_id or None, route.topic_id if route else None)

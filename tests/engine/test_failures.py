@@ -23,7 +23,7 @@ TP = TopicPartition("t", 3)
     (ConnectionFailedError("h:1", "connection closed by the broker"), "outage"),
     (BrokerApiError.from_code("Fetch", 6, TP), "outage"),  # NOT_LEADER_OR_FOLLOWER, retries used up
     (BrokerApiError.from_code("Metadata", 5, TP), "outage"),  # LEADER_NOT_AVAILABLE
-    (UnknownTopicError("t"), "outage"),
+    (UnknownTopicError("t"), "missing"),  # a reachable cluster without the topic: not an outage (issue 70)
     (CorruptSourceError(TP, 40, "bad CRC"), "permanent"),
     (DataLossError(TP, 40, 90), "permanent"),
     (SourceTruncatedError(TP, 40, 10), "permanent"),

@@ -122,8 +122,8 @@ class _UserCreatesAfterTheLook(KafkaClient):
     """A destination where the user makes ``orders`` just after kmirror has read the topic
     list: the race of a job starting while an operator (or another job) creates the topic."""
 
-    def topics(self):
-        listed = super().topics()
+    def listings(self):
+        listed = super().listings()
         if "orders" not in listed:
             _create(self.bootstrap, "orders", 8)
         return listed

@@ -9,42 +9,18 @@ fetcher under test only reads.
 
 from __future__ import annotations
 
-import contextlib
 import time
 
 import pytest
-from confluent_kafka import KafkaException, Producer
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient
 from kafka.protocol.consumer import FetchRequest
 
 import kcodecs
 from mirror.kafka import Fetcher, KafkaClient, TopicIdGoneError, TopicPartition, wait_readable
+from topic_lifecycle import cluster, create_topic
 
 pytestmark = [pytest.mark.interop, pytest.mark.timeout(300)]
-
-
-@contextlib.contextmanager
-def _cluster(kind: str, request, tmp_path):
-    if kind == "kafka":
-        yield request.getfixturevalue("kafka_source").bootstrap
-        return
-    from mirror.broker import EmbeddedBroker
-
-    with EmbeddedBroker(tmp_path / "src") as broker:
-        yield broker.bootstrap
-
-
-def _create(admin: AdminClient, name: str) -> None:
-    """Made, retried while Kafka still deletes the topic of that name (asynchronously)."""
-    deadline = time.monotonic() + 60
-    while True:
-        try:
-            admin.create_topics([NewTopic(name, 1, 1)])[name].result(30)
-            return
-        except KafkaException as exc:
-            if "already exists" not in str(exc) and "marked for deletion" not in str(exc) or time.monotonic() > deadline:
-                raise
-            time.sleep(0.5)
 
 
 def _write(bootstrap: str, name: str, values: list[bytes]) -> None:
@@ -75,9 +51,9 @@ def _next(fetcher: Fetcher, tp: TopicPartition, offset: int, timeout_s: float = 
 def test_a_topic_made_again_is_not_fetched_on_from_the_old_topics_offsets(kind, at_end, request, tmp_path):
     name = f"ids.{kind}.{int(at_end)}.{time.time_ns()}"
     tp = TopicPartition(name, 0)
-    with _cluster(kind, request, tmp_path) as bootstrap, KafkaClient(bootstrap) as client:
+    with cluster(kind, request, tmp_path) as bootstrap, KafkaClient(bootstrap) as client:
         admin = AdminClient({"bootstrap.servers": bootstrap})
-        _create(admin, name)
+        create_topic(admin, name, 1)
         _write(bootstrap, name, [b"old-%d" % i for i in range(5)])
         fetcher = Fetcher(client, max_bytes=1 << 20, max_wait_ms=100)
         try:
@@ -90,7 +66,7 @@ def test_a_topic_made_again_is_not_fetched_on_from_the_old_topics_offsets(kind, 
             if at_end:
                 assert _next(fetcher, tp, 5).records == b""
             admin.delete_topics([name])[name].result(30)
-            _create(admin, name)
+            create_topic(admin, name, 1)
             _write(bootstrap, name, [b"new-%d" % i for i in range(10)])
             deadline = time.monotonic() + 60
             while not isinstance(got := _next(fetcher, tp, offset), TopicIdGoneError):

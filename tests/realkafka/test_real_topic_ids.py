@@ -5,48 +5,28 @@ mirror tells a topic made again from the one it copied)."""
 
 from __future__ import annotations
 
-import contextlib
 import time
-import uuid
 
 import pytest
-from confluent_kafka import TopicCollection
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from live_source import wait_until
 from mirror.kafka import KafkaClient
+from topic_lifecycle import cluster, topic_id
 
 pytestmark = [pytest.mark.slow, pytest.mark.interop]
-
-
-@contextlib.contextmanager
-def _cluster(kind: str, request, tmp_path):
-    if kind == "kafka":
-        yield request.getfixturevalue("kafka_source").bootstrap
-        return
-    from mirror.broker import EmbeddedBroker
-
-    with EmbeddedBroker(tmp_path / "embedded") as broker:
-        yield broker.bootstrap
-
-
-def _described(admin: AdminClient, name: str) -> uuid.UUID:
-    (future,) = admin.describe_topics(TopicCollection([name])).values()
-    topic_id = future.result(30).topic_id  # librdkafka's Uuid: its str is Kafka's base64
-    high, low = topic_id.get_most_significant_bits(), topic_id.get_least_significant_bits()
-    return uuid.UUID(int=((high % 2**64) << 64) | (low % 2**64))
 
 
 @pytest.mark.parametrize("kind", ["kafka", "embedded"])
 def test_the_clients_topic_ids_are_librdkafkas_and_change_when_a_topic_is_made_again(kind, request, tmp_path):
     name = f"ids.{kind}.{time.time_ns()}"
-    with _cluster(kind, request, tmp_path) as bootstrap, KafkaClient(bootstrap) as client:
+    with cluster(kind, request, tmp_path) as bootstrap, KafkaClient(bootstrap) as client:
         admin = AdminClient({"bootstrap.servers": bootstrap})
         for future in admin.create_topics([NewTopic(name, 2, 1)]).values():
             future.result(30)
         wait_until(lambda: name in client.topics(), f"{name} to be listed", 30)
         first = client.listings()[name]
-        assert (first.partitions, first.topic_id) == (2, _described(admin, name))
+        assert (first.partitions, first.topic_id) == (2, topic_id(admin, name))
         for future in admin.delete_topics([name]).values():
             future.result(30)
         wait_until(lambda: name not in client.topics(), f"{name} to be gone", 60)
@@ -54,5 +34,5 @@ def test_the_clients_topic_ids_are_librdkafkas_and_change_when_a_topic_is_made_a
             future.result(30)
         wait_until(lambda: name in client.topics(), f"{name} to be listed again", 30)
         second = client.listings()[name]
-        assert second.topic_id == _described(admin, name) and second.topic_id not in (None, first.topic_id)
+        assert second.topic_id == topic_id(admin, name) and second.topic_id not in (None, first.topic_id)
         assert second.partitions == 3

@@ -13,68 +13,20 @@ copied, then every record of the new topic once, in order. The ids in the lines 
 
 from __future__ import annotations
 
-import contextlib
 import subprocess
 import sys
 import time
-import uuid
 
 import pytest
-from confluent_kafka import KafkaException, Producer, TopicCollection
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient
 
 from librdkafka_reader import read_values
 from live_source import wait_until
+from topic_lifecycle import clusters, create_topic, delete_topic, produce_values, topic_id
 
 pytestmark = [pytest.mark.slow, pytest.mark.interop, pytest.mark.timeout(600)]
 
 PARTITIONS = 3
-
-
-@contextlib.contextmanager
-def _clusters(kind: str, request, tmp_path):
-    if kind == "kafka":
-        yield request.getfixturevalue("kafka_source").bootstrap, request.getfixturevalue("kafka_destination").bootstrap
-        return
-    from mirror.broker import EmbeddedBroker
-
-    with EmbeddedBroker(tmp_path / "src") as source, EmbeddedBroker(tmp_path / "dst") as destination:
-        yield source.bootstrap, destination.bootstrap
-
-
-def _topic_id(admin: AdminClient, name: str) -> uuid.UUID:
-    (future,) = admin.describe_topics(TopicCollection([name])).values()
-    topic_id = future.result(30).topic_id  # librdkafka's Uuid: its str is Kafka's base64
-    high, low = topic_id.get_most_significant_bits(), topic_id.get_least_significant_bits()
-    return uuid.UUID(int=((high % 2**64) << 64) | (low % 2**64))
-
-
-def _create(admin: AdminClient, name: str, partitions: int = PARTITIONS) -> None:
-    """Made, retried while Kafka still deletes the topic of that name (its deletion is asynchronous)."""
-    deadline = time.monotonic() + 60
-    while True:
-        try:
-            for future in admin.create_topics([NewTopic(name, partitions, 1)]).values():
-                future.result(30)
-            return
-        except KafkaException as exc:
-            if "already exists" not in str(exc) and "marked for deletion" not in str(exc) \
-                    or time.monotonic() > deadline:
-                raise
-            time.sleep(0.5)
-
-
-def _produce(bootstrap: str, name: str, generation: str, per_partition: int,
-             partitions: int = PARTITIONS) -> dict[int, list[bytes]]:
-    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "compression.type": "lz4",
-                         "enable.idempotence": True})
-    sent = {p: [f"{generation}/{p}/{i}".encode() for i in range(per_partition)] for p in range(partitions)}
-    for p, values in sent.items():
-        for value in values:
-            producer.produce(name, value=value, partition=p)
-            producer.poll(0)
-    assert producer.flush(60) == 0
-    return sent
 
 
 def _start(source: str, destination: str, name: str, tmp_path, log_path, *options: str) -> subprocess.Popen:
@@ -98,8 +50,7 @@ def _delete_once_copied(job: subprocess.Popen, admin: AdminClient, destination: 
     wait_until(lambda: job.poll() is not None or read_values(destination, name, PARTITIONS) == old,
                "the old topic's 6,000 records at the destination", 240, poll_s=1)
     assert job.poll() is None, log_path.read_text()[-3000:]
-    for future in admin.delete_topics([name]).values():
-        future.result(30)
+    delete_topic(admin, name)
 
 
 @pytest.mark.parametrize("kind, delivery, copiers, partitions_after", [
@@ -112,19 +63,19 @@ def _delete_once_copied(job: subprocess.Popen, admin: AdminClient, destination: 
 def test_a_source_topic_made_again_is_followed_from_its_start_and_each_new_record_copied_once(
         kind, delivery, copiers, partitions_after, request, tmp_path):
     name = f"orders.{kind}.{time.time_ns()}"
-    with _clusters(kind, request, tmp_path) as (source, destination):
+    with clusters(kind, request, tmp_path) as (source, destination):
         admin = AdminClient({"bootstrap.servers": source})
-        _create(admin, name)
-        old = _produce(source, name, "old", 2_000)
-        old_id = _topic_id(admin, name)
+        create_topic(admin, name, PARTITIONS)
+        old = produce_values(source, name, "old", 2_000, PARTITIONS)
+        old_id = topic_id(admin, name)
         log_path = tmp_path / "run.log"
         job = _start(source, destination, name, tmp_path, log_path, "--delivery", delivery,
                      *(() if copiers else ("--no-copy-between-micro-batches",)))
         try:
             _delete_once_copied(job, admin, destination, name, old, log_path)
-            _create(admin, name, partitions_after)
-            new = _produce(source, name, "new", 3_000, partitions_after)
-            new_id = _topic_id(admin, name)
+            create_topic(admin, name, partitions_after)
+            new = produce_values(source, name, "new", 3_000, partitions_after)
+            new_id = topic_id(admin, name)
             expected = {p: old.get(p, []) + new[p] for p in range(partitions_after)}
             wait_until(lambda: job.poll() is not None or _copied(destination, name, partitions_after) == expected,
                        "the new topic's records after the old one's", 240, poll_s=2)
@@ -152,19 +103,19 @@ def _copied(destination: str, name: str, partitions: int) -> dict[int, list[byte
 def test_on_topic_recreated_fail_stops_the_job_naming_both_ids_and_nothing_of_the_new_topic_is_copied(
         kind, request, tmp_path):
     name = f"orders.{kind}.{time.time_ns()}"
-    with _clusters(kind, request, tmp_path) as (source, destination):
+    with clusters(kind, request, tmp_path) as (source, destination):
         admin = AdminClient({"bootstrap.servers": source})
-        _create(admin, name)
-        old = _produce(source, name, "old", 2_000)
-        old_id = _topic_id(admin, name)
+        create_topic(admin, name, PARTITIONS)
+        old = produce_values(source, name, "old", 2_000, PARTITIONS)
+        old_id = topic_id(admin, name)
         log_path = tmp_path / "run.log"
         job = _start(source, destination, name, tmp_path, log_path, "--delivery", "exactly-once",
                      "--on-topic-recreated", "fail")
         try:
             _delete_once_copied(job, admin, destination, name, old, log_path)
-            _create(admin, name)
-            _produce(source, name, "new", 3_000)
-            new_id = _topic_id(admin, name)
+            create_topic(admin, name, PARTITIONS)
+            produce_values(source, name, "new", 3_000, PARTITIONS)
+            new_id = topic_id(admin, name)
             assert job.wait(180) == 1, log_path.read_text()[-3000:]
         finally:
             _stop(job)
@@ -182,13 +133,13 @@ def test_a_source_topic_deleted_and_not_made_again_is_said_once_and_the_others_g
     other topics; no outage, since the source answers (before, the copy of the deleted topic's
     partitions retried as for an outage and held the micro-batch up)."""
     name, other = f"gone.{kind}.{time.time_ns()}", f"stays.{kind}.{time.time_ns()}"
-    with _clusters(kind, request, tmp_path) as (source, destination):
+    with clusters(kind, request, tmp_path) as (source, destination):
         admin = AdminClient({"bootstrap.servers": source})
-        _create(admin, name)
-        _create(admin, other)
-        gone = _produce(source, name, "gone", 500)
-        first = _produce(source, other, "first", 500)
-        topic_id = _topic_id(admin, name)
+        create_topic(admin, name, PARTITIONS)
+        create_topic(admin, other, PARTITIONS)
+        gone = produce_values(source, name, "gone", 500, PARTITIONS)
+        first = produce_values(source, other, "first", 500, PARTITIONS)
+        gone_id = topic_id(admin, name)
         log_path = tmp_path / "run.log"
         with open(log_path, "w") as log_file:
             job = subprocess.Popen(
@@ -200,9 +151,8 @@ def test_a_source_topic_deleted_and_not_made_again_is_said_once_and_the_others_g
             wait_until(lambda: job.poll() is not None or (read_values(destination, name, PARTITIONS) == gone
                                                           and read_values(destination, other, PARTITIONS) == first),
                        "both topics at the destination", 240, poll_s=1)
-            for future in admin.delete_topics([name]).values():
-                future.result(30)
-            then = _produce(source, other, "then", 500)
+            delete_topic(admin, name)
+            then = produce_values(source, other, "then", 500, PARTITIONS)
             expected = {p: first[p] + then[p] for p in range(PARTITIONS)}
             wait_until(lambda: job.poll() is not None or read_values(destination, other, PARTITIONS) == expected,
                        "the other topic's new records", 240, poll_s=1)
@@ -211,7 +161,7 @@ def test_a_source_topic_deleted_and_not_made_again_is_said_once_and_the_others_g
         finally:
             _stop(job)
         text = log_path.read_text()
-        line = f"source topic {name} (topic id {topic_id}) is not listed by the source any more (deleted): the job " \
+        line = f"source topic {name} (topic id {gone_id}) is not listed by the source any more (deleted): the job " \
                f"stops copying it and goes on with the others"
         assert text.count(line) == 1, text[-3000:]
         assert "outage" not in text and "Traceback" not in text, text[-3000:]

@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 
 from mirror.engine import CorruptSourceError
-from mirror.kafka import BrokerApiError, ClusterUnreachableError, ConnectionFailedError, TopicPartition
+from mirror.kafka import BrokerApiError, ClusterUnreachableError, ConnectionFailedError, TopicPartition, UnknownTopicError
 from mirror.kafka.transactions import ProducerFencedError
 from mirror.spark.runner import RunOutcome
 from mirror.spark.session import with_task_retries
-from mirror.spark.outage import MAX_BACKOFF_S, Outage, OutageInterrupted, ride_out
+from mirror.spark.outage import MAX_BACKOFF_S, MISSING_TRIES, Outage, OutageInterrupted, ride_out
 
 
 class FakeTime:
@@ -99,6 +99,17 @@ def test_a_leaderless_partition_is_an_outage():
     fake = FakeTime()
     leaderless = BrokerApiError.from_code("Metadata", 5, TopicPartition("t", 0))  # LEADER_NOT_AVAILABLE
     assert ride_out(failing(2, leaderless), Outage(clock=fake.clock), fake.sleep) == 3
+
+
+def test_a_topic_missing_from_a_cluster_that_answers_is_looked_up_again_at_once_never_waited_for(caplog):
+    """Issue 70: deleted between two requests of a plan, the topic is listed again at once (3
+    times at most); a topic that stays missing raises, and no outage line is said."""
+    fake = FakeTime()
+    gone = UnknownTopicError("orders")
+    assert ride_out(failing(MISSING_TRIES, gone), Outage(clock=fake.clock), fake.sleep) == MISSING_TRIES + 1
+    with pytest.raises(UnknownTopicError):
+        ride_out(failing(MISSING_TRIES + 1, gone), Outage(clock=fake.clock), fake.sleep)
+    assert fake.sleeps == [] and "outage" not in caplog.text
 
 
 def test_the_default_limit_is_none_for_the_long_running_job_and_bounded_for_once():

@@ -36,8 +36,8 @@ def _reader(broker, tmp_path=None, **settings) -> KafkaRangeReader:
 
 
 def _planned(offsets: dict) -> dict:
-    """The partitions' offsets of a plan, without the topic ids beside them."""
-    return {key: value for key, value in offsets.items() if key != TOPIC_IDS}
+    """The partitions' offsets of a plan, without the topic ids and losses beside them."""
+    return {key: value for key, value in offsets.items() if not key.startswith("@")}
 
 
 @pytest.mark.parametrize("policy", ["follow", "fail"])
@@ -84,6 +84,41 @@ def test_the_plan_keeps_each_topics_id_and_follows_a_topic_made_again_from_its_s
     assert [(r.tp, r.start, r.end, r.topic_id) for r in group.ranges] == [(TopicPartition("t2", 0), 0, 10, new_id)]
     # A plan from before topic ids gets them.
     assert reader.latestOffset({"t1/0": 20, "t1/1": 0}, ReadAllAvailable())[TOPIC_IDS]["t1"] == ids["t1"]
+
+
+def test_a_topic_whose_destination_was_lost_is_planned_again_from_its_log_start_once(cluster, tmp_path):
+    """The driver's file names a lost destination topic (mirror.spark.rewinds): the next plan
+    starts its source topic again at its earliest offsets, with nothing of it in that
+    micro-batch and nothing planned from before the loss; later plans, a restart's included,
+    go on from there, and a new plan does not start anywhere it was not told to."""
+    import json
+
+    broker, client = cluster
+    client.create_topics([NewTopic("t1", 1), NewTopic("t2", 2)])
+    _fill(client, "t1", 0, 3)
+    _fill(client, "t2", 1, 2)
+    rewinds = tmp_path / "rewinds.json"
+    config = load_config(None, {"source.bootstrap": broker.bootstrap, "destination.bootstrap": "127.0.0.1:1",
+                                "topics": "t.*", "starting_offsets": "latest"})
+    reader = KafkaRangeReader(config, rewinds_file=rewinds)
+    start = reader.initialOffset()
+    assert _planned(start) == {"t1/0": 30, "t2/0": 0, "t2/1": 20}  # latest: nothing of what is there
+    _fill(client, "t1", 0, 1)
+    _fill(client, "t2", 1, 1)
+    end = reader.latestOffset(start, ReadAllAvailable())
+    rewinds.write_text(json.dumps({"t1": "lost-id"}))  # the driver found t1's destination lost meanwhile
+    # This micro-batch was planned before the loss: t1's range is of the lost topic, not copied.
+    assert [(r.topic, r.start, r.end) for g in reader.partitions(start, end) for r in g.ranges] == [("t2", 20, 30)]
+    again = reader.latestOffset(end, ReadAllAvailable())
+    assert again["@rewound"] == {"t1": "lost-id"} and _planned(again) == {"t1/0": 0, "t2/0": 0, "t2/1": 30}
+    assert reader.partitions(end, again) == []
+    _fill(client, "t2", 0, 1)
+    after = reader.latestOffset(again, ReadAllAvailable())
+    assert sorted((r.topic, r.partition, r.start, r.end) for g in reader.partitions(again, after) for r in g.ranges) \
+        == [("t1", 0, 0, 40), ("t2", 0, 0, 10)]
+    restarted = KafkaRangeReader(config, rewinds_file=rewinds)  # a restart reads the plan back: copied once
+    assert _planned(restarted.latestOffset(after, ReadAllAvailable())) == _planned(after)
+    assert KafkaRangeReader(config, rewinds_file=rewinds).initialOffset()["@rewound"] == {"t1": "lost-id"}
 
 
 def test_offsets_cover_every_selected_partition_and_ranges_become_rows(cluster):

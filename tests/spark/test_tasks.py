@@ -10,8 +10,10 @@ import pytest
 from mirror.config import ClusterConfig, RetryConfig, load_config
 from mirror.engine import CopyJob, CopyRequest, TaskStats
 from mirror.engine import task as engine_task
+from mirror.engine.topics import TopicRoute
 from mirror.kafka import ClusterUnreachableError, TopicPartition
 from mirror.kafka.transactions import ProducerFencedError
+from mirror.routing import RoutingPolicy
 from mirror.spark import tasks
 from mirror.spark.source import CopyGroup, CopyRange, KafkaRangeReader, groups_of_rows
 
@@ -24,8 +26,11 @@ def test_the_rows_the_reader_writes_decode_into_its_groups():
               CopyGroup(1, (CopyRange("t", 1, 4, 8, topic_id=t_id),))]
     rows = [row for group in reversed(groups) for row in KafkaRangeReader.read(None, group)]
     assert groups_of_rows(rows) == groups
-    assert tasks.task_of(groups[0]) == (0, [CopyRequest(TP, 0, 100, 5, t_id),
-                                            CopyRequest(TopicPartition("u", 0), 7, 9, -1, None)])
+    d_id = "0d4e3b6a-1f2c-4a5b-9c8d-7e6f5a4b3c2d"
+    routes = {"t": TopicRoute("t", "t", 4, RoutingPolicy(partitioning="preserve", destination_partitions=4),
+                              topic_id=d_id)}
+    assert tasks.task_of(groups[0], routes) == (0, [CopyRequest(TP, 0, 100, 5, t_id, d_id),
+                                                    CopyRequest(TopicPartition("u", 0), 7, 9, -1, None, None)])
 
 
 def _job(monkeypatch, error: Exception | None = None, copied: list | None = None) -> CopyJob:

@@ -1,0 +1,164 @@
+"""A destination topic deleted under a running mirror (issue 70, item 3), on real Kafka 4.4 and
+on the embedded broker.
+
+The scenario is the issue's: the job has copied all 6,000 records of a 3-partition topic; the
+destination's topic is deleted, and 4,002 more records are written at the source. Before, the
+job logged ``outage: Metadata for topic events: UNKNOWN_TOPIC_OR_PARTITION`` for ever and copied
+nothing. Now:
+
+- a topic kmirror created is made again, and its source copied again from its log start, with
+  one WARN line: librdkafka's read_committed reading at the destination finds every source
+  record once, in order (exactly-once and at-least-once, resident copiers and copy tasks);
+- ``--on-destination-lost fail`` stops the job, exit 1, with that line;
+- a topic of the user's is never made again: that topic fails with one line, the job's other
+  topic is copied on, and the run ends with exit 1 naming it.
+
+No outage is said in any of them: the destination answers. The ids in the lines are
+librdkafka's (DescribeTopics).
+"""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+from confluent_kafka.admin import AdminClient
+
+from librdkafka_reader import read_values
+from live_source import wait_until
+from topic_lifecycle import clusters, create_topic, delete_topic, produce_values, topic_id
+
+pytestmark = [pytest.mark.slow, pytest.mark.interop, pytest.mark.timeout(600)]
+
+PARTITIONS = 3
+
+
+def _start(source: str, destination: str, topics: str, tmp_path, log_path, *options: str) -> subprocess.Popen:
+    with open(log_path, "w") as log_file:
+        return subprocess.Popen(
+            [sys.executable, "-m", "mirror.cli", "run", "--source", source, "--destination", destination,
+             "--topics", topics, "--name", f"lost-{time.time_ns()}", "--checkpoint", str(tmp_path / "ck"),
+             "--trigger-interval", "1", "--master", "local[2]", *options],
+            stdout=subprocess.DEVNULL, stderr=log_file)
+
+
+def _stop(job: subprocess.Popen) -> None:
+    if job.poll() is None:
+        job.kill()
+        job.wait(30)
+
+
+def _joined(*parts: dict[int, list[bytes]]) -> dict[int, list[bytes]]:
+    return {p: [value for part in parts for value in part[p]] for p in range(PARTITIONS)}
+
+
+def _copied(destination: str, name: str) -> dict[int, list[bytes]] | None:
+    """What the destination holds, or None while it has no such topic."""
+    try:
+        return read_values(destination, name, PARTITIONS)
+    except Exception:  # deleted, and not made again yet: librdkafka cannot read it
+        return None
+
+
+def _wait_copied(job, destination: str, name: str, expected, what: str, log_path) -> None:
+    wait_until(lambda: job.poll() is not None or _copied(destination, name) == expected, what, 240, poll_s=1)
+    assert job.poll() is None, log_path.read_text()[-3000:]
+
+
+@pytest.mark.parametrize("kind, delivery, copiers", [
+    ("kafka", "exactly-once", True),
+    ("kafka", "at-least-once", False),
+    ("embedded", "exactly-once", False),
+    ("embedded", "at-least-once", True),
+], ids=["kafka-exactly-once-copiers", "kafka-at-least-once-tasks", "embedded-exactly-once-tasks",
+        "embedded-at-least-once-copiers"])
+def test_a_destination_topic_kmirror_made_is_made_again_and_every_source_record_copied_into_it_once(
+        kind, delivery, copiers, request, tmp_path):
+    name = f"events.{kind}.{time.time_ns()}"
+    with clusters(kind, request, tmp_path) as (source, destination):
+        admin, destination_admin = (AdminClient({"bootstrap.servers": b}) for b in (source, destination))
+        create_topic(admin, name, PARTITIONS)
+        old = produce_values(source, name, "old", 2_000, PARTITIONS)
+        log_path = tmp_path / "run.log"
+        job = _start(source, destination, name.replace(".", r"\."), tmp_path, log_path, "--delivery", delivery,
+                     *(() if copiers else ("--no-copy-between-micro-batches",)))
+        try:
+            _wait_copied(job, destination, name, old, "the first 6,000 records at the destination", log_path)
+            lost_id = topic_id(destination_admin, name)
+            delete_topic(destination_admin, name)
+            new = produce_values(source, name, "new", 1_334, PARTITIONS)
+            _wait_copied(job, destination, name, _joined(old, new), "every source record in the topic made again",
+                         log_path)
+            time.sleep(3)  # a few triggers more: nothing is copied twice after the catch-up
+        finally:
+            _stop(job)
+        text = log_path.read_text()
+        assert read_values(destination, name, PARTITIONS) == _joined(old, new)
+        assert topic_id(destination_admin, name) != lost_id
+        line = (f"destination topic {name} (topic id {lost_id}) was deleted: what the job had copied of {name} into "
+                f"it is gone; kmirror makes it again as it made it, and copies {name} again from its log start")
+        assert text.count(line) == 1, text[-3000:]
+        assert "outage" not in text and "Traceback" not in text, text[-3000:]
+
+
+@pytest.mark.parametrize("kind", ["kafka", "embedded"])
+def test_on_destination_lost_fail_stops_the_job_with_the_line_and_makes_nothing_again(kind, request, tmp_path):
+    name = f"events.{kind}.{time.time_ns()}"
+    with clusters(kind, request, tmp_path) as (source, destination):
+        admin, destination_admin = (AdminClient({"bootstrap.servers": b}) for b in (source, destination))
+        create_topic(admin, name, PARTITIONS)
+        old = produce_values(source, name, "old", 2_000, PARTITIONS)
+        log_path = tmp_path / "run.log"
+        job = _start(source, destination, name.replace(".", r"\."), tmp_path, log_path, "--on-destination-lost", "fail")
+        try:
+            _wait_copied(job, destination, name, old, "the first 6,000 records at the destination", log_path)
+            lost_id = topic_id(destination_admin, name)
+            delete_topic(destination_admin, name)
+            produce_values(source, name, "new", 1_334, PARTITIONS)
+            assert job.wait(180) == 1, log_path.read_text()[-3000:]
+        finally:
+            _stop(job)
+        text = log_path.read_text()
+        assert (f"destination topic {name} (topic id {lost_id}) was deleted: what the job had copied of {name} into "
+                f"it is gone; --on-destination-lost fail stopped the job rather than make it again") in text, text[-3000:]
+        assert "outage" not in text and "Traceback" not in text, text[-3000:]
+        assert name not in destination_admin.list_topics(timeout=30).topics
+
+
+@pytest.mark.parametrize("kind", ["kafka", "embedded"])
+def test_a_deleted_destination_topic_of_the_users_is_not_made_again_and_the_other_topics_go_on(
+        kind, request, tmp_path):
+    name, other = f"theirs.{kind}.{time.time_ns()}", f"ours.{kind}.{time.time_ns()}"
+    with clusters(kind, request, tmp_path) as (source, destination):
+        admin, destination_admin = (AdminClient({"bootstrap.servers": b}) for b in (source, destination))
+        create_topic(admin, name, PARTITIONS)
+        create_topic(admin, other, PARTITIONS)
+        create_topic(destination_admin, name, PARTITIONS)  # the user's: kmirror finds it there
+        old, first = (produce_values(source, topic, "old", 500, PARTITIONS) for topic in (name, other))
+        log_path = tmp_path / "run.log"
+        job = _start(source, destination, rf"(theirs|ours)\.{kind}\..*", tmp_path, log_path)
+        try:
+            _wait_copied(job, destination, name, old, "the user's topic copied", log_path)
+            _wait_copied(job, destination, other, first, "kmirror's topic copied", log_path)
+            lost_id = topic_id(destination_admin, name)
+            delete_topic(destination_admin, name)
+            produce_values(source, name, "new", 500, PARTITIONS)
+            then = produce_values(source, other, "then", 500, PARTITIONS)
+            _wait_copied(job, destination, other, _joined(first, then), "the other topic's new records", log_path)
+            time.sleep(5)  # a few triggers more: the line is said once, and the topic stays deleted
+            assert job.poll() is None, log_path.read_text()[-3000:]
+            job.send_signal(signal.SIGTERM)
+            assert job.wait(120) == 1, log_path.read_text()[-3000:]
+        finally:
+            _stop(job)
+        text = log_path.read_text()
+        line = (f"destination topic {name} (topic id {lost_id}) was deleted, and kmirror did not create it, so it does "
+                f"not make it again: {name} is not copied any more")
+        assert text.count(line) == 1, text[-3000:]
+        assert f"1 topic not copied: destination topic kmirror did not create deleted under the job: {name} -> {name}" \
+               in text, text[-3000:]
+        assert "outage" not in text and "Traceback" not in text, text[-3000:]
+        assert name not in destination_admin.list_topics(timeout=30).topics

@@ -15,7 +15,10 @@ Per topic pair, from ``kmirror-provenance`` on the destination: the partitioning
 and whether kmirror created the destination topic or found it. A source topic made again under
 its name since the job's last commit of it (the commits and the offset syncs name the topic's id) is
 *made again*: those commits are the old topic's, and say nothing of how far the new one is
-copied (the job follows it from its log start).
+copied (the job follows it from its log start). A source topic the job copied that the source
+no longer lists (deleted, not made again) is *gone*: listed with no partitions and no lag, since
+nothing more of it will be copied (the provenance says which topics the job copied from this
+source).
 
 Both of the job's topics are read from their end backwards (:func:`~.topic_tail.latest_by_key`):
 every commit names every partition its copier follows, so a few records answer however long the
@@ -33,6 +36,7 @@ from ..kafka import KafkaClient, TopicPartition
 from ..kafka.client import READ_COMMITTED
 from .offset_syncs import decode_syncs, offset_syncs_topic
 from .offsets_topic import Commit, CommittedOffsets, offsets_topic
+from .own_topics import mirrored
 from .provenance import PROVENANCE_TOPIC, ProvenanceLog
 from .topic_tail import latest_by_key
 from .topics import selected_listings
@@ -74,6 +78,8 @@ class TopicStatus:
     """kmirror created the destination topic (False: found it); None: the job has not seen it yet."""
     made_again: bool = False
     """The source topic was deleted and made again since the job last committed it: another id."""
+    gone: bool = False
+    """The source topic was deleted and is not made again: nothing more of it is copied."""
 
     @property
     def lag(self) -> int:
@@ -112,7 +118,13 @@ def mirror_status(config: MirrorConfig, source: KafkaClient, destination: KafkaC
         known = provenance.get(to)
         out.append(TopicStatus(topic, to, partitions, known.partitioning if known else None,
                                known.created if known else None, made_again=bool(old)))
-    return out
+    here = source.cluster_id() if provenance else None
+    for name, record in sorted(provenance.items()):
+        topic = record.source_topic
+        if (record.path and record.path[-1] == here and topic not in listings and mirrored(config, topic)
+                and config.clusters.destination_topic(topic) == name):
+            out.append(TopicStatus(topic, name, (), record.partitioning, record.created, gone=True))
+    return sorted(out, key=lambda status: status.topic)
 
 
 def _committed(destination: KafkaClient, job: str, present, tps) -> dict[TopicPartition, tuple[Commit, int]]:

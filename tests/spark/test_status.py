@@ -92,11 +92,18 @@ def test_a_source_topic_made_again_since_the_last_commit_shows_as_made_again(tmp
         assert before["made_again"] is False and before["lag"] == 0
         admin = AdminClient({"bootstrap.servers": src.bootstrap})
         admin.delete_topics(["orders"])["orders"].result(30)
+        # Deleted and not made again yet: gone, not lagging (issue 70, item 4).
+        gone = _status(src.bootstrap, dst.bootstrap, "--name", "ops", "--json", "--max-lag", "0")
+        assert gone.returncode == 0, gone.stderr
+        (topic,) = json.loads(gone.stdout)["topics"]
+        assert (topic["gone"], topic["made_again"], topic["lag"], topic["partitions"]) == (True, False, 0, [])
+        assert _status(src.bootstrap, dst.bootstrap, "--name", "ops").stdout.splitlines()[1].split()[:6] == [
+            "orders", "(deleted", "at", "the", "source)", "-"]
         fill(src.bootstrap, "orders", PARTITIONS, 25, label="new")
         shown = _status(src.bootstrap, dst.bootstrap, "--name", "ops", "--json")
         assert shown.returncode == 0, shown.stderr
         (topic,) = json.loads(shown.stdout)["topics"]
-        assert topic["made_again"] is True
+        assert topic["made_again"] is True and topic["gone"] is False
         assert [(p["mirrored_to"], p["end"], p["lag"]) for p in topic["partitions"]] == [(None, 25, 25)] * PARTITIONS
         table = _status(src.bootstrap, dst.bootstrap, "--name", "ops").stdout.splitlines()
         assert table[1].startswith("orders (made again)")

@@ -63,12 +63,15 @@ def verdict(error: BaseException) -> Verdict:
 
 
 def failed_cluster(error: BaseException) -> str | None:
-    """Where ``error`` happened, when it says: a cluster's bootstrap (no broker of it answered),
-    or one broker's address (its connection failed or broke)."""
+    """Where ``error`` happened, when it says: a cluster's bootstrap (no broker of it answered,
+    or one answered an error its client retried until its retries ran out), or one broker's
+    address (its connection failed or broke)."""
     if isinstance(error, ClusterUnreachableError):
         return error.bootstrap
     if isinstance(error, ConnectionFailedError):
         return error.address
+    if isinstance(error, BrokerApiError):
+        return error.cluster
     return None
 
 

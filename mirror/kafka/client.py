@@ -363,6 +363,10 @@ class KafkaClient:
             return retrier(attempt)
         except ConnectionFailedError as exc:
             raise ClusterUnreachableError(self.bootstrap, f"{operation}: {exc}") from exc
+        except BrokerApiError as exc:
+            if exc.cluster is None:
+                exc.cluster = self.bootstrap
+            raise
 
     # ---- metadata and routing ---------------------------------------------------------------
 

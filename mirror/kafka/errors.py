@@ -67,6 +67,10 @@ class BrokerApiError(KMirrorError):
         self.tp = tp
         self.topic = topic if topic is not None or tp is None else tp.topic
         self.detail = detail
+        self.cluster: str | None = None
+        """The bootstrap of the cluster whose broker answered this, once a client's retries of a
+        retriable error are used up (:meth:`~mirror.kafka.KafkaClient.retrying`): the outage
+        line says which cluster it is (:func:`~mirror.engine.failures.failed_cluster`)."""
         where = f" for {tp}" if tp is not None else (f" for topic {self.topic}" if self.topic is not None else "")
         super().__init__(f"{api}{where}: {error_name} (error code {code})" + (f": {detail}" if detail else ""))
 

@@ -316,6 +316,7 @@ def test_unknown_topic_and_partition_are_retried_then_reported(client, caplog):
     with pytest.raises(BrokerApiError) as info:
         client.produce([(TopicPartition("one", 5), kcodecs.build_batch(records("x", 1)))])
     assert (info.value.error_name, info.value.tp) == ("UNKNOWN_TOPIC_OR_PARTITION", TopicPartition("one", 5))
+    assert info.value.cluster == client.bootstrap  # retried to the end: the outage line names the cluster
     with pytest.raises(UnknownTopicError):
         describe_topic_configs(client, ["missing"])
 

@@ -187,12 +187,19 @@ def test_the_driver_runs_only_the_tasks_that_hit_an_outage_again(monkeypatch):
     assert runner.outcome().failure is None and sorted(r.tp.partition for r in report.ranges) == [0, 1]
 
 
+def _answered_by(bootstrap: str, error: BrokerApiError) -> BrokerApiError:
+    """``error`` as a client of ``bootstrap`` raises it once its retries are used up."""
+    error.cluster = bootstrap
+    return error
+
+
 @pytest.mark.parametrize("error, role", [
     (ClusterUnreachableError("dst:1", "produce to t/1: cannot connect"), "destination"),
     (ConnectionFailedError("dst:1", "connection closed by the broker"), "destination"),
     (ConnectionFailedError("src-broker-2:9092", "connection closed by the broker"), "source"),
     (BrokerApiError.from_code("Produce", 6, TopicPartition("t", 1)), None),
-], ids=["cluster unreachable", "a bootstrap broker", "a broker from metadata", "no address"])
+    (_answered_by("dst:1", BrokerApiError.from_code("Produce", 6, TopicPartition("t", 1))), "destination"),
+], ids=["cluster unreachable", "a bootstrap broker", "a broker from metadata", "no address", "a broker's error"])
 def test_each_outage_line_names_the_cluster_that_failed(monkeypatch, caplog, error, role):
     """A broken connection names only its broker: the line still says which cluster it is."""
     from mirror.engine import client_for

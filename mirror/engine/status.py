@@ -80,6 +80,8 @@ class TopicStatus:
     """The source topic was deleted and made again since the job last committed it: another id."""
     gone: bool = False
     """The source topic was deleted and is not made again: nothing more of it is copied."""
+    topic_id: str | None = None
+    """The source topic's id as the source lists it (None: a cluster without ids, or gone)."""
 
     @property
     def lag(self) -> int:
@@ -117,7 +119,7 @@ def mirror_status(config: MirrorConfig, source: KafkaClient, destination: KafkaC
         to = config.clusters.destination_topic(topic)
         known = provenance.get(to)
         out.append(TopicStatus(topic, to, partitions, known.partitioning if known else None,
-                               known.created if known else None, made_again=bool(old)))
+                               known.created if known else None, made_again=bool(old), topic_id=ids.get(topic)))
     here = source.cluster_id() if provenance else None
     for name, record in sorted(provenance.items()):
         topic = record.source_topic

@@ -237,7 +237,8 @@ def compare_pairs(spark, plans: list[PairPlan], source: ClusterConfig, destinati
     tasks = [(pair, side, i) for pair, plan in enumerate(plans)
              for side, ranges in ((_SOURCE, plan.sources), (_DESTINATION, plan.destinations)) for i in range(len(ranges))]
     if not tasks:
-        return [PairReport(plan.source_topic, plan.destination_topic, 0, 0, (), created=plan.created) for plan in plans]
+        return [PairReport(plan.source_topic, plan.destination_topic, 0, 0, (), created=plan.created,
+                           topic_id=plan.topic_id, earlier_ids=plan.earlier_ids) for plan in plans]
     reading = spark.sparkContext.broadcast(_Reading(tuple(plans), source, destination, retry))
     rows = (spark.range(len(tasks), numPartitions=min(len(tasks), _READ_TASKS))  # no shuffle
             .mapInArrow(lambda batches: _read_tasks(reading, tasks, batches), from_arrow_schema(_schema())))
@@ -336,7 +337,8 @@ def _compare(plans: list[PairPlan], rows, later_producers: Callable[[], set[int]
         s, d, f, uncovered = ((row.s or 0, row.d or 0, row.f or 0, row.uncovered or 0) if row else (0, 0, 0, 0))
         reports.append(PairReport(plan.source_topic, plan.destination_topic, s, d,
                                   tuple(sorted(findings.get(pair, ()), key=lambda f: (f.kind, f.topic, f.partition))),
-                                  destination_total=d + f + uncovered, created=plan.created))
+                                  destination_total=d + f + uncovered, created=plan.created,
+                                  topic_id=plan.topic_id, earlier_ids=plan.earlier_ids))
     return reports
 
 

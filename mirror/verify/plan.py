@@ -67,6 +67,11 @@ class PairPlan:
     """The producer ids of the job's copies (those that wrote its offset syncs)."""
     created: bool | None = None
     """kmirror created the destination topic (False: it found it there; None: unknown)."""
+    topic_id: str | None = None
+    """The id of the source topic compared: the one the source lists now (None: not known)."""
+    earlier_ids: tuple[str, ...] = ()
+    """Ids of earlier source topics of the name (deleted, and made again since) whose copies the
+    job's syncs describe: their source is gone, so their destination records are not compared."""
 
     @property
     def records(self) -> int:
@@ -103,7 +108,7 @@ def plan_mirror(config: MirrorConfig, source: KafkaClient, destination: KafkaCli
                        tails={p.source.partition: ends[p.source] for p in topic.partitions},
                        destination_tails={tp.partition: end for tp, end in destination_ends.items()
                                           if tp.topic == topic.destination_topic},
-                       producers=frozenset(syncs.producers), created=topic.created)
+                       producers=frozenset(syncs.producers), created=topic.created, topic_id=topic.topic_id)
              for topic in topics if topic.destination_topic in counts]
     return plans, syncs
 
@@ -140,11 +145,13 @@ class JobSyncs:
 def plan_pair(source_topic: str, destination_topic: str, *, by_key: bool, destination_partitions: int,
               entries: Iterable[SyncEntry], committed: Mapping[int, int], tails: Mapping[int, int] | None = None,
               destination_tails: Mapping[int, int] | None = None, producers: frozenset[int] = frozenset(),
-              created: bool | None = None) -> PairPlan:
-    """The ranges of one topic pair: ``entries`` the job's syncs (those of other pairs are
-    skipped), ``committed`` each source partition's committed next offset, ``tails`` each
-    source partition's end once the syncs were read, ``destination_tails`` each destination
-    partition's end when planned, ``producers`` those of the job's copies."""
+              created: bool | None = None, topic_id: str | None = None) -> PairPlan:
+    """The ranges of one topic pair: ``entries`` the job's syncs (those of other pairs, and of
+    source topics of the name other than ``topic_id``, are skipped), ``committed`` each source
+    partition's committed next offset, ``tails`` each source partition's end once the syncs
+    were read, ``destination_tails`` each destination partition's end when planned,
+    ``producers`` those of the job's copies."""
+    earlier: set[str] = set()
     firsts: dict[int, int] = {}
     lasts: dict[int, int] = {}
     spans: dict[int, tuple[int, int]] = {}
@@ -152,6 +159,9 @@ def plan_pair(source_topic: str, destination_topic: str, *, by_key: bool, destin
     destination_spans: dict[int, list[tuple[int, int, int]]] = {}
     for number, entry in enumerate(entries):
         if entry.source.topic != source_topic or entry.destination.topic != destination_topic:
+            continue
+        if None not in (topic_id, entry.topic_id) and entry.topic_id != topic_id:
+            earlier.add(entry.topic_id)  # a copy of a topic since deleted: no source to compare it with
             continue
         end = committed.get(entry.source.partition)
         if end is None or entry.first >= end:
@@ -171,4 +181,4 @@ def plan_pair(source_topic: str, destination_topic: str, *, by_key: bool, destin
                            for p in range(destination_partitions)),
         source_spans={p: Spans.of(s) for p, s in source_spans.items()},
         destination_spans={p: Spans.of(s) for p, s in destination_spans.items()},
-        producers=producers, created=created)
+        producers=producers, created=created, topic_id=topic_id, earlier_ids=tuple(sorted(earlier)))

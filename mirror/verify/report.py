@@ -62,6 +62,10 @@ class PairReport:
     the rest, which verify did not cover (:attr:`not_covered`)."""
     created: bool | None = None
     """kmirror created the destination topic (its provenance says so); False: it found it there."""
+    topic_id: str | None = None
+    """The id of the source topic compared (None: not known)."""
+    earlier_ids: tuple[str, ...] = ()
+    """Ids of earlier source topics of the name, deleted since, whose copies were not compared."""
 
     @property
     def foreign(self) -> int:
@@ -112,6 +116,12 @@ def report_text(reports: list[PairReport], *, at_least_once: bool = False, stric
         pairs.append((f"{report.source_topic} -> {report.destination_topic}", f"{report.source_records:,}",
                       f"{report.destination_total:,}", _verdict(report, at_least_once=at_least_once, strict=strict)))
     text = columns(pairs)
+    remade = [r for r in reports if r.earlier_ids]
+    if remade:
+        text += "\n\n" + "\n".join(
+            f"{r.source_topic}: compared the topic of id {r.topic_id}, the one the source has now; the copies of "
+            f"{', '.join(r.earlier_ids)} (deleted at the source, and made again) have no source to compare with, and "
+            f"are among the records not covered" for r in remade)
     uncovered = [r for r in reports if r.not_covered]
     if uncovered:
         text += "\n\n" + "\n".join(

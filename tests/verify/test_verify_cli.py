@@ -53,3 +53,11 @@ def test_foreign_records_and_what_was_not_covered_are_said_in_the_verdict():
         rows = [line.split()[:4] for line in text.splitlines() if line.startswith("foreign")]
         assert rows == [["foreign", "w-1", "1", "17"], ["foreign-duplicate", "w-0", "1", "12"]]
         assert "consumers read that record twice" in text
+
+
+def test_a_source_topic_made_again_is_compared_by_its_id_and_its_earlier_copies_are_named():
+    report = PairReport("orders", "orders", 9, 9, (), destination_total=15, topic_id="new-id", earlier_ids=("old-id",))
+    text = report_text([report])
+    assert ("orders: compared the topic of id new-id, the one the source has now; the copies of old-id (deleted at "
+            "the source, and made again) have no source to compare with, and are among the records not covered") in text
+    assert "orders: 6 records not covered" in text and failures([report], at_least_once=False) == []

@@ -49,3 +49,17 @@ def test_every_destination_partition_is_planned_with_its_end_and_the_jobs_produc
     # offsets outside their ranges too (0-2 and 13-14 of partition 0, 10-11 of partition 2).
     assert plan.destinations == (Range(0, 3, 13, 15), Range(1, 0, 0, 7), Range(2, 0, 10, 12))
     assert (plan.producers, plan.created) == ({4000, 4001}, False)
+
+
+def test_the_syncs_of_a_source_topic_since_deleted_and_made_again_are_not_compared():
+    """Issue 70: offset 0 of the new topic is not offset 0 of the old one; the old copies are named."""
+    import dataclasses
+
+    old = [dataclasses.replace(_entry(0, 0, 9, 0, 0, 10), topic_id="old")]
+    new = [dataclasses.replace(_entry(0, 0, 4, 0, 10, 15), topic_id="new")]
+    plan = plan_pair("t", "m.t", by_key=False, destination_partitions=1, entries=old + new, committed={0: 5},
+                     tails={0: 5}, topic_id="new")
+    assert plan.sources == (Range(0, 0, 5, 5),) and plan.destinations == (Range(0, 10, 15),)
+    assert (plan.topic_id, plan.earlier_ids) == ("new", ("old",))
+    unknown = plan_pair("t", "m.t", by_key=False, destination_partitions=1, entries=old + new, committed={0: 5})
+    assert unknown.earlier_ids == () and unknown.destinations == (Range(0, 0, 15),)  # no id known: as before

@@ -222,8 +222,8 @@ def _translate(config: MirrorConfig, pattern: str, *, apply: bool) -> None:
     if not groups:
         raise NoMatchingGroupError(pattern)
     entries, frontier = _job_state(config, destination, syncs)
-    topic_ids = sync.topic_ids()
-    translations = [sync.translate(group, frontier, topic_ids) for group in groups]
+    topic_ids, destination_ids = sync.topic_ids(), sync.destination_ids()
+    translations = [sync.translate(group, frontier, topic_ids, destination_ids) for group in groups]
     destinations = destinations_of(entries)
     lines = [line for translation in translations for line in rows(translation, destinations, frontier)]
     if lines:

@@ -125,7 +125,7 @@ class Committer:
         loop takes their acknowledgements with its own (they carry no token), and its last
         commit flushes."""
         if self.syncs_to is not None:
-            write_syncs(self.producer, self.syncs_to, syncs, self.topic_ids)
+            write_syncs(self.producer, self.syncs_to, syncs, self.topic_ids, self.destination_ids)
         if self.offsets is None:
             if flush:
                 self.producer.flush()
@@ -147,7 +147,7 @@ class Committer:
         the transaction is empty: there is nothing to end."""
         assert isinstance(self.producer, TransactionalProducer) and self.offsets is not None
         if self.syncs_to is not None:
-            write_syncs(self.producer, self.syncs_to, syncs, self.topic_ids)
+            write_syncs(self.producer, self.syncs_to, syncs, self.topic_ids, self.destination_ids)
         if positions:
             self.producer.enqueue(self.offsets.partition,
                                   encode_offsets(positions, time.time_ns() // 1_000_000, self.topic_ids,

@@ -97,6 +97,7 @@ class GroupOffsetSync:
         self._source = GroupAdmin(source)
         self._source_client = source
         self._destination = GroupAdmin(destination)
+        self._destination_client = destination
         self._syncs = syncs
         self._interval_s = interval_s
         self._mirrored = mirrored
@@ -111,9 +112,9 @@ class GroupOffsetSync:
         self._last_run = self._clock()
         self._syncs.refresh()
         report = GroupSyncReport()
-        topic_ids = self.topic_ids()
+        topic_ids, destination_ids = self.topic_ids(), self.destination_ids()
         for group in self.groups():
-            self._sync(self.translate(group, copied_to, topic_ids), copied_to, report)
+            self._sync(self.translate(group, copied_to, topic_ids, destination_ids), copied_to, report)
         return report
 
     def topic_ids(self) -> dict[str, str]:
@@ -122,17 +123,25 @@ class GroupOffsetSync:
         return {topic: str(listing.topic_id) for topic, listing in self._source_client.listings().items()
                 if listing.topic_id is not None}
 
+    def destination_ids(self) -> dict[str, str]:
+        """Each destination topic's id as the destination lists it now: translation uses the
+        syncs into that topic only, not those into one lost before it under the name."""
+        return {topic: str(listing.topic_id) for topic, listing in self._destination_client.listings().items()
+                if listing.topic_id is not None}
+
     def groups(self) -> list[str]:
         """The source's groups that the pattern matches (whole names)."""
         return [group for group in self._source.list_groups() if self._pattern.fullmatch(group)]
 
     def translate(self, group: str, copied_to: Mapping[TopicPartition, int],
-                  topic_ids: Mapping[str, str] | None = None) -> GroupTranslation:
+                  topic_ids: Mapping[str, str] | None = None,
+                  destination_ids: Mapping[str, str] | None = None) -> GroupTranslation:
         """``group``'s source offsets translated with the syncs read so far (of the topics of
         ``topic_ids``, default: :meth:`topic_ids`), and the group at the destination where that
         matters (something was translated); nothing is committed."""
         offsets = {tp: offset for tp, offset in self._source.committed(group).items() if self._mirrored(tp.topic)}
-        translated = self._syncs.translate(offsets, copied_to, self.topic_ids() if topic_ids is None else topic_ids)
+        translated = self._syncs.translate(offsets, copied_to, self.topic_ids() if topic_ids is None else topic_ids,
+                                           self.destination_ids() if destination_ids is None else destination_ids)
         if not translated:
             return GroupTranslation(group, offsets, translated)
         there = self._destination.describe(group)

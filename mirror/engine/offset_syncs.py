@@ -90,6 +90,9 @@ class SyncEntry:
     topic_id: str | None = None
     """The id of the source topic the offsets are of, as the record said; None: not known (a
     cluster without ids, an entry not yet written, a record from before ids were kept)."""
+    destination_id: str | None = None
+    """The id of the destination topic the records went to, likewise: a destination topic made
+    again after a loss (:mod:`.destination_loss`) is not placed by the lost one's syncs."""
 
     def __post_init__(self) -> None:
         problem = _span_problem(self.first, self.last, self.base, self.end, self.exact)
@@ -188,14 +191,16 @@ class SyncLog:
         return core_schema.no_info_after_validator_function(cls.of, entries, serialization=as_list)
 
 
-def encode_syncs(log: SyncLog, now_ms: int, topic_ids: Mapping[str, str] | None = None) -> bytearray | None:
+def encode_syncs(log: SyncLog, now_ms: int, topic_ids: Mapping[str, str] | None = None,
+                 destination_ids: Mapping[str, str] | None = None) -> bytearray | None:
     """One batch with a record per source partition; None when there is nothing to say.
 
     Key ``{"topic", "partition", "first"}`` (the source partition and its first offset here,
     unique per micro-batch, so compaction keeps every one), value ``{"syncs": [[first, last,
-    destination topic, destination partition, base, end, exact], ...]}``, and ``"topic_id"``
-    where ``topic_ids`` has the source topic's."""
-    topic_ids = topic_ids or {}
+    destination topic, destination partition, base, end, exact], ...]}``, ``"topic_id"`` where
+    ``topic_ids`` has the source topic's, and ``"destination_id"`` where ``destination_ids`` (by
+    source topic) has its destination topic's."""
+    topic_ids, destination_ids = topic_ids or {}, destination_ids or {}
     records = []
     for source, entries in log.by_source().items():
         key = {"topic": source.topic, "partition": source.partition, "first": entries[0].first}
@@ -203,16 +208,18 @@ def encode_syncs(log: SyncLog, now_ms: int, topic_ids: Mapping[str, str] | None 
                                   e.exact] for e in entries]}
         if source.topic in topic_ids:
             value["topic_id"] = topic_ids[source.topic]
+        if source.topic in destination_ids:
+            value["destination_id"] = destination_ids[source.topic]
         records.append(Record(key=json.dumps(key, sort_keys=True).encode(), value=json.dumps(value).encode(),
                               timestamp=now_ms))
     return bytearray(kcodecs.build_batch(records, compression="zstd")) if records else None
 
 
 def write_syncs(producer: IdempotentProducer, to: TopicPartition, log: SyncLog,
-                topic_ids: Mapping[str, str] | None = None) -> None:
+                topic_ids: Mapping[str, str] | None = None, destination_ids: Mapping[str, str] | None = None) -> None:
     """Enqueue ``log`` for the offset-syncs partition ``to`` (in the producer's transaction, if it
-    has one), each record with its source topic's id in ``topic_ids``."""
-    data = encode_syncs(log, time.time_ns() // 1_000_000, topic_ids)
+    has one), each record with the ids of its source and destination topics (:func:`encode_syncs`)."""
+    data = encode_syncs(log, time.time_ns() // 1_000_000, topic_ids, destination_ids)
     if data is not None:
         # A record per source partition: every pair has an open entry, so its keys name them all.
         producer.enqueue(to, data, len({source for source, _ in log.open}))
@@ -226,8 +233,9 @@ def decode_syncs(record: Record) -> list[SyncEntry]:
             return []
         value = json.loads(bytes(record.value))
         topic_id = None if value.get("topic_id") is None else str(value["topic_id"])
+        destination_id = None if value.get("destination_id") is None else str(value["destination_id"])
         return [SyncEntry(source, int(first), int(last), TopicPartition(str(topic), int(partition)), int(base), int(end),
-                          bool(exact), topic_id)
+                          bool(exact), topic_id, destination_id)
                 for first, last, topic, partition, base, end, exact in value["syncs"]]
     except (ValueError, KeyError, TypeError, AttributeError) as exc:
         raise OffsetSyncError(f"record at offset {record.offset} of the offset-syncs topic is not kmirror's: "
@@ -302,15 +310,19 @@ class OffsetSyncStore:
 
     def add(self, entries: Iterable[SyncEntry]) -> None:
         for entry in entries:
-            self._pairs.setdefault((entry.source, entry.destination, entry.topic_id), _Pair()).add(entry)
+            self._pairs.setdefault((entry.source, entry.destination, entry.topic_id, entry.destination_id),
+                                   _Pair()).add(entry)
 
     def translate(self, group_offsets: Mapping[TopicPartition, int], copied_to: Mapping[TopicPartition, int],
-                  topic_ids: Mapping[str, str] | None = None) -> dict[TopicPartition, Translation]:
+                  topic_ids: Mapping[str, str] | None = None,
+                  destination_ids: Mapping[str, str] | None = None) -> dict[TopicPartition, Translation]:
         """Destination offsets for a group that committed ``group_offsets`` at the source.
 
         ``topic_ids``: the id the source lists for each topic now. Syncs of another id (a topic
         since deleted and made again under the name) are not used: the group's offsets are the
-        new topic's. Syncs without an id are used for any.
+        new topic's. ``destination_ids``: the id the destination lists for each of its topics
+        now; syncs into a destination topic since lost are not used either. Syncs without an id
+        are used for any.
 
         Per destination partition fed by those source partitions: the lowest of the bounds
         each feeding source partition gives (several feed one under ``by-key``). ``copied_to``
@@ -319,11 +331,13 @@ class OffsetSyncStore:
         feeding source partitions has no group offset (where the group would start there is
         unknown) or history pruned past the group's offset.
         """
-        topic_ids = topic_ids or {}
+        topic_ids, destination_ids = topic_ids or {}, destination_ids or {}
         feeders: dict[TopicPartition, list[tuple[TopicPartition, _Pair]]] = {}
-        for (source, destination, topic_id), pair in self._pairs.items():
+        for (source, destination, topic_id, destination_id), pair in self._pairs.items():
             if topic_id is not None and topic_ids.get(source.topic, topic_id) != topic_id:
                 continue  # another topic's, under the same name
+            if destination_id is not None and destination_ids.get(destination.topic, destination_id) != destination_id:
+                continue  # into a destination topic since lost
             feeders.setdefault(destination, []).append((source, pair))
         out = {}
         for destination, pairs in feeders.items():

@@ -78,6 +78,28 @@ def test_a_topic_made_again_is_translated_with_its_own_syncs_never_the_old_topic
     assert legacy.translate({S0: 5}, {S0: 10}, {"src": "new-id"})[D0].offset == 105
 
 
+def test_a_destination_topic_made_again_is_placed_with_its_own_syncs_never_the_lost_ones():
+    """Issue 70: the lost destination topic held source 0-1999 at 0-1999; the topic made again
+    holds the source copied again from its log start, 0-2999 at 0-2999 (its own offsets). A
+    group at source offset 500 resumes at 500 of the new topic, whatever the lost one's syncs
+    said; the ids ride in the records, read back by kafka-python's record reader."""
+    from kafka.record import MemoryRecords
+
+    lost, again = SyncLog(), SyncLog()
+    lost.add(S0, 0, 1999, D0, 100, 2100, True)  # the lost topic: records at 100.. (a found topic's history)
+    again.add(S0, 0, 2999, D0, 0, 3000, True)
+    records = [Record(key=r.key, value=r.value, offset=r.offset)
+               for data in (encode_syncs(lost, 1, {"src": "s-id"}, {"src": "lost-id"}),
+                            encode_syncs(again, 2, {"src": "s-id"}, {"src": "new-id"}))
+               for batch in MemoryRecords(bytes(data)) for r in batch]
+    (first,) = decode_syncs(records[0])
+    assert (first.topic_id, first.destination_id) == ("s-id", "lost-id")
+    store = OffsetSyncStore(None, "unused")
+    store.add(entry for record in records for entry in decode_syncs(record))
+    assert store.translate({S0: 500}, {S0: 3000}, {"src": "s-id"}, {"dst": "new-id"})[D0].offset == 500
+    assert store.translate({S0: 500}, {S0: 3000}, {"src": "s-id"}, {"dst": "lost-id"})[D0].offset == 600
+
+
 def test_a_malformed_sync_record_is_a_named_error():
     with pytest.raises(OffsetSyncError, match="not kmirror's"):
         decode_syncs(Record(key=b'{"topic": "t", "partition": 0}', value=b'{"syncs": [[1, 2]]}', offset=8))

@@ -162,3 +162,42 @@ def test_a_deleted_destination_topic_of_the_users_is_not_made_again_and_the_othe
                in text, text[-3000:]
         assert "outage" not in text and "Traceback" not in text, text[-3000:]
         assert name not in destination_admin.list_topics(timeout=30).topics
+
+
+@pytest.mark.parametrize("kind, killed", [("kafka", "made again"), ("embedded", "said"), ("embedded", "made again")],
+                         ids=["kafka-once-made-again", "embedded-once-said", "embedded-once-made-again"])
+def test_a_job_killed_as_it_makes_a_lost_topic_again_copies_every_record_once_after_its_restart(
+        kind, killed, request, tmp_path):
+    """SIGKILLed the moment it says the loss (before the topic is made again), or the moment it
+    made it again (nothing copied into it yet), the exactly-once job started again from its
+    checkpoint finds the loss where it left it (the provenance's lost id, missing or beside the
+    new topic's) and copies every source record into the new topic once."""
+    name = f"events.{kind}.{time.time_ns()}"
+    with clusters(kind, request, tmp_path) as (source, destination):
+        admin, destination_admin = (AdminClient({"bootstrap.servers": b}) for b in (source, destination))
+        create_topic(admin, name, PARTITIONS)
+        old = produce_values(source, name, "old", 2_000, PARTITIONS)
+        job_options = ("--name", f"killed-{time.time_ns()}")
+        first_log, second_log = tmp_path / "first.log", tmp_path / "second.log"
+        job = _start(source, destination, name.replace(".", r"\."), tmp_path, first_log, *job_options)
+        try:
+            _wait_copied(job, destination, name, old, "the first 6,000 records at the destination", first_log)
+            delete_topic(destination_admin, name)
+            new = produce_values(source, name, "new", 1_334, PARTITIONS)
+            def reached() -> bool:
+                text = first_log.read_text()
+                return "was deleted: what the job had copied" in text and (
+                    killed == "said" or text.count("created 1 destination topic") == 2)
+
+            wait_until(lambda: job.poll() is not None or reached(), f"the loss {killed}", 240, poll_s=0.05)
+            job.send_signal(signal.SIGKILL)
+            job.wait(30)
+            job = _start(source, destination, name.replace(".", r"\."), tmp_path, second_log, *job_options)
+            _wait_copied(job, destination, name, _joined(old, new), "every source record in the topic made again",
+                         second_log)
+            time.sleep(3)
+        finally:
+            _stop(job)
+        assert read_values(destination, name, PARTITIONS) == _joined(old, new)
+        text = first_log.read_text() + second_log.read_text()
+        assert "outage" not in text and "Traceback" not in second_log.read_text(), text[-3000:]

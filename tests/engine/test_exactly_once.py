@@ -361,8 +361,8 @@ def test_a_topic_made_again_is_copied_from_its_start_though_the_old_one_committe
     stats = _copy([CopyRequest(tp, 0, 10, topic_id=new_id)], routes, source, _producer(destination), destination)
     assert [(r.start, r.end, r.already_committed) for r in stats.ranges] == [(0, 10, False)]
     assert _read_committed(dst.bootstrap, "t", 2)[0] == _expected(0) + [b"new-%d" % i for i in range(10)]
-    assert _offsets(destination).latest({tp: new_id}) == {tp: 10}
-    assert _offsets(destination).latest({tp: old_id}) == {}, "the new topic's commit is not the old one's"
+    assert _offsets(destination).latest({tp: (new_id, None)}) == {tp: 10}
+    assert _offsets(destination).latest({tp: (old_id, None)}) == {}, "the new topic's commit is not the old one's"
 
 
 def test_a_copy_whose_topic_is_made_again_under_it_stops_where_it_got(mirror_setup):
@@ -375,4 +375,4 @@ def test_a_copy_whose_topic_is_made_again_under_it_stops_where_it_got(mirror_set
     stats = _copy([CopyRequest(tp, 20, 60, topic_id=old_id)], routes, source, _producer(destination), destination)
     assert [(r.start, r.end, r.gone) for r in stats.ranges] == [(20, 20, True)]
     assert _read_committed(dst.bootstrap, "t", 2)[0] == []
-    assert _offsets(destination).latest({tp: old_id}) == {tp: 20}
+    assert _offsets(destination).latest({tp: (old_id, None)}) == {tp: 20}

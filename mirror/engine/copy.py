@@ -168,6 +168,7 @@ class CopyLoop:
         copy = self.copies.get(request.tp)
         if copy is not None and (copy.gone or request.of_another_topic_than(copy.request)):
             self._drop(copy)
+            self._syncs.seal(copy.request.tp, copy.request.topic_id, copy.request.destination_id)
             copy = None
         if copy is not None:
             if request.start != copy.offset and copy.active:

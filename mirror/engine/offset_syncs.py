@@ -31,7 +31,7 @@ from __future__ import annotations
 import bisect
 import json
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import Enum
 from typing import Iterable, Mapping
 
@@ -161,10 +161,24 @@ class SyncLog:
             self.closed.setdefault(pair, []).append(entry.closed(pair))
         self.open[pair] = _OpenEntry(first, last, base, end, exact)
 
+    def seal(self, source: TopicPartition, topic_id: str | None, destination_id: str | None) -> None:
+        """The entries of ``source`` so far are of the source topic ``topic_id``, copied into the
+        destination topic ``destination_id``: said now, when the copy of ``source`` gives way to
+        one of another topic of the name, since the entries added from now on are of that one
+        (the ids written with a sync are otherwise the task's as of the write, :func:`encode_syncs`)."""
+        for pair in [pair for pair in self.open if pair[0] == source]:
+            self.closed.setdefault(pair, []).append(self.open.pop(pair).closed(pair))
+        for pair, entries in self.closed.items():
+            if pair[0] == source:
+                entries[:] = [e if e.topic_id is not None or e.destination_id is not None
+                              else replace(e, topic_id=topic_id, destination_id=destination_id) for e in entries]
+
     @property
     def entries(self) -> dict[_PartitionPair, list[SyncEntry]]:
         """Every pair's entries, in source order."""
-        return {pair: [*self.closed.get(pair, ()), entry.closed(pair)] for pair, entry in self.open.items()}
+        pairs = sorted(set(self.closed) | set(self.open))
+        return {pair: [*self.closed.get(pair, ()), *((self.open[pair].closed(pair),) if pair in self.open else ())]
+                for pair in pairs}
 
     def by_source(self) -> dict[TopicPartition, list[SyncEntry]]:
         out: dict[TopicPartition, list[SyncEntry]] = {}
@@ -177,7 +191,10 @@ class SyncLog:
         """The log of ``entries`` added in order (merged as :meth:`add` merges them)."""
         log = cls()
         for e in entries:
-            log.add(e.source, e.first, e.last, e.destination, e.base, e.end, e.exact)
+            if e.topic_id is not None or e.destination_id is not None:  # sealed (:meth:`seal`): kept as it is
+                log.closed.setdefault((e.source, e.destination), []).append(e)
+            else:
+                log.add(e.source, e.first, e.last, e.destination, e.base, e.end, e.exact)
         return log
 
     @classmethod
@@ -193,7 +210,14 @@ class SyncLog:
 
 def encode_syncs(log: SyncLog, now_ms: int, topic_ids: Mapping[str, str] | None = None,
                  destination_ids: Mapping[str, str] | None = None) -> bytearray | None:
-    """One batch with a record per source partition; None when there is nothing to say.
+    """One batch of :func:`sync_records`; None when there is nothing to say."""
+    records = sync_records(log, now_ms, topic_ids, destination_ids)
+    return bytearray(kcodecs.build_batch(records, compression="zstd")) if records else None
+
+
+def sync_records(log: SyncLog, now_ms: int, topic_ids: Mapping[str, str] | None = None,
+                 destination_ids: Mapping[str, str] | None = None) -> list[Record]:
+    """A record per source partition (and per generation of its topics, :meth:`SyncLog.seal`).
 
     Key ``{"topic", "partition", "first"}`` (the source partition and its first offset here,
     unique per micro-batch, so compaction keeps every one), value ``{"syncs": [[first, last,
@@ -203,26 +227,33 @@ def encode_syncs(log: SyncLog, now_ms: int, topic_ids: Mapping[str, str] | None 
     topic_ids, destination_ids = topic_ids or {}, destination_ids or {}
     records = []
     for source, entries in log.by_source().items():
-        key = {"topic": source.topic, "partition": source.partition, "first": entries[0].first}
-        value: dict = {"syncs": [[e.first, e.last, e.destination.topic, e.destination.partition, e.base, e.end,
-                                  e.exact] for e in entries]}
-        if source.topic in topic_ids:
-            value["topic_id"] = topic_ids[source.topic]
-        if source.topic in destination_ids:
-            value["destination_id"] = destination_ids[source.topic]
-        records.append(Record(key=json.dumps(key, sort_keys=True).encode(), value=json.dumps(value).encode(),
-                              timestamp=now_ms))
-    return bytearray(kcodecs.build_batch(records, compression="zstd")) if records else None
+        # Entries sealed with another topic's ids (:meth:`SyncLog.seal`) go in records of their own.
+        generations: dict[tuple[str | None, str | None], list[SyncEntry]] = {}
+        for e in entries:
+            ids = (e.topic_id or topic_ids.get(source.topic), e.destination_id or destination_ids.get(source.topic))
+            generations.setdefault(ids, []).append(e)
+        for (topic_id, destination_id), same in generations.items():
+            key: dict = {"topic": source.topic, "partition": source.partition, "first": same[0].first}
+            if len(generations) > 1 and topic_id is not None:
+                key["topic_id"] = topic_id  # two generations may both start at offset 0
+            value: dict = {"syncs": [[e.first, e.last, e.destination.topic, e.destination.partition, e.base, e.end,
+                                      e.exact] for e in same]}
+            if topic_id is not None:
+                value["topic_id"] = topic_id
+            if destination_id is not None:
+                value["destination_id"] = destination_id
+            records.append(Record(key=json.dumps(key, sort_keys=True).encode(), value=json.dumps(value).encode(),
+                                  timestamp=now_ms))
+    return records
 
 
 def write_syncs(producer: IdempotentProducer, to: TopicPartition, log: SyncLog,
                 topic_ids: Mapping[str, str] | None = None, destination_ids: Mapping[str, str] | None = None) -> None:
     """Enqueue ``log`` for the offset-syncs partition ``to`` (in the producer's transaction, if it
     has one), each record with the ids of its source and destination topics (:func:`encode_syncs`)."""
-    data = encode_syncs(log, time.time_ns() // 1_000_000, topic_ids, destination_ids)
-    if data is not None:
-        # A record per source partition: every pair has an open entry, so its keys name them all.
-        producer.enqueue(to, data, len({source for source, _ in log.open}))
+    records = sync_records(log, time.time_ns() // 1_000_000, topic_ids, destination_ids)
+    if records:
+        producer.enqueue(to, bytearray(kcodecs.build_batch(records, compression="zstd")), len(records))
 
 
 def decode_syncs(record: Record) -> list[SyncEntry]:

@@ -227,3 +227,24 @@ def test_the_copy_records_where_every_forwarded_record_landed(tmp_path):
             at_destination = _values_by_offset(dst.bootstrap, "src.m", entry.destination.partition)
             for offset in range(entry.first, entry.last + 1):
                 assert at_destination[entry.base + offset - entry.first] == at_source[offset]
+
+
+def test_syncs_of_a_topic_given_way_to_another_of_its_name_keep_their_own_ids():
+    """A resident copier follows a source topic made again: what it synced of the old topic
+    before the switch is sealed with the old ids (SyncLog.seal), and written, in the same
+    commit as the new topic's first syncs, in records of its own, under keys that differ
+    though both start at offset 0 (read back by kafka-python's record reader)."""
+    from kafka.record import MemoryRecords
+
+    log = SyncLog()
+    log.add(S0, 0, 9, D0, 0, 10, True)
+    log.seal(S0, "old-id", "d-id")
+    log.add(S0, 0, 4, D0, 10, 15, True)
+    log.add(S1, 0, 1, D1, 0, 2, True)
+    records = [r for batch in MemoryRecords(bytes(encode_syncs(log, 1, {"src": "new-id"}, {"src": "d-id"})))
+               for r in batch]
+    entries = [(e.source, e.first, e.base, e.topic_id, e.destination_id)
+               for r in records for e in decode_syncs(Record(key=r.key, value=r.value, offset=r.offset))]
+    assert entries == [(S0, 0, 0, "old-id", "d-id"), (S0, 0, 10, "new-id", "d-id"), (S1, 0, 0, "new-id", "d-id")]
+    assert len({r.key for r in records}) == 3
+    assert SyncLog.of([e for pair in log.entries.values() for e in pair]).entries == log.entries  # as a report carries it

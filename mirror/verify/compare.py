@@ -238,7 +238,8 @@ def compare_pairs(spark, plans: list[PairPlan], source: ClusterConfig, destinati
              for side, ranges in ((_SOURCE, plan.sources), (_DESTINATION, plan.destinations)) for i in range(len(ranges))]
     if not tasks:
         return [PairReport(plan.source_topic, plan.destination_topic, 0, 0, (), created=plan.created,
-                           topic_id=plan.topic_id, earlier_ids=plan.earlier_ids) for plan in plans]
+                           topic_id=plan.topic_id, earlier_ids=plan.earlier_ids, lost_ids=plan.lost_ids)
+                for plan in plans]
     reading = spark.sparkContext.broadcast(_Reading(tuple(plans), source, destination, retry))
     rows = (spark.range(len(tasks), numPartitions=min(len(tasks), _READ_TASKS))  # no shuffle
             .mapInArrow(lambda batches: _read_tasks(reading, tasks, batches), from_arrow_schema(_schema())))
@@ -338,7 +339,7 @@ def _compare(plans: list[PairPlan], rows, later_producers: Callable[[], set[int]
         reports.append(PairReport(plan.source_topic, plan.destination_topic, s, d,
                                   tuple(sorted(findings.get(pair, ()), key=lambda f: (f.kind, f.topic, f.partition))),
                                   destination_total=d + f + uncovered, created=plan.created,
-                                  topic_id=plan.topic_id, earlier_ids=plan.earlier_ids))
+                                  topic_id=plan.topic_id, earlier_ids=plan.earlier_ids, lost_ids=plan.lost_ids))
     return reports
 
 

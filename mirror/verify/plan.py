@@ -72,6 +72,9 @@ class PairPlan:
     earlier_ids: tuple[str, ...] = ()
     """Ids of earlier source topics of the name (deleted, and made again since) whose copies the
     job's syncs describe: their source is gone, so their destination records are not compared."""
+    lost_ids: tuple[str, ...] = ()
+    """Ids of destination topics of the name lost since (deleted under the job): the syncs of
+    the copies into them describe records gone with them, and are not compared."""
 
     @property
     def records(self) -> int:
@@ -95,7 +98,8 @@ def plan_mirror(config: MirrorConfig, source: KafkaClient, destination: KafkaCli
         by_pair.setdefault((entry.source.topic, entry.destination.topic), []).append(entry)
     tps = [p.source for topic in topics for p in topic.partitions]
     ends = source.list_offsets(tps, "latest", isolation_level=READ_COMMITTED) if tps else {}
-    counts = destination.topics()
+    listed = destination.listings()
+    counts = {name: listing.partitions for name, listing in listed.items()}
     destination_tps = [TopicPartition(topic.destination_topic, p) for topic in topics
                        for p in range(counts.get(topic.destination_topic, 0))]
     destination_ends = (destination.list_offsets(destination_tps, "latest", isolation_level=READ_COMMITTED)
@@ -108,9 +112,14 @@ def plan_mirror(config: MirrorConfig, source: KafkaClient, destination: KafkaCli
                        tails={p.source.partition: ends[p.source] for p in topic.partitions},
                        destination_tails={tp.partition: end for tp, end in destination_ends.items()
                                           if tp.topic == topic.destination_topic},
-                       producers=frozenset(syncs.producers), created=topic.created, topic_id=topic.topic_id)
+                       producers=frozenset(syncs.producers), created=topic.created, topic_id=topic.topic_id,
+                       destination_id=_id(listed[topic.destination_topic]))
              for topic in topics if topic.destination_topic in counts]
     return plans, syncs
+
+
+def _id(listing) -> str | None:
+    return None if listing.topic_id is None else str(listing.topic_id)
 
 
 class JobSyncs:
@@ -145,13 +154,16 @@ class JobSyncs:
 def plan_pair(source_topic: str, destination_topic: str, *, by_key: bool, destination_partitions: int,
               entries: Iterable[SyncEntry], committed: Mapping[int, int], tails: Mapping[int, int] | None = None,
               destination_tails: Mapping[int, int] | None = None, producers: frozenset[int] = frozenset(),
-              created: bool | None = None, topic_id: str | None = None) -> PairPlan:
+              created: bool | None = None, topic_id: str | None = None,
+              destination_id: str | None = None) -> PairPlan:
     """The ranges of one topic pair: ``entries`` the job's syncs (those of other pairs, and of
     source topics of the name other than ``topic_id``, are skipped), ``committed`` each source
     partition's committed next offset, ``tails`` each source partition's end once the syncs
     were read, ``destination_tails`` each destination partition's end when planned,
-    ``producers`` those of the job's copies."""
+    ``producers`` those of the job's copies; syncs into a destination topic other than
+    ``destination_id`` (one lost since) are skipped too."""
     earlier: set[str] = set()
+    lost: set[str] = set()
     firsts: dict[int, int] = {}
     lasts: dict[int, int] = {}
     spans: dict[int, tuple[int, int]] = {}
@@ -162,6 +174,9 @@ def plan_pair(source_topic: str, destination_topic: str, *, by_key: bool, destin
             continue
         if None not in (topic_id, entry.topic_id) and entry.topic_id != topic_id:
             earlier.add(entry.topic_id)  # a copy of a topic since deleted: no source to compare it with
+            continue
+        if None not in (destination_id, entry.destination_id) and entry.destination_id != destination_id:
+            lost.add(entry.destination_id)  # a copy into a destination topic since lost: gone with it
             continue
         end = committed.get(entry.source.partition)
         if end is None or entry.first >= end:
@@ -181,4 +196,5 @@ def plan_pair(source_topic: str, destination_topic: str, *, by_key: bool, destin
                            for p in range(destination_partitions)),
         source_spans={p: Spans.of(s) for p, s in source_spans.items()},
         destination_spans={p: Spans.of(s) for p, s in destination_spans.items()},
-        producers=producers, created=created, topic_id=topic_id, earlier_ids=tuple(sorted(earlier)))
+        producers=producers, created=created, topic_id=topic_id, earlier_ids=tuple(sorted(earlier)),
+        lost_ids=tuple(sorted(lost)))

@@ -66,6 +66,8 @@ class PairReport:
     """The id of the source topic compared (None: not known)."""
     earlier_ids: tuple[str, ...] = ()
     """Ids of earlier source topics of the name, deleted since, whose copies were not compared."""
+    lost_ids: tuple[str, ...] = ()
+    """Ids of destination topics of the name lost since, the copies into which were not compared."""
 
     @property
     def foreign(self) -> int:
@@ -122,6 +124,11 @@ def report_text(reports: list[PairReport], *, at_least_once: bool = False, stric
             f"{r.source_topic}: compared the topic of id {r.topic_id}, the one the source has now; the copies of "
             f"{', '.join(r.earlier_ids)} (deleted at the source, and made again) have no source to compare with, and "
             f"are among the records not covered" for r in remade)
+    lost = [r for r in reports if r.lost_ids]
+    if lost:
+        text += "\n\n" + "\n".join(
+            f"{r.destination_topic}: the copies into {', '.join(r.lost_ids)} (a destination topic of the name, deleted "
+            f"since) are gone with it, and were not compared" for r in lost)
     uncovered = [r for r in reports if r.not_covered]
     if uncovered:
         text += "\n\n" + "\n".join(

@@ -19,6 +19,7 @@ librdkafka's (DescribeTopics).
 
 from __future__ import annotations
 
+import json
 import signal
 import subprocess
 import sys
@@ -27,6 +28,7 @@ import time
 import pytest
 from confluent_kafka.admin import AdminClient
 
+from in_process import kmirror
 from librdkafka_reader import read_values
 from live_source import wait_until
 from topic_lifecycle import clusters, create_topic, delete_topic, produce_values, topic_id
@@ -36,11 +38,16 @@ pytestmark = [pytest.mark.slow, pytest.mark.interop, pytest.mark.timeout(600)]
 PARTITIONS = 3
 
 
+def _job(tmp_path) -> str:
+    """The job's name: one per test (its checkpoint's directory is the test's own)."""
+    return "lost-" + tmp_path.name
+
+
 def _start(source: str, destination: str, topics: str, tmp_path, log_path, *options: str) -> subprocess.Popen:
     with open(log_path, "w") as log_file:
         return subprocess.Popen(
             [sys.executable, "-m", "mirror.cli", "run", "--source", source, "--destination", destination,
-             "--topics", topics, "--name", f"lost-{time.time_ns()}", "--checkpoint", str(tmp_path / "ck"),
+             "--topics", topics, "--name", _job(tmp_path), "--checkpoint", str(tmp_path / "ck"),
              "--trigger-interval", "1", "--master", "local[2]", *options],
             stdout=subprocess.DEVNULL, stderr=log_file)
 
@@ -102,6 +109,17 @@ def test_a_destination_topic_kmirror_made_is_made_again_and_every_source_record_
                 f"it is gone; kmirror makes it again as it made it, and copies {name} again from its log start")
         assert text.count(line) == 1, text[-3000:]
         assert "outage" not in text and "Traceback" not in text, text[-3000:]
+        # verify compares the new topic's copies, and names the lost topic whose copies went with it.
+        verified = kmirror("verify", "--source", source, "--destination", destination, "--topics",
+                           name.replace(".", r"\."), "--name", _job(tmp_path), "--master", "local[2]", "--json")
+        assert verified.returncode == 0, verified
+        (report,) = json.loads(verified.stdout)
+        assert (report["findings"], report["lost_ids"], report["earlier_ids"]) == ([], [str(lost_id)], [])
+        assert report["destination_total"] == 3 * (2_000 + 1_334)
+        if delivery == "exactly-once":  # its commits and syncs are one transaction: all of it compared
+            assert report["source_records"] == report["destination_records"] == 3 * (2_000 + 1_334)
+        else:  # a SIGKILLed at-least-once copier may not have synced its last records
+            assert 0 < report["source_records"] == report["destination_records"]
 
 
 @pytest.mark.parametrize("kind", ["kafka", "embedded"])
@@ -177,9 +195,8 @@ def test_a_job_killed_as_it_makes_a_lost_topic_again_copies_every_record_once_af
         admin, destination_admin = (AdminClient({"bootstrap.servers": b}) for b in (source, destination))
         create_topic(admin, name, PARTITIONS)
         old = produce_values(source, name, "old", 2_000, PARTITIONS)
-        job_options = ("--name", f"killed-{time.time_ns()}")
         first_log, second_log = tmp_path / "first.log", tmp_path / "second.log"
-        job = _start(source, destination, name.replace(".", r"\."), tmp_path, first_log, *job_options)
+        job = _start(source, destination, name.replace(".", r"\."), tmp_path, first_log)
         try:
             _wait_copied(job, destination, name, old, "the first 6,000 records at the destination", first_log)
             delete_topic(destination_admin, name)
@@ -192,7 +209,7 @@ def test_a_job_killed_as_it_makes_a_lost_topic_again_copies_every_record_once_af
             wait_until(lambda: job.poll() is not None or reached(), f"the loss {killed}", 240, poll_s=0.05)
             job.send_signal(signal.SIGKILL)
             job.wait(30)
-            job = _start(source, destination, name.replace(".", r"\."), tmp_path, second_log, *job_options)
+            job = _start(source, destination, name.replace(".", r"\."), tmp_path, second_log)
             _wait_copied(job, destination, name, _joined(old, new), "every source record in the topic made again",
                          second_log)
             time.sleep(3)

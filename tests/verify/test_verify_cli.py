@@ -61,3 +61,9 @@ def test_a_source_topic_made_again_is_compared_by_its_id_and_its_earlier_copies_
     assert ("orders: compared the topic of id new-id, the one the source has now; the copies of old-id (deleted at "
             "the source, and made again) have no source to compare with, and are among the records not covered") in text
     assert "orders: 6 records not covered" in text and failures([report], at_least_once=False) == []
+
+
+def test_the_copies_into_a_lost_destination_topic_are_named_as_gone():
+    text = report_text([PairReport("orders", "orders", 9, 9, (), destination_total=9, lost_ids=("lost-id",))])
+    assert ("orders: the copies into lost-id (a destination topic of the name, deleted since) are gone with it, and "
+            "were not compared") in text

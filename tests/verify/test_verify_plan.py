@@ -63,3 +63,16 @@ def test_the_syncs_of_a_source_topic_since_deleted_and_made_again_are_not_compar
     assert (plan.topic_id, plan.earlier_ids) == ("new", ("old",))
     unknown = plan_pair("t", "m.t", by_key=False, destination_partitions=1, entries=old + new, committed={0: 5})
     assert unknown.earlier_ids == () and unknown.destinations == (Range(0, 0, 15),)  # no id known: as before
+
+
+def test_the_syncs_into_a_destination_topic_since_lost_are_not_compared():
+    """Issue 70: copied again into the destination topic made again, the source's offsets are
+    compared with the new topic's records, never placed by the lost topic's syncs."""
+    import dataclasses
+
+    lost = [dataclasses.replace(_entry(0, 0, 9, 0, 0, 10), topic_id="s", destination_id="lost")]
+    again = [dataclasses.replace(_entry(0, 0, 9, 0, 0, 10), topic_id="s", destination_id="new")]
+    plan = plan_pair("t", "m.t", by_key=False, destination_partitions=1, entries=lost + again, committed={0: 10},
+                     topic_id="s", destination_id="new")
+    assert plan.sources == (Range(0, 0, 10),) and plan.lost_ids == ("lost",) and plan.earlier_ids == ()
+    assert [plan.source_spans[0].entry_at(o) for o in (0, 9)] == [1, 1]  # the new topic's entry, not the lost one's

@@ -146,9 +146,10 @@ def test_on_destination_lost_fail_stops_the_job_with_the_line_and_makes_nothing_
         assert name not in destination_admin.list_topics(timeout=30).topics
 
 
-@pytest.mark.parametrize("kind", ["kafka", "embedded"])
+@pytest.mark.parametrize("kind, delivery", [("kafka", "exactly-once"), ("kafka", "at-least-once"),
+                                            ("embedded", "exactly-once"), ("embedded", "at-least-once")])
 def test_a_deleted_destination_topic_of_the_users_is_not_made_again_and_the_other_topics_go_on(
-        kind, request, tmp_path):
+        kind, delivery, request, tmp_path):
     name, other = f"theirs.{kind}.{time.time_ns()}", f"ours.{kind}.{time.time_ns()}"
     with clusters(kind, request, tmp_path) as (source, destination):
         admin, destination_admin = (AdminClient({"bootstrap.servers": b}) for b in (source, destination))
@@ -157,7 +158,7 @@ def test_a_deleted_destination_topic_of_the_users_is_not_made_again_and_the_othe
         create_topic(destination_admin, name, PARTITIONS)  # the user's: kmirror finds it there
         old, first = (produce_values(source, topic, "old", 500, PARTITIONS) for topic in (name, other))
         log_path = tmp_path / "run.log"
-        job = _start(source, destination, rf"(theirs|ours)\.{kind}\..*", tmp_path, log_path)
+        job = _start(source, destination, rf"(theirs|ours)\.{kind}\..*", tmp_path, log_path, "--delivery", delivery)
         try:
             _wait_copied(job, destination, name, old, "the user's topic copied", log_path)
             _wait_copied(job, destination, other, first, "kmirror's topic copied", log_path)

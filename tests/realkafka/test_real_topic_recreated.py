@@ -147,8 +147,10 @@ def test_on_topic_recreated_fail_stops_the_job_naming_both_ids_and_nothing_of_th
         assert read_values(destination, name, PARTITIONS) == old
 
 
-@pytest.mark.parametrize("kind", ["kafka", "embedded"])
-def test_a_source_topic_deleted_and_not_made_again_is_said_once_and_the_others_go_on(kind, request, tmp_path):
+@pytest.mark.parametrize("kind, delivery", [("kafka", "exactly-once"), ("kafka", "at-least-once"),
+                                            ("embedded", "exactly-once"), ("embedded", "at-least-once")])
+def test_a_source_topic_deleted_and_not_made_again_is_said_once_and_the_others_go_on(kind, delivery, request,
+                                                                                     tmp_path):
     """Issue 70, item 4: the job stops copying a deleted topic, says so once, and copies on the
     other topics; no outage, since the source answers (before, the copy of the deleted topic's
     partitions retried as for an outage and held the micro-batch up)."""
@@ -165,7 +167,8 @@ def test_a_source_topic_deleted_and_not_made_again_is_said_once_and_the_others_g
             job = subprocess.Popen(
                 [sys.executable, "-m", "mirror.cli", "run", "--source", source, "--destination", destination,
                  "--topics", rf"(gone|stays)\.{kind}\..*", "--name", f"gone-{time.time_ns()}",
-                 "--checkpoint", str(tmp_path / "ck"), "--trigger-interval", "1", "--master", "local[2]"],
+                 "--checkpoint", str(tmp_path / "ck"), "--trigger-interval", "1", "--master", "local[2]",
+                 "--delivery", delivery],
                 stdout=subprocess.DEVNULL, stderr=log_file)
         try:
             wait_until(lambda: job.poll() is not None or (read_values(destination, name, PARTITIONS) == gone

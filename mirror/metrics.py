@@ -50,6 +50,10 @@ class MirrorMetrics:
         self._recreated = Counter("kmirror_source_topics_recreated", "Source topics the job found deleted and made "
                                   "again under their name (another topic id), and followed from their log start",
                                   ["topic"], registry=self.registry)
+        self._lost = Counter("kmirror_destination_topics_lost", "Destination topics the job had copied into that "
+                             "were deleted under it: made again and copied again from the source's log start "
+                             "(copied_again), or, the user's, not copied any more (not_copied)", ["topic", "outcome"],
+                             registry=self.registry)
         self._topic_ids: dict[str, str] = {}
         """The id of the source topic each topic's last ranges were of."""
         self._copiers = Gauge("kmirror_copiers", "Resident copiers the job started (copy tasks that stream between "
@@ -89,6 +93,10 @@ class MirrorMetrics:
     def error(self, kind: str) -> None:
         """An error the driver saw, by class name (e.g. ``ClusterUnreachableError``)."""
         self._errors.labels(kind).inc()
+
+    def destination_lost(self, topic: str, copied_again: bool) -> None:
+        """A destination topic lost under the job (:mod:`mirror.engine.destination_loss`)."""
+        self._lost.labels(topic, "copied_again" if copied_again else "not_copied").inc()
 
     def copiers(self, started: int) -> None:
         """The resident copiers the job started (once its executors are ready)."""

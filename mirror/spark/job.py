@@ -73,6 +73,7 @@ def run_mirror(config: MirrorConfig, *, stop: threading.Event | None = None,
              ": " + some_of(f"{t} -> {r.topic}" for t, r in sorted(routes.items())) if routes else "")
     ShapeSync(config, lambda: routes).sync(source, destination)
     metrics = _serve_metrics(config.streaming.metrics_port)
+    losses.metrics = metrics  # losses found from now on are counted (those above were said in the log)
     spark = spark_session(config)
     if config.streaming.copy_tasks is None:
         # The reader plans in a Python process of its own, with no SparkContext to ask.

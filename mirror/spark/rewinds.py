@@ -27,6 +27,7 @@ from typing import Mapping
 
 from ..config import MirrorConfig
 from ..engine.destination_loss import DestinationLoss, recreated_or_fail
+from ..metrics import MirrorMetrics
 
 __all__ = ["REWINDS_FILE_OPTION", "rewinds_file", "read_rewinds", "unrewound", "DestinationLosses"]
 
@@ -60,8 +61,10 @@ class DestinationLosses:
     writes the topics copied again (before they are made again), says each loss in one line,
     and keeps the topics of the user's that are not copied any more (:attr:`failed`)."""
 
-    def __init__(self, config: MirrorConfig):
+    def __init__(self, config: MirrorConfig, metrics: MirrorMetrics | None = None):
         self.path = rewinds_file(config)
+        self.metrics = metrics
+        """Counts each loss (``kmirror_destination_topics_lost_total``), where the job serves metrics."""
         self.policy = config.delivery.on_destination_lost
         self.failed: dict[str, DestinationLoss] = {}
         """Source topic -> the loss of its destination topic of the user's: not copied by this run."""
@@ -78,10 +81,14 @@ class DestinationLosses:
                         else f"kmirror makes it again as it made it, and copies {loss.source_topic} again from its "
                              f"log start")
             self.pending.add(loss.source_topic)
+            if self.metrics is not None:
+                self.metrics.destination_lost(loss.topic, True)
         for loss in losses:
             if not loss.copied_again and loss.source_topic not in self.failed:
                 log.error("%s", loss.line())
                 self.failed[loss.source_topic] = loss
+                if self.metrics is not None:
+                    self.metrics.destination_lost(loss.topic, False)
 
     def _write(self, entries: Mapping[str, str]) -> None:
         """Merge ``entries`` into the file, replaced whole (a reader sees the old or the new)."""

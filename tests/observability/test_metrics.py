@@ -132,3 +132,12 @@ def test_status_reads_a_running_jobs_endpoint():
     assert job["errors"] == {"ConnectionFailedError": 1}
     assert 0 <= job["since_last_micro_batch_s"] < 60
     assert running_job(url)["up"] is False  # closed: not answering
+
+
+def test_a_lost_destination_topic_is_counted_by_what_became_of_its_source():
+    metrics = MirrorMetrics()
+    metrics.destination_lost("events", True)
+    metrics.destination_lost("theirs", False)
+    samples = _samples(metrics.registry)
+    assert samples["kmirror_destination_topics_lost_total", (("outcome", "copied_again"), ("topic", "events"))] == 1
+    assert samples["kmirror_destination_topics_lost_total", (("outcome", "not_copied"), ("topic", "theirs"))] == 1

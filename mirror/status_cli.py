@@ -10,7 +10,8 @@ One line per mirrored topic (with --partitions, one per partition too); a source
 and made again since the job last committed it is marked "(made again)": the job follows the
 new topic from its log start, and its progress shows from its first commit (or offset sync) of it.
 One the job copied that the source deleted is marked "(deleted at the source)", with no lag:
-nothing more of it is copied.
+nothing more of it is copied; one whose destination topic was deleted under the job, "(destination
+deleted)": a running job makes it again if kmirror created it, and copies the source again.
   MIRRORED      offsets of the source the job has committed as copied, of the source's end
   LAG           offsets between the two (a source transaction's markers count as offsets)
   LAST-COMMIT   when the job last committed the topic (UTC), or '-' if never
@@ -111,7 +112,8 @@ def lines(topics: list[TopicStatus], *, partitions: bool = False) -> list[tuple[
         mirrored = sum(p.mirrored_to - p.start for p in topic.partitions if p.mirrored_to is not None)
         total = sum(p.end - p.start for p in topic.partitions)
         made = {True: "created", False: "found", None: "not yet seen"}[topic.created]
-        mark = " (made again)" if topic.made_again else " (deleted at the source)" if topic.gone else ""
+        mark = (" (made again)" if topic.made_again else " (deleted at the source)" if topic.gone
+                else " (destination deleted)" if topic.destination_lost else "")
         rows.append((topic.topic + mark, f"{mirrored}/{total}" if not topic.gone else "-", str(topic.lag),
                      _when(topic.committed_ms),
                      topic.partitioning or "-", f"{topic.destination_topic} ({made})"))
@@ -124,7 +126,8 @@ def lines(topics: list[TopicStatus], *, partitions: bool = False) -> list[tuple[
 
 def as_json(topics: list[TopicStatus]) -> list[dict]:
     return [{"topic": t.topic, "destination_topic": t.destination_topic, "partitioning": t.partitioning,
-             "created": t.created, "made_again": t.made_again, "gone": t.gone, "lag": t.lag, "last_commit_ms": t.committed_ms,
+             "created": t.created, "made_again": t.made_again, "gone": t.gone,
+             "destination_lost": t.destination_lost, "lag": t.lag, "last_commit_ms": t.committed_ms,
              "partitions": [{"partition": p.source.partition, "mirrored_to": p.mirrored_to, "start": p.start,
                              "end": p.end, "lag": p.lag, "last_commit_ms": p.committed_ms} for p in t.partitions]}
             for t in topics]

@@ -82,6 +82,9 @@ class TopicStatus:
     """The source topic was deleted and is not made again: nothing more of it is copied."""
     topic_id: str | None = None
     """The source topic's id as the source lists it (None: a cluster without ids, or gone)."""
+    destination_lost: bool = False
+    """The destination topic the job copied into is not there any more (deleted under the job):
+    a running job makes it again, or, the user's, does not copy its source any more."""
 
     @property
     def lag(self) -> int:
@@ -118,8 +121,10 @@ def mirror_status(config: MirrorConfig, source: KafkaClient, destination: KafkaC
                            for tp, found in ours.items())
         to = config.clusters.destination_topic(topic)
         known = provenance.get(to)
+        lost = known is not None and to not in present and (known.topic_id is not None or not known.created)
         out.append(TopicStatus(topic, to, partitions, known.partitioning if known else None,
-                               known.created if known else None, made_again=bool(old), topic_id=ids.get(topic)))
+                               known.created if known else None, made_again=bool(old), topic_id=ids.get(topic),
+                               destination_lost=lost))
     here = source.cluster_id() if provenance else None
     for name, record in sorted(provenance.items()):
         topic = record.source_topic

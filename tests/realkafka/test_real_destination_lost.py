@@ -181,6 +181,11 @@ def test_a_deleted_destination_topic_of_the_users_is_not_made_again_and_the_othe
                in text, text[-3000:]
         assert "outage" not in text and "Traceback" not in text, text[-3000:]
         assert name not in destination_admin.list_topics(timeout=30).topics
+        shown = kmirror("status", "--source", source, "--destination", destination, "--topics",
+                        rf"(theirs|ours)\.{kind}\..*", "--name", _job(tmp_path), "--json")
+        assert shown.returncode == 0, shown
+        lost = {topic["topic"]: topic["destination_lost"] for topic in json.loads(shown.stdout)["topics"]}
+        assert lost == {name: True, other: False}
 
 
 @pytest.mark.parametrize("kind, killed", [("kafka", "made again"), ("embedded", "said"), ("embedded", "made again")],

@@ -107,8 +107,10 @@ def lost_destinations(named: Mapping[str, str], listed: Mapping[str, TopicListin
 def recreated_or_fail(losses: list[DestinationLoss], policy: Literal["recreate", "fail"]) -> list[DestinationLoss]:
     """The losses whose source is copied again from its log start
     (:attr:`DestinationLoss.copied_again`), unless ``policy`` is ``fail``: then the first of
-    them raises :class:`DestinationLostError`."""
+    those kmirror created raises :class:`DestinationLostError` (the policy is about kmirror's
+    topics: one of the user's, made again by the user, is copied into whatever it says)."""
     again = [loss for loss in losses if loss.copied_again]
-    if again and policy == "fail":
-        raise DestinationLostError(again[0])
+    ours = [loss for loss in again if loss.created]
+    if ours and policy == "fail":
+        raise DestinationLostError(ours[0])
     return again

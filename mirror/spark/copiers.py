@@ -62,8 +62,10 @@ class CopierLeases:
         return self.lease(spark_context, self._job(), [])
 
     def release(self, spark_context) -> list[TaskStats]:
-        """At the end: every copier commits what it copied and exits; their last reports."""
-        indices = [a.index for a in self._assignments([])]
+        """Every copier commits what it copied and exits; their last reports. Every index, not
+        only those following a known partition: copiers of a topic whose route is gone (a lost
+        destination topic, :meth:`~.runner.MicroBatchRunner._lost`) end too."""
+        indices = list(range(self.config.streaming.copy_tasks or 1))
         try:
             with self.spark_jobs:
                 return spark_context.parallelize(indices, max(1, len(indices))).mapPartitions(

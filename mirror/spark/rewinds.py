@@ -71,11 +71,13 @@ class DestinationLosses:
         self.pending: set[str] = set()
         """Source topics whose ranges already planned are the lost topic's: not copied."""
 
-    def __call__(self, losses: list[DestinationLoss]) -> None:
+    def __call__(self, losses: list[DestinationLoss]) -> list[DestinationLoss]:
+        """Handle ``losses``; returns those whose source is copied again."""
         again = recreated_or_fail(losses, self.policy)
         if again:
             self._write({loss.source_topic: loss.lost_id for loss in again})
         for loss in again:
+            self.failed.pop(loss.source_topic, None)  # the user's, made again by the user: copied again
             log.warning("%s; %s", loss.line(),
                         f"{loss.source_topic} is copied again from its log start into the new topic" if loss.made_again
                         else f"kmirror makes it again as it made it, and copies {loss.source_topic} again from its "
@@ -89,6 +91,7 @@ class DestinationLosses:
                 self.failed[loss.source_topic] = loss
                 if self.metrics is not None:
                     self.metrics.destination_lost(loss.topic, False)
+        return again
 
     def _write(self, entries: Mapping[str, str]) -> None:
         """Merge ``entries`` into the file, replaced whole (a reader sees the old or the new)."""
@@ -100,3 +103,8 @@ class DestinationLosses:
             file.flush()
             os.fsync(file.fileno())
         partial.replace(self.path)
+        directory = os.open(self.path.parent, os.O_RDONLY)
+        try:
+            os.fsync(directory)  # the rename too, before the topic is made again
+        finally:
+            os.close(directory)

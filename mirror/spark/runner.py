@@ -203,13 +203,25 @@ class MicroBatchRunner:
             fatal = [f for f in failures if f.permanent] + tries.used_up(failures)
             if fatal:
                 raise MirrorJobError(fatal[0].kind, fatal[0].message)
-            self._look_again([f.topic for f in failures if f.verdict == "missing" and f.topic is not None])
+            self._look_again([f.topic for f in failures if f.verdict == "missing" and f.topic is not None
+                              and self._role(f.cluster) != "source"])
             outages = [f for f in failures if f.outage]
             if outages:
                 what = self._outage_line(outages[0].message, outages[0].cluster, waiting=len(failures))
                 if not outage.pause(what, began, self._sleep):  # for longer than max_outage_s
                     raise MirrorJobError(outages[0].kind, outages[0].message)
             todo = frozenset(f.task for f in failures)
+
+    def _lost(self, spark_context, losses) -> None:
+        """Destination topics lost (:attr:`losses`), told before any is made again. Resident
+        copiers go first where a source is copied again: one following a partition of the lost
+        topic that has not met the loss yet (nothing to produce since) would go on from its old
+        position into the topic made again, since Produce names topics by name. They commit what
+        they copied and end; the next lease starts them with the new routes."""
+        if self.losses(losses) and self.copiers is not None:
+            log.info("stopping the resident copiers before the lost destination topics are made again; they start "
+                     "again with this micro-batch")
+            self.release_copiers(spark_context)
 
     def _look_again(self, topics: list[str]) -> None:
         """Copies met destination ``topics`` missing: their routes go, so that the next try looks
@@ -232,7 +244,8 @@ class MicroBatchRunner:
         if planned is None or not _routed(planned, self.routes):
             source = client_for(config.clusters.source, config.limits.retry)
             destination = client_for(config.clusters.destination, config.limits.retry)
-            self.routes = sync_destination_topics(config, source, destination, self.routes, self.losses)
+            self.routes = sync_destination_topics(config, source, destination, self.routes,
+                                                  functools.partial(self._lost, rows.sparkSession.sparkContext))
             if planned is not None:
                 planned = _without(planned, self._not_copied())
         job = self.job()

@@ -157,7 +157,7 @@ class KafkaRangeReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._target: Offsets | None = None
         self.rewinds_file = rewinds_file
         """The driver's destination losses (:mod:`.rewinds`), None: none are followed."""
-        self._rewinds: tuple[float, dict[str, str]] = (-1.0, {})
+        self._rewinds: tuple[tuple[int, int, int] | None, dict[str, str]] = (None, {})
         self._gone: set[str] = set()
         """Planned topics the source no longer lists, said once (:meth:`_say_gone`)."""
         self.floors: Offsets = {}
@@ -258,9 +258,11 @@ class KafkaRangeReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if self.rewinds_file is None:
             return {}
         try:
-            changed = self.rewinds_file.stat().st_mtime
+            stat = self.rewinds_file.stat()
         except FileNotFoundError:
             return {}
+        # Each write replaces the file (a new inode): its identity changes though two writes share a clock tick.
+        changed = (stat.st_ino, stat.st_mtime_ns, stat.st_size)
         if changed != self._rewinds[0]:
             self._rewinds = (changed, read_rewinds(self.rewinds_file))
         return dict(self._rewinds[1])

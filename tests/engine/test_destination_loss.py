@@ -49,6 +49,7 @@ def test_a_loss_kmirror_made_is_copied_again_unless_asked_to_fail_and_the_users_
     remade = DestinationLoss("c", "c", OLD, False, made_again=True)  # the user made theirs again
     assert recreated_or_fail([ours, theirs, remade], "recreate") == [ours, remade]
     assert recreated_or_fail([theirs], "fail") == []
+    assert recreated_or_fail([theirs, remade], "fail") == [remade]  # the policy is about kmirror's topics
     with pytest.raises(DestinationLostError, match=f"^destination topic a \\(topic id {OLD}\\) was deleted: what the "
                                                    f"job had copied of a into it is gone; --on-destination-lost fail"):
         recreated_or_fail([theirs, ours], "fail")
@@ -94,3 +95,7 @@ def test_the_driver_writes_each_loss_it_copies_again_before_the_planner_needs_it
     assert read_rewinds(losses.path) == {"a": OLD, "c": NEW}
     assert unrewound(read_rewinds(losses.path), {"a": OLD}) == {"c"}
     assert unrewound({"a": NEW}, {"a": OLD}) == {"a"}  # lost a second time
+    # The user makes theirs again while the job runs: it is copied again, not left failed.
+    assert losses([DestinationLoss("b", "b", NEW, False, made_again=True)]) == [
+        DestinationLoss("b", "b", NEW, False, made_again=True)]
+    assert "b" not in losses.failed and read_rewinds(losses.path)["b"] == NEW

@@ -71,8 +71,18 @@ def _copied(destination: str, name: str) -> dict[int, list[bytes]] | None:
 
 
 def _wait_copied(job, destination: str, name: str, expected, what: str, log_path) -> None:
-    wait_until(lambda: job.poll() is not None or _copied(destination, name) == expected, what, 240, poll_s=1)
+    try:
+        wait_until(lambda: job.poll() is not None or _copied(destination, name) == expected, what, 240, poll_s=1)
+    except AssertionError:
+        held = _copied(destination, name)
+        raise AssertionError(f"{what}: the destination holds {None if held is None else _shape(held)}, expected "
+                             f"{_shape(expected)}\n{log_path.read_text()[-3000:]}") from None
     assert job.poll() is None, log_path.read_text()[-3000:]
+
+
+def _shape(values: dict[int, list[bytes]]) -> dict[int, tuple[int, list[bytes]]]:
+    """Each partition's count, first and last values: enough to see what a wait did not find."""
+    return {p: (len(v), v[:1] + v[-1:]) for p, v in sorted(values.items())}
 
 
 @pytest.mark.parametrize("kind, delivery, copiers", [
@@ -100,6 +110,8 @@ def test_a_destination_topic_kmirror_made_is_made_again_and_every_source_record_
             _wait_copied(job, destination, name, _joined(old, new), "every source record in the topic made again",
                          log_path)
             time.sleep(3)  # a few triggers more: nothing is copied twice after the catch-up
+            job.send_signal(signal.SIGTERM)  # stopped as an operator stops it before verifying
+            assert job.wait(120) == 0, log_path.read_text()[-3000:]
         finally:
             _stop(job)
         text = log_path.read_text()
@@ -114,12 +126,45 @@ def test_a_destination_topic_kmirror_made_is_made_again_and_every_source_record_
                            name.replace(".", r"\."), "--name", _job(tmp_path), "--master", "local[2]", "--json")
         assert verified.returncode == 0, verified
         (report,) = json.loads(verified.stdout)
-        assert (report["findings"], report["lost_ids"], report["earlier_ids"]) == ([], [str(lost_id)], [])
+        assert (report["findings"], report["earlier_ids"]) == ([], [])
+        # A copy task writes its syncs with each commit; a resident copier once a second with a
+        # commit, so one that caught up and stayed idle may never have written those of the lost
+        # topic (none to name then: Kafka's faster copy showed it).
+        assert report["lost_ids"] == [str(lost_id)] or copiers and report["lost_ids"] == []
         assert report["destination_total"] == 3 * (2_000 + 1_334)
-        if delivery == "exactly-once":  # its commits and syncs are one transaction: all of it compared
-            assert report["source_records"] == report["destination_records"] == 3 * (2_000 + 1_334)
-        else:  # a SIGKILLed at-least-once copier may not have synced its last records
-            assert 0 < report["source_records"] == report["destination_records"]
+        # Stopped cleanly, the job synced and committed all it copied: all of the new topic is compared.
+        assert report["source_records"] == report["destination_records"] == 3 * (2_000 + 1_334)
+
+
+@pytest.mark.parametrize("kind", ["kafka", "embedded"])
+def test_resident_copiers_of_the_lost_topics_quiet_partitions_do_not_go_on_into_the_new_one(kind, request, tmp_path):
+    """Only partition 0 gets records after the loss, so only its copier meets it; partitions 1
+    and 2 get theirs once the topic was made again. Their copiers, which had nothing to produce
+    meanwhile, must not go on from their old positions into the new topic (Produce names a
+    topic by name): the job stops the copiers before it makes the topic again."""
+    name = f"events.{kind}.{time.time_ns()}"
+    with clusters(kind, request, tmp_path) as (source, destination):
+        admin, destination_admin = (AdminClient({"bootstrap.servers": b}) for b in (source, destination))
+        create_topic(admin, name, PARTITIONS)
+        old = produce_values(source, name, "old", 2_000, PARTITIONS)
+        log_path = tmp_path / "run.log"
+        job = _start(source, destination, name.replace(".", r"\."), tmp_path, log_path)
+        try:
+            _wait_copied(job, destination, name, old, "the first 6,000 records at the destination", log_path)
+            delete_topic(destination_admin, name)
+            first = produce_values(source, name, "first", 1_334, 1)  # partition 0 only
+            wait_until(lambda: job.poll() is not None or "copies " + name + " again" in log_path.read_text(),
+                       "the loss said", 240, poll_s=0.2)
+            time.sleep(2)
+            then = produce_values(source, name, "then", 1_334, PARTITIONS)
+            expected = {p: old[p] + first.get(p, []) + then[p] for p in range(PARTITIONS)}
+            _wait_copied(job, destination, name, expected, "every source record in the topic made again", log_path)
+            time.sleep(3)
+        finally:
+            _stop(job)
+        assert read_values(destination, name, PARTITIONS) == expected
+        text = log_path.read_text()
+        assert "outage" not in text and "Traceback" not in text, text[-3000:]
 
 
 @pytest.mark.parametrize("kind", ["kafka", "embedded"])

@@ -195,7 +195,8 @@ def test_on_destination_lost_fail_stops_the_job_with_the_line_and_makes_nothing_
                                             ("embedded", "exactly-once"), ("embedded", "at-least-once")])
 def test_a_deleted_destination_topic_of_the_users_is_not_made_again_and_the_other_topics_go_on(
         kind, delivery, request, tmp_path):
-    name, other = f"theirs.{kind}.{time.time_ns()}", f"ours.{kind}.{time.time_ns()}"
+    suffix = time.time_ns()  # this test's topics only: the Kafka pair is the module's
+    name, other = f"theirs.{kind}.{suffix}", f"ours.{kind}.{suffix}"
     with clusters(kind, request, tmp_path) as (source, destination):
         admin, destination_admin = (AdminClient({"bootstrap.servers": b}) for b in (source, destination))
         create_topic(admin, name, PARTITIONS)
@@ -203,7 +204,7 @@ def test_a_deleted_destination_topic_of_the_users_is_not_made_again_and_the_othe
         create_topic(destination_admin, name, PARTITIONS)  # the user's: kmirror finds it there
         old, first = (produce_values(source, topic, "old", 500, PARTITIONS) for topic in (name, other))
         log_path = tmp_path / "run.log"
-        job = _start(source, destination, rf"(theirs|ours)\.{kind}\..*", tmp_path, log_path, "--delivery", delivery)
+        job = _start(source, destination, rf"(theirs|ours)\.{kind}\.{suffix}", tmp_path, log_path, "--delivery", delivery)
         try:
             _wait_copied(job, destination, name, old, "the user's topic copied", log_path)
             _wait_copied(job, destination, other, first, "kmirror's topic copied", log_path)
@@ -227,7 +228,7 @@ def test_a_deleted_destination_topic_of_the_users_is_not_made_again_and_the_othe
         assert "outage" not in text and "Traceback" not in text, text[-3000:]
         assert name not in destination_admin.list_topics(timeout=30).topics
         shown = kmirror("status", "--source", source, "--destination", destination, "--topics",
-                        rf"(theirs|ours)\.{kind}\..*", "--name", _job(tmp_path), "--json")
+                        rf"(theirs|ours)\.{kind}\.{suffix}", "--name", _job(tmp_path), "--json")
         assert shown.returncode == 0, shown
         lost = {topic["topic"]: topic["destination_lost"] for topic in json.loads(shown.stdout)["topics"]}
         assert lost == {name: True, other: False}

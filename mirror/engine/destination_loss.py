@@ -99,7 +99,7 @@ def lost_destinations(named: Mapping[str, str], listed: Mapping[str, TopicListin
         if listing is None:
             if record.topic_id is not None or not record.created:
                 losses.append(DestinationLoss(source_topic, topic, record.topic_id or "unknown", record.created))
-        elif record.topic_id is not None and listing.topic_id is not None and str(listing.topic_id) != record.topic_id:
+        elif record.topic_id is not None and listing.topic_id is not None and listing.id_text != record.topic_id:
             losses.append(DestinationLoss(source_topic, topic, record.topic_id, record.created, made_again=True))
     return losses
 

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Mapping
 
 from ..kafka import KafkaClient, TopicPartition
+from ..kafka.types import listed_ids
 from ..kafka.groups import GroupAdmin, GroupDescription
 from .offset_syncs import OffsetSyncStore, Precision, Translation
 
@@ -120,14 +121,12 @@ class GroupOffsetSync:
     def topic_ids(self) -> dict[str, str]:
         """Each source topic's id as the source lists it now: translation uses the syncs of that
         topic only, not those of one deleted before it under the name."""
-        return {topic: str(listing.topic_id) for topic, listing in self._source_client.listings().items()
-                if listing.topic_id is not None}
+        return listed_ids(self._source_client.listings())
 
     def destination_ids(self) -> dict[str, str]:
         """Each destination topic's id as the destination lists it now: translation uses the
         syncs into that topic only, not those into one lost before it under the name."""
-        return {topic: str(listing.topic_id) for topic, listing in self._destination_client.listings().items()
-                if listing.topic_id is not None}
+        return listed_ids(self._destination_client.listings())
 
     def groups(self) -> list[str]:
         """The source's groups that the pattern matches (whole names)."""

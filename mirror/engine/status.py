@@ -33,8 +33,10 @@ from kcodecs import KMirrorError, Record
 
 from ..config import MirrorConfig
 from ..kafka import KafkaClient, TopicPartition
+from ..kafka.types import listed_ids
 from ..kafka.client import READ_COMMITTED
 from .offset_syncs import decode_syncs, offset_syncs_topic
+from .destination_loss import lost_destinations
 from .offsets_topic import Commit, CommittedOffsets, offsets_topic
 from .own_topics import mirrored
 from .provenance import PROVENANCE_TOPIC, ProvenanceLog
@@ -99,7 +101,7 @@ def mirror_status(config: MirrorConfig, source: KafkaClient, destination: KafkaC
     """Every mirrored topic's status, by source topic name. Raises :class:`NoSuchJobError` when
     the destination has no state of the job (``config.job_name``)."""
     job = config.job_name
-    present = destination.topics()
+    present = destination.listings()
     if offsets_topic(job) not in present and offset_syncs_topic(job) not in present:
         raise NoSuchJobError(f"no job {job} on the destination: neither {offsets_topic(job)} nor "
                              f"{offset_syncs_topic(job)} exists there (give the job's --name, or its --checkpoint, "
@@ -110,21 +112,23 @@ def mirror_status(config: MirrorConfig, source: KafkaClient, destination: KafkaC
     ends = source.list_offsets(tps, "latest", isolation_level=READ_COMMITTED) if tps else {}
     starts = source.list_offsets(tps, "earliest") if tps else {}
     committed = _committed(destination, job, present, tps)
-    ids = {topic: str(listing.topic_id) for topic, listing in listings.items() if listing.topic_id}
+    ids = listed_ids(listings)
     provenance = dict(ProvenanceLog(destination, max_wait_s=_READ_WAIT_S).refresh()) \
         if PROVENANCE_TOPIC in present else {}
+    named = config.clusters.destination_topic
+    gone_there = {loss.source_topic for loss in lost_destinations({t: named(t) for t in counts}, present, provenance)
+                  if not loss.made_again}
     out = []
     for topic in sorted(counts):
         ours = {tp: committed.get(tp) for tp in tps if tp.topic == topic}
         old = {tp for tp, found in ours.items() if found is not None and not found[0].of(ids.get(topic))}
         partitions = tuple(_partition(tp, None if tp in old else found, starts[tp], ends[tp])
                            for tp, found in ours.items())
-        to = config.clusters.destination_topic(topic)
+        to = named(topic)
         known = provenance.get(to)
-        lost = known is not None and to not in present and (known.topic_id is not None or not known.created)
         out.append(TopicStatus(topic, to, partitions, known.partitioning if known else None,
                                known.created if known else None, made_again=bool(old), topic_id=ids.get(topic),
-                               destination_lost=lost))
+                               destination_lost=topic in gone_there))
     here = source.cluster_id() if provenance else None
     for name, record in sorted(provenance.items()):
         topic = record.source_topic

@@ -183,7 +183,7 @@ def _pair(config: MirrorConfig, topic: str, source_partitions: int, listing: Top
     :class:`TopicMismatchError` where ``preserve`` needs partitions kmirror may not add."""
     name = config.clusters.destination_topic(topic)
     destination_partitions = listing.partitions
-    topic_id = None if listing.topic_id is None else str(listing.topic_id)
+    topic_id = listing.id_text
     created = record is not None and record.created
     remembered = record.partitioning if record is not None else None
     if record is not None and remembered is None:

@@ -77,3 +77,13 @@ class TopicListing:
 
     partitions: int
     topic_id: UUID | None
+
+    @property
+    def id_text(self) -> str | None:
+        """``topic_id`` as kmirror writes it in its state (commits, syncs, provenance, plans)."""
+        return None if self.topic_id is None else str(self.topic_id)
+
+
+def listed_ids(listings: Mapping[str, TopicListing]) -> dict[str, str]:
+    """Each listed topic's id as text (:attr:`TopicListing.id_text`), for the topics that have one."""
+    return {topic: listing.id_text for topic, listing in listings.items() if listing.topic_id is not None}

@@ -113,13 +113,9 @@ def plan_mirror(config: MirrorConfig, source: KafkaClient, destination: KafkaCli
                        destination_tails={tp.partition: end for tp, end in destination_ends.items()
                                           if tp.topic == topic.destination_topic},
                        producers=frozenset(syncs.producers), created=topic.created, topic_id=topic.topic_id,
-                       destination_id=_id(listed[topic.destination_topic]))
+                       destination_id=listed[topic.destination_topic].id_text)
              for topic in topics if topic.destination_topic in counts]
     return plans, syncs
-
-
-def _id(listing) -> str | None:
-    return None if listing.topic_id is None else str(listing.topic_id)
 
 
 class JobSyncs:

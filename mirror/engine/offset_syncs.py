@@ -125,9 +125,11 @@ class _OpenEntry:
     def continued_by(self, first: int, base: int, exact: bool) -> bool:
         """Whether the next batch's span extends this entry without losing anything: exact
         runs only when both sides are contiguous; bounds stay bounds (the earlier base covers
-        both); an exact entry and a bound never merge."""
-        return first > self.last and exact == self.exact and (not exact or (first == self.last + 1
-                                                                             and base == self.end))
+        both) when the next lands after this one, as a partition's acknowledgements do (a
+        report read back may say anything: merged out of order, it would be impossible); an
+        exact entry and a bound never merge."""
+        return first > self.last and exact == self.exact and (first == self.last + 1 and base == self.end
+                                                              if exact else base >= self.end)
 
     def closed(self, pair: _PartitionPair) -> SyncEntry:
         return SyncEntry(pair[0], self.first, self.last, pair[1], self.base, self.end, self.exact)
@@ -219,8 +221,9 @@ def sync_records(log: SyncLog, now_ms: int, topic_ids: Mapping[str, str] | None 
                  destination_ids: Mapping[str, str] | None = None) -> list[Record]:
     """A record per source partition (and per generation of its topics, :meth:`SyncLog.seal`).
 
-    Key ``{"topic", "partition", "first"}`` (the source partition and its first offset here,
-    unique per micro-batch, so compaction keeps every one), value ``{"syncs": [[first, last,
+    Key ``{"topic", "partition", "first"}`` (the source partition and its first offset here;
+    the syncs topic is ``cleanup.policy=delete``, so two generations' records of one key are
+    both kept), value ``{"syncs": [[first, last,
     destination topic, destination partition, base, end, exact], ...]}``, ``"topic_id"`` where
     ``topic_ids`` has the source topic's, and ``"destination_id"`` where ``destination_ids`` (by
     source topic) has its destination topic's."""
@@ -233,9 +236,7 @@ def sync_records(log: SyncLog, now_ms: int, topic_ids: Mapping[str, str] | None 
             ids = (e.topic_id or topic_ids.get(source.topic), e.destination_id or destination_ids.get(source.topic))
             generations.setdefault(ids, []).append(e)
         for (topic_id, destination_id), same in generations.items():
-            key: dict = {"topic": source.topic, "partition": source.partition, "first": same[0].first}
-            if len(generations) > 1 and topic_id is not None:
-                key["topic_id"] = topic_id  # two generations may both start at offset 0
+            key = {"topic": source.topic, "partition": source.partition, "first": same[0].first}
             value: dict = {"syncs": [[e.first, e.last, e.destination.topic, e.destination.partition, e.base, e.end,
                                       e.exact] for e in same]}
             if topic_id is not None:

@@ -131,11 +131,7 @@ class Committer:
                 self.producer.flush()
                 self.producer.take_acks()  # the syncs': the next copy must not see them as its own
             return
-        assert isinstance(self.producer, TransactionalProducer)
-        if positions:
-            self.producer.enqueue(self.offsets.partition,
-                                  encode_offsets(positions, time.time_ns() // 1_000_000, self.topic_ids,
-                                                 self.destination_ids), len(positions))
+        self._enqueue(positions)
         self.producer.commit()
         self.producer.take_acks()  # the offsets' and syncs': the next copy must not see them as its own
         self.offsets.record(dict(positions), self.topic_ids, self.destination_ids)
@@ -145,15 +141,19 @@ class Committer:
         which ends once its batches are acknowledged, while the copy goes on into the next
         (:meth:`TransactionalProducer.seal`); :meth:`sealed_committed` when it has. False when
         the transaction is empty: there is nothing to end."""
-        assert isinstance(self.producer, TransactionalProducer) and self.offsets is not None
         if self.syncs_to is not None:
             write_syncs(self.producer, self.syncs_to, syncs, self.topic_ids, self.destination_ids)
+        self._enqueue(positions)
+        self.producer.seal()
+        return self.producer.ending
+
+    def _enqueue(self, positions: Mapping[TopicPartition, int]) -> None:
+        """Exactly-once: ``positions`` join the open transaction, on the job's offsets topic."""
+        assert isinstance(self.producer, TransactionalProducer) and self.offsets is not None
         if positions:
             self.producer.enqueue(self.offsets.partition,
                                   encode_offsets(positions, time.time_ns() // 1_000_000, self.topic_ids,
                                                  self.destination_ids), len(positions))
-        self.producer.seal()
-        return self.producer.ending
 
     def sealed_committed(self, positions: Mapping[TopicPartition, int]) -> None:
         """The sealed transaction (:meth:`seal`) with ``positions`` committed."""

@@ -3,7 +3,7 @@
 Per micro-batch the driver (1) makes sure every selected source topic has its destination
 topic, (2) runs one Spark job in which each task copies one group of ranges, as the source
 planned them, and returns only statistics, and (3) logs one progress line. The groups are
-read from the micro-batch's plan (:mod:`.planned`), so the source's rows are never computed:
+read from the micro-batch's plan (:func:`.pyspark_internals.planned_groups`), so the source's rows are never computed:
 the copy job is ``parallelize(groups).mapPartitions(copy)``. Spark commits the
 micro-batch's offsets to the checkpoint only after ``foreachBatch`` returns, so a crash
 replays the unfinished micro-batch. Under exactly-once delivery (the default) each task

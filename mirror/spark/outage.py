@@ -23,7 +23,7 @@ from kcodecs import KMirrorError
 
 from ..engine.failures import verdict
 
-__all__ = ["Outage", "OutageInterrupted", "ride_out", "is_outage", "MISSING_TRIES", "INITIAL_BACKOFF_S", "MAX_BACKOFF_S"]
+__all__ = ["Outage", "OutageInterrupted", "Retries", "ride_out", "is_outage", "MISSING_TRIES", "INITIAL_BACKOFF_S", "MAX_BACKOFF_S"]
 
 log = logging.getLogger(__name__)
 
@@ -87,30 +87,45 @@ class Outage:
 
 
 MISSING_TRIES = 3
-"""Calls made again at once after a topic went missing during one (:func:`ride_out`)."""
+"""Calls made again at once after a topic went missing during one (:class:`Retries`)."""
 
 
 def is_outage(error: KMirrorError) -> bool:
     return verdict(error) == "outage"
 
 
+class Retries:
+    """One call's retries, as the driver makes them: a topic missing (deleted between two of the
+    call's requests) is no outage, and the call is made again at once, up to
+    :data:`MISSING_TRIES` times, and listed again; an outage is waited out (:meth:`Outage.pause`);
+    any other error is not retried."""
+
+    def __init__(self, outage: Outage, sleep: Callable[[float], bool],
+                 describe: Callable[[KMirrorError], str] = str):
+        self.outage, self.sleep, self.describe = outage, sleep, describe
+        self.missing = 0
+
+    def again(self, error: KMirrorError, began: float) -> bool:
+        """Whether to make the call, begun at ``began`` and failed on ``error``, again (after
+        the wait it needs); False for an error to raise."""
+        if verdict(error) == "missing" and self.missing < MISSING_TRIES:
+            self.missing += 1
+            return True
+        return is_outage(error) and self.outage.pause(self.describe(error), began, self.sleep)
+
+
 def ride_out(call: Callable[[], T], outage: Outage, sleep: Callable[[float], bool], *,
              describe: Callable[[KMirrorError], str] = str) -> T:
-    """``call()``, retried through the errors :func:`~mirror.engine.failures.verdict` calls
-    outages; other errors, and an outage past the limit, raise. ``sleep(seconds)`` returns
-    False when a stop was requested meanwhile: :class:`OutageInterrupted`. A topic missing
-    (deleted between two of the call's requests) is no outage: the call is made again at once,
-    and lists the topics again, up to :data:`MISSING_TRIES` times."""
-    missing = 0
+    """``call()``, made again through what :class:`Retries` retries; other errors, and an
+    outage past the limit, raise. ``sleep(seconds)`` returns False when a stop was requested
+    meanwhile: :class:`OutageInterrupted`."""
+    retries = Retries(outage, sleep, describe)
     while True:
         began = outage.clock()
         try:
             result = call()
         except KMirrorError as exc:
-            if verdict(exc) == "missing" and missing < MISSING_TRIES:
-                missing += 1
-                continue
-            if not is_outage(exc) or not outage.pause(describe(exc), began, sleep):
+            if not retries.again(exc, began):
                 raise
             continue
         outage.ended()

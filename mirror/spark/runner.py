@@ -21,7 +21,7 @@ from ..config import MirrorConfig
 from ..engine import (CopyJob, OffsetSyncStore, client_for, offset_syncs_topic, open_transaction_wait_s,
                       sync_destination_topics)
 from ..engine.ranges import TaskStats
-from ..engine.failures import TaskFailure, cluster_role, failed_cluster, verdict
+from ..engine.failures import TaskFailure, cluster_role, failed_cluster
 from ..engine.group_sync import GroupOffsetSync, GroupSyncReport
 from ..engine.own_topics import mirrored
 from ..engine.latency import LatencyHistogram
@@ -30,7 +30,7 @@ from ..metrics import MirrorMetrics
 from ..progress import MicroBatchReport, RunTotals
 from . import tasks as spark_tasks
 from .copiers import CopierLeases, Renewer
-from .outage import MISSING_TRIES, Outage, OutageInterrupted, is_outage
+from .outage import Outage, OutageInterrupted, Retries
 from .pyspark_internals import planned_groups, spark_failure
 from .rewinds import DestinationLosses
 from .session import task_attempts
@@ -143,7 +143,7 @@ class MicroBatchRunner:
         if planned is None and not self.reading_rows:
             self.reading_rows = True
             log.warning("the copy groups are not in this Spark's plan of the micro-batch; reading the source's "
-                        "rows instead, which costs a Python worker per task (see mirror/spark/planned.py)")
+                        "rows instead, which costs a Python worker per task (see pyspark_internals.planned_groups)")
         try:
             tasks = self._copy_through_failures(rows, planned)
         except OutageInterrupted:
@@ -177,20 +177,16 @@ class MicroBatchRunner:
         ``planned``: the micro-batch's groups, or None to read them from ``rows``."""
         outage = Outage(self.config.outage_limit_s)
         tries = _FailedTries(self.attempts)
+        own_calls = Retries(outage, self._sleep, lambda exc: self._outage_line(str(exc), failed_cluster(exc)))
         done: list[TaskStats] = []
         todo: frozenset[int] | None = None  # None: every task of the micro-batch
-        missing_tries = 0
         while True:
             began = outage.clock()
             try:
                 results = self._copy(rows, planned, todo)
             except KMirrorError as exc:  # the driver's own Kafka calls, or a task's bug
                 self._count_error(exc.kind if isinstance(exc, MirrorJobError) else type(exc).__name__)
-                if verdict(exc) == "missing" and missing_tries < MISSING_TRIES:
-                    missing_tries += 1  # deleted between two of the driver's requests: look again
-                    continue
-                what = self._outage_line(str(exc), failed_cluster(exc))
-                if not is_outage(exc) or not outage.pause(what, began, self._sleep):
+                if not own_calls.again(exc, began):
                     raise
                 continue
             done.extend(task for task in results if task.failure is None)

@@ -3,7 +3,7 @@ they run on executors.
 
 This is the Spark side of the boundary with the copy engine (:class:`~mirror.engine.CopyJob`).
 A task's input is its planned group as the engine's requests, ``(task, [CopyRequest])``
-(:func:`task_of`), or, when the plan held no groups (:mod:`.planned`), the source's rows, which
+(:func:`task_of`), or, when the plan held no groups (:func:`.pyspark_internals.planned_groups`), the source's rows, which
 :func:`copy_rows` decodes (:func:`~.source.groups_of_rows`). A body sets up the Python
 worker's logging, runs the engine, and returns one :class:`~mirror.engine.TaskStats` per task,
 a kmirror error as its :attr:`~mirror.engine.TaskStats.failure`

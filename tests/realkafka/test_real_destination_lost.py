@@ -19,11 +19,14 @@ librdkafka's (DescribeTopics).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import signal
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 from confluent_kafka.admin import AdminClient
@@ -85,6 +88,41 @@ def _shape(values: dict[int, list[bytes]]) -> dict[int, tuple[int, list[bytes]]]
     return {p: (len(v), v[:1] + v[-1:]) for p, v in sorted(values.items())}
 
 
+@dataclass
+class _Copied:
+    """A job that has copied all 6,000 records of its 3-partition topic ``name``."""
+
+    source: str
+    destination: str
+    destination_admin: AdminClient
+    name: str
+    old: dict[int, list[bytes]]
+    job: subprocess.Popen
+    log_path: Path
+
+    @property
+    def topics(self) -> str:
+        return self.name.replace(".", r"\.")
+
+
+@contextlib.contextmanager
+def _copied_once(kind: str, request, tmp_path, *options: str):
+    """The scene each loss starts from (:class:`_Copied`); the job is killed at the end if still running."""
+    name = f"events.{kind}.{time.time_ns()}"
+    with clusters(kind, request, tmp_path) as (source, destination):
+        admin, destination_admin = (AdminClient({"bootstrap.servers": b}) for b in (source, destination))
+        create_topic(admin, name, PARTITIONS)
+        old = produce_values(source, name, "old", 2_000, PARTITIONS)
+        log_path = tmp_path / "run.log"
+        scene = _Copied(source, destination, destination_admin, name, old,
+                        _start(source, destination, name.replace(".", r"\."), tmp_path, log_path, *options), log_path)
+        try:
+            _wait_copied(scene.job, destination, name, old, "the first 6,000 records at the destination", log_path)
+            yield scene
+        finally:
+            _stop(scene.job)
+
+
 @pytest.mark.parametrize("kind, delivery, copiers", [
     ("kafka", "exactly-once", True),
     ("kafka", "at-least-once", False),
@@ -94,36 +132,27 @@ def _shape(values: dict[int, list[bytes]]) -> dict[int, tuple[int, list[bytes]]]
         "embedded-at-least-once-copiers"])
 def test_a_destination_topic_kmirror_made_is_made_again_and_every_source_record_copied_into_it_once(
         kind, delivery, copiers, request, tmp_path):
-    name = f"events.{kind}.{time.time_ns()}"
-    with clusters(kind, request, tmp_path) as (source, destination):
-        admin, destination_admin = (AdminClient({"bootstrap.servers": b}) for b in (source, destination))
-        create_topic(admin, name, PARTITIONS)
-        old = produce_values(source, name, "old", 2_000, PARTITIONS)
-        log_path = tmp_path / "run.log"
-        job = _start(source, destination, name.replace(".", r"\."), tmp_path, log_path, "--delivery", delivery,
-                     *(() if copiers else ("--no-copy-between-micro-batches",)))
-        try:
-            _wait_copied(job, destination, name, old, "the first 6,000 records at the destination", log_path)
-            lost_id = topic_id(destination_admin, name)
-            delete_topic(destination_admin, name)
-            new = produce_values(source, name, "new", 1_334, PARTITIONS)
-            _wait_copied(job, destination, name, _joined(old, new), "every source record in the topic made again",
-                         log_path)
-            time.sleep(3)  # a few triggers more: nothing is copied twice after the catch-up
-            job.send_signal(signal.SIGTERM)  # stopped as an operator stops it before verifying
-            assert job.wait(120) == 0, log_path.read_text()[-3000:]
-        finally:
-            _stop(job)
+    with _copied_once(kind, request, tmp_path, "--delivery", delivery,
+                      *(() if copiers else ("--no-copy-between-micro-batches",))) as scene:
+        name, old, job, log_path = scene.name, scene.old, scene.job, scene.log_path
+        lost_id = topic_id(scene.destination_admin, name)
+        delete_topic(scene.destination_admin, name)
+        new = produce_values(scene.source, name, "new", 1_334, PARTITIONS)
+        _wait_copied(job, scene.destination, name, _joined(old, new), "every source record in the topic made again",
+                     log_path)
+        time.sleep(3)  # a few triggers more: nothing is copied twice after the catch-up
+        job.send_signal(signal.SIGTERM)  # stopped as an operator stops it before verifying
+        assert job.wait(120) == 0, log_path.read_text()[-3000:]
         text = log_path.read_text()
-        assert read_values(destination, name, PARTITIONS) == _joined(old, new)
-        assert topic_id(destination_admin, name) != lost_id
+        assert read_values(scene.destination, name, PARTITIONS) == _joined(old, new)
+        assert topic_id(scene.destination_admin, name) != lost_id
         line = (f"destination topic {name} (topic id {lost_id}) was deleted: what the job had copied of {name} into "
                 f"it is gone; kmirror makes it again as it made it, and copies {name} again from its log start")
         assert text.count(line) == 1, text[-3000:]
         assert "outage" not in text and "Traceback" not in text, text[-3000:]
         # verify compares the new topic's copies, and names the lost topic whose copies went with it.
-        verified = kmirror("verify", "--source", source, "--destination", destination, "--topics",
-                           name.replace(".", r"\."), "--name", _job(tmp_path), "--master", "local[2]", "--json")
+        verified = kmirror("verify", "--source", scene.source, "--destination", scene.destination, "--topics",
+                           scene.topics, "--name", _job(tmp_path), "--master", "local[2]", "--json")
         assert verified.returncode == 0, verified
         (report,) = json.loads(verified.stdout)
         assert (report["findings"], report["earlier_ids"]) == ([], [])
@@ -142,53 +171,35 @@ def test_resident_copiers_of_the_lost_topics_quiet_partitions_do_not_go_on_into_
     and 2 get theirs once the topic was made again. Their copiers, which had nothing to produce
     meanwhile, must not go on from their old positions into the new topic (Produce names a
     topic by name): the job stops the copiers before it makes the topic again."""
-    name = f"events.{kind}.{time.time_ns()}"
-    with clusters(kind, request, tmp_path) as (source, destination):
-        admin, destination_admin = (AdminClient({"bootstrap.servers": b}) for b in (source, destination))
-        create_topic(admin, name, PARTITIONS)
-        old = produce_values(source, name, "old", 2_000, PARTITIONS)
-        log_path = tmp_path / "run.log"
-        job = _start(source, destination, name.replace(".", r"\."), tmp_path, log_path)
-        try:
-            _wait_copied(job, destination, name, old, "the first 6,000 records at the destination", log_path)
-            delete_topic(destination_admin, name)
-            first = produce_values(source, name, "first", 1_334, 1)  # partition 0 only
-            wait_until(lambda: job.poll() is not None or "copies " + name + " again" in log_path.read_text(),
-                       "the loss said", 240, poll_s=0.2)
-            time.sleep(2)
-            then = produce_values(source, name, "then", 1_334, PARTITIONS)
-            expected = {p: old[p] + first.get(p, []) + then[p] for p in range(PARTITIONS)}
-            _wait_copied(job, destination, name, expected, "every source record in the topic made again", log_path)
-            time.sleep(3)
-        finally:
-            _stop(job)
-        assert read_values(destination, name, PARTITIONS) == expected
+    with _copied_once(kind, request, tmp_path) as scene:
+        name, old, job, log_path = scene.name, scene.old, scene.job, scene.log_path
+        delete_topic(scene.destination_admin, name)
+        first = produce_values(scene.source, name, "first", 1_334, 1)  # partition 0 only
+        wait_until(lambda: job.poll() is not None or "copies " + name + " again" in log_path.read_text(),
+                   "the loss said", 240, poll_s=0.2)
+        time.sleep(2)
+        then = produce_values(scene.source, name, "then", 1_334, PARTITIONS)
+        expected = {p: old[p] + first.get(p, []) + then[p] for p in range(PARTITIONS)}
+        _wait_copied(job, scene.destination, name, expected, "every source record in the topic made again", log_path)
+        time.sleep(3)
+        assert read_values(scene.destination, name, PARTITIONS) == expected
         text = log_path.read_text()
         assert "outage" not in text and "Traceback" not in text, text[-3000:]
 
 
 @pytest.mark.parametrize("kind", ["kafka", "embedded"])
 def test_on_destination_lost_fail_stops_the_job_with_the_line_and_makes_nothing_again(kind, request, tmp_path):
-    name = f"events.{kind}.{time.time_ns()}"
-    with clusters(kind, request, tmp_path) as (source, destination):
-        admin, destination_admin = (AdminClient({"bootstrap.servers": b}) for b in (source, destination))
-        create_topic(admin, name, PARTITIONS)
-        old = produce_values(source, name, "old", 2_000, PARTITIONS)
-        log_path = tmp_path / "run.log"
-        job = _start(source, destination, name.replace(".", r"\."), tmp_path, log_path, "--on-destination-lost", "fail")
-        try:
-            _wait_copied(job, destination, name, old, "the first 6,000 records at the destination", log_path)
-            lost_id = topic_id(destination_admin, name)
-            delete_topic(destination_admin, name)
-            produce_values(source, name, "new", 1_334, PARTITIONS)
-            assert job.wait(180) == 1, log_path.read_text()[-3000:]
-        finally:
-            _stop(job)
+    with _copied_once(kind, request, tmp_path, "--on-destination-lost", "fail") as scene:
+        name, log_path = scene.name, scene.log_path
+        lost_id = topic_id(scene.destination_admin, name)
+        delete_topic(scene.destination_admin, name)
+        produce_values(scene.source, name, "new", 1_334, PARTITIONS)
+        assert scene.job.wait(180) == 1, log_path.read_text()[-3000:]
         text = log_path.read_text()
         assert (f"destination topic {name} (topic id {lost_id}) was deleted: what the job had copied of {name} into "
                 f"it is gone; --on-destination-lost fail stopped the job rather than make it again") in text, text[-3000:]
         assert "outage" not in text and "Traceback" not in text, text[-3000:]
-        assert name not in destination_admin.list_topics(timeout=30).topics
+        assert name not in scene.destination_admin.list_topics(timeout=30).topics
 
 
 @pytest.mark.parametrize("kind, delivery", [("kafka", "exactly-once"), ("kafka", "at-least-once"),
@@ -242,31 +253,23 @@ def test_a_job_killed_as_it_makes_a_lost_topic_again_copies_every_record_once_af
     made it again (nothing copied into it yet), the exactly-once job started again from its
     checkpoint finds the loss where it left it (the provenance's lost id, missing or beside the
     new topic's) and copies every source record into the new topic once."""
-    name = f"events.{kind}.{time.time_ns()}"
-    with clusters(kind, request, tmp_path) as (source, destination):
-        admin, destination_admin = (AdminClient({"bootstrap.servers": b}) for b in (source, destination))
-        create_topic(admin, name, PARTITIONS)
-        old = produce_values(source, name, "old", 2_000, PARTITIONS)
-        first_log, second_log = tmp_path / "first.log", tmp_path / "second.log"
-        job = _start(source, destination, name.replace(".", r"\."), tmp_path, first_log)
-        try:
-            _wait_copied(job, destination, name, old, "the first 6,000 records at the destination", first_log)
-            delete_topic(destination_admin, name)
-            new = produce_values(source, name, "new", 1_334, PARTITIONS)
-            def reached() -> bool:
-                text = first_log.read_text()
-                return "was deleted: what the job had copied" in text and (
-                    killed == "said" or text.count("created 1 destination topic") == 2)
+    with _copied_once(kind, request, tmp_path) as scene:
+        name, first_log, second_log = scene.name, scene.log_path, tmp_path / "second.log"
+        delete_topic(scene.destination_admin, name)
+        new = produce_values(scene.source, name, "new", 1_334, PARTITIONS)
 
-            wait_until(lambda: job.poll() is not None or reached(), f"the loss {killed}", 240, poll_s=0.05)
-            job.send_signal(signal.SIGKILL)
-            job.wait(30)
-            job = _start(source, destination, name.replace(".", r"\."), tmp_path, second_log)
-            _wait_copied(job, destination, name, _joined(old, new), "every source record in the topic made again",
-                         second_log)
-            time.sleep(3)
-        finally:
-            _stop(job)
-        assert read_values(destination, name, PARTITIONS) == _joined(old, new)
+        def reached() -> bool:
+            text = first_log.read_text()
+            return "was deleted: what the job had copied" in text and (
+                killed == "said" or text.count("created 1 destination topic") == 2)
+
+        wait_until(lambda: scene.job.poll() is not None or reached(), f"the loss {killed}", 240, poll_s=0.05)
+        scene.job.send_signal(signal.SIGKILL)
+        scene.job.wait(30)
+        scene.job = _start(scene.source, scene.destination, scene.topics, tmp_path, second_log)
+        _wait_copied(scene.job, scene.destination, name, _joined(scene.old, new),
+                     "every source record in the topic made again", second_log)
+        time.sleep(3)
+        assert read_values(scene.destination, name, PARTITIONS) == _joined(scene.old, new)
         text = first_log.read_text() + second_log.read_text()
         assert "outage" not in text and "Traceback" not in second_log.read_text(), text[-3000:]

@@ -206,8 +206,13 @@ class LoopCommits:
     def due(self, ends_waited: list[Mapping[TopicPartition, int]], now: float) -> bool:
         """Whether to commit now (see the module's docstring); never while a sealed transaction
         ends (one at a time)."""
-        if self._sealed is not None or not self._pending():
+        if self._sealed is not None:
             return False
+        if not self._pending():
+            # Idle, with the syncs of its last records still held: a copier that caught up
+            # and then got nothing more would hold them for ever, and a failover or a group
+            # translation would not place those records.
+            return self.loop.holds_syncs and now - self.last_syncs >= SYNCS_INTERVAL_S
         since = now - self.last_commit
         if not self.committer.exactly_once:
             # At-least-once, a record is visible once acknowledged, and the acknowledgements

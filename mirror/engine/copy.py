@@ -317,6 +317,11 @@ class CopyLoop:
         if self._invisible is not None:
             self._invisible.visible(at, self._latency)
 
+    @property
+    def holds_syncs(self) -> bool:
+        """Whether records were acknowledged whose syncs :meth:`take_syncs` has not taken yet."""
+        return bool(self._syncs.open or self._syncs.closed)
+
     def take_syncs(self) -> SyncLog:
         """Where the records acknowledged since the last call landed."""
         syncs, self._syncs = self._syncs, SyncLog()

@@ -94,6 +94,25 @@ def test_a_copier_follows_its_partitions_past_its_lease(setup):
         assert (translated.offset, translated.precision.value) == (landed[writer.written[1][offset]], "exact")
 
 
+def test_an_idle_copier_writes_the_syncs_of_its_last_records_without_more_coming(setup):
+    """A copier that caught up and then gets nothing more still writes where its last records
+    landed, a second or so later (it used to hold them until the next record or its release:
+    a failover then could not place them, nor translate a group that read them)."""
+    src, dst, job = setup
+    with Writer(src.bootstrap, "live", PARTITIONS) as writer:
+        time.sleep(0.5)
+    ends = _ends(src.bootstrap)
+    assert lease(job, 0, ends, 30).failure is None
+    wait_until(lambda: _copied(dst.bootstrap) == writer.written, "the copier to copy every record", 60)
+
+    def synced() -> dict[TopicPartition, int]:
+        with KafkaClient(dst.bootstrap) as destination:
+            entries = OffsetSyncStore(destination, offset_syncs_topic(JOB)).refresh()
+        return {tp: max(e.last + 1 for e in entries if e.source == tp) for tp in {e.source for e in entries}}
+
+    wait_until(lambda: synced() == {r.tp: r.end for r in ends}, "the syncs of the last records, with no release", 15)
+
+
 def test_a_lease_taken_elsewhere_fences_the_first_copier(setup, tmp_path, monkeypatch):
     src, dst, job = setup
     if job.delivery != "exactly-once":

@@ -51,11 +51,10 @@ from .kafka import TopicPartition
 if TYPE_CHECKING:  # the engine is imported when the command runs, as `kmirror run` does
     from .config import MirrorConfig
     from .engine.group_sync import GroupTranslation
-    from .engine.offset_syncs import OffsetSyncStore, SyncEntry, Translation
-    from .kafka import KafkaClient
+    from .engine.offset_syncs import SyncEntry, Translation
 
-__all__ = ["add_arguments", "run", "NoOffsetSyncsError", "NoMatchingGroupError", "TranslationRow",
-           "copy_frontier", "destinations_of", "rows", "table", "HEADER"]
+__all__ = ["add_arguments", "run", "translate_groups", "NoMatchingGroupError", "TranslationRow", "destinations_of", "rows", "table",
+           "HEADER"]
 
 log = logging.getLogger("kmirror")
 
@@ -75,16 +74,6 @@ _HELP = {
 """Help that says what an option means here rather than to ``kmirror run``."""
 HEADER = ("GROUP", "TOPIC", "PARTITION", "SOURCE-OFFSET", "DESTINATION-TOPIC", "DESTINATION-PARTITION",
           "DESTINATION-OFFSET", "PRECISION", "COPIED")
-
-
-class NoOffsetSyncsError(KMirrorError):
-    """The destination holds no offset syncs of the job: nothing can be translated."""
-
-    def __init__(self, topic: str, job: str, reason: str):
-        super().__init__(f"no offset syncs on the destination: {topic} {reason}. Either the job {job} has copied "
-                         f"nothing yet, or {job} is not the job's name (give its --name, or its --checkpoint)")
-        self.topic = topic
-        self.job = job
 
 
 class NoMatchingGroupError(KMirrorError):
@@ -124,20 +113,10 @@ def destinations_of(entries: Iterable[SyncEntry]) -> dict[TopicPartition, frozen
     return {source: frozenset(destinations) for source, destinations in out.items()}
 
 
-def copy_frontier(entries: Iterable[SyncEntry], committed: Mapping[TopicPartition, int]) -> dict[TopicPartition, int]:
-    """Per source partition, the offset after the last one copied: the highest of the syncs' and
-    of the job's offsets topic (exactly-once), which also counts the transaction markers the copy
-    drops, so a group that consumed up to a trailing marker is not taken for ahead of the copy."""
-    frontier = dict(committed)
-    for entry in entries:
-        frontier[entry.source] = max(frontier.get(entry.source, 0), entry.last + 1)
-    return frontier
-
-
 def rows(translation: GroupTranslation, destinations: Mapping[TopicPartition, frozenset[TopicPartition]],
          frontier: Mapping[TopicPartition, int]) -> list[TranslationRow]:
     """The table's lines for one group, by source partition then destination partition
-    (``destinations``: :func:`destinations_of`; ``frontier``: :func:`copy_frontier`)."""
+    (``destinations``: :func:`destinations_of`; ``frontier``: :func:`~.engine.copied.copy_frontier`)."""
     out = []
     for source, offset in sorted(translation.source_offsets.items()):
         copied = offset <= frontier.get(source, -1)
@@ -188,6 +167,7 @@ def _count(n: int, thing: str) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
+    from .engine.copied import NoOffsetSyncsError
     from .kafka import AuthenticationError, ClusterUnreachableError
 
     config = options.config_from_args(args)
@@ -197,17 +177,18 @@ def run(args: argparse.Namespace) -> int:
         log.error("groups translate needs --groups REGEX (or [sync] groups in the --config file)")
         return EXIT_UNUSABLE
     try:
-        _translate(config, config.sync.groups, apply=args.apply)
+        translate_groups(config, config.sync.groups, apply=args.apply)
     except KMirrorError as exc:
         unusable = (ClusterUnreachableError, AuthenticationError, NoOffsetSyncsError, NoMatchingGroupError)
         return exit_code(exc, unusable, "groups translate failed")
     return 0
 
 
-def _translate(config: MirrorConfig, pattern: str, *, apply: bool) -> None:
+def translate_groups(config: MirrorConfig, pattern: str, *, apply: bool) -> None:
     """Print the rows of every group matching ``pattern``, then what happened to each group;
     commit under ``apply``."""
     from .engine import OffsetSyncStore, client_for, offset_syncs_topic, open_transaction_wait_s
+    from .engine.copied import copied_state
     from .engine.group_sync import GroupOffsetSync
     from .engine.own_topics import mirrored
 
@@ -221,7 +202,9 @@ def _translate(config: MirrorConfig, pattern: str, *, apply: bool) -> None:
     groups = sync.groups()
     if not groups:
         raise NoMatchingGroupError(pattern)
-    entries, frontier = _job_state(config, destination, syncs)
+    state = copied_state(destination, config.job_name, syncs,
+                         max_wait_s=open_transaction_wait_s(config.delivery.transaction_timeout_s))
+    entries, frontier = state.entries, state.frontier
     topic_ids, destination_ids = sync.topic_ids(), sync.destination_ids()
     translations = [sync.translate(group, frontier, topic_ids, destination_ids) for group in groups]
     destinations = destinations_of(entries)
@@ -232,21 +215,3 @@ def _translate(config: MirrorConfig, pattern: str, *, apply: bool) -> None:
         note = _note(translation, sync.commit(translation) if apply else None)
         if note:
             print(note, flush=True)
-
-
-def _job_state(config: MirrorConfig, destination: KafkaClient,
-               syncs: OffsetSyncStore) -> tuple[list[SyncEntry], dict[TopicPartition, int]]:
-    """The job's offset syncs, read into ``syncs`` as its driver reads them, and its copy frontier."""
-    from .engine import CommittedOffsets, offset_syncs_topic, offsets_topic, open_transaction_wait_s
-
-    job = config.job_name
-    wait_s = open_transaction_wait_s(config.delivery.transaction_timeout_s)
-    present = destination.topics()
-    if offset_syncs_topic(job) not in present:
-        raise NoOffsetSyncsError(offset_syncs_topic(job), job, "does not exist")
-    entries = syncs.refresh()  # kept: the table shows which partitions feed which
-    if not entries:
-        raise NoOffsetSyncsError(offset_syncs_topic(job), job, "is empty")
-    committed = (CommittedOffsets(destination, offsets_topic(job), max_wait_s=wait_s).refresh()
-                 if offsets_topic(job) in present else {})
-    return entries, copy_frontier(entries, committed)

@@ -18,7 +18,8 @@ from mirror.broker import EmbeddedBroker
 from mirror.cli import build_parser
 from mirror.engine.group_sync import GroupTranslation
 from mirror.engine.offset_syncs import Precision, SyncEntry, Translation
-from mirror.groups_cli import copy_frontier, destinations_of, rows, table
+from mirror.engine.copied import copy_frontier
+from mirror.groups_cli import destinations_of, rows, table
 from mirror.kafka import TopicPartition
 
 REPO = Path(__file__).parents[2]

@@ -35,6 +35,8 @@ _COMMANDS: dict[tuple[str, ...], _Command | str] = {
                                "from: spark-submit ... \"$(kmirror submit-file)\" run ..."),
     ("status",): _Command("mirror.status_cli", "how far behind a mirror is, from the clusters, with no running job"),
     ("verify",): _Command("mirror.verify.cli", "prove on Spark that the destination holds exactly what the job copied"),
+    ("failover",): _Command("mirror.failover_cli", "promote the destination after the source is lost: record where "
+                            "its own records start, commit the groups' offsets there, print what never reached it"),
     ("groups",): "consumer groups across the mirror, for a failover",
     ("groups", "translate"): _Command("mirror.groups_cli",
                                       "where consumer groups resume at the destination; --apply commits it there"),

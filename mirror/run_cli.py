@@ -7,8 +7,9 @@ stopped (:mod:`mirror.engine.takeover`); ``--print-config`` shows the result as 
 stopped by SIGTERM/SIGINT after the current micro-batch), 1 the copy failed (corrupt source
 batch, data loss, a broker error), 2 invalid configuration, a destination topic that cannot take
 its source's partitions, a cluster unreachable at start, credentials or certificates refused,
-an outage longer than --max-outage, a MirrorMaker 2 file with keys kmirror cannot honour, or a
-MirrorMaker 2 to take over from that still runs.
+an outage longer than --max-outage, a MirrorMaker 2 file with keys kmirror cannot honour, a
+MirrorMaker 2 to take over from that still runs, or a flow failed over to the destination
+(``kmirror failover``) and not failed back.
 """
 
 from __future__ import annotations
@@ -47,6 +48,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from .engine import TopicMismatchError
+    from .engine.flow import FlowStepError
     from .engine.takeover import MirrorMakerRunningError, TakeoverError
     from .kafka import AuthenticationError, ClusterUnreachableError
     from .spark.shipping import MissingOnExecutorsError
@@ -81,7 +83,8 @@ def run(args: argparse.Namespace) -> int:
         run_mirror(config, stop=stop)
     except KMirrorError as exc:
         return exit_code(exc, (ClusterUnreachableError, AuthenticationError, TopicMismatchError,
-                               MirrorMakerRunningError, TakeoverError, MissingOnExecutorsError), "mirror failed")
+                               MirrorMakerRunningError, TakeoverError, MissingOnExecutorsError, FlowStepError),
+                         "mirror failed")
     return 0
 
 

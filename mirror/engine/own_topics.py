@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from ..config import MirrorConfig
 from ..kafka import KafkaClient, NewTopic
+from .flow import FLOW_TOPIC_PREFIX, flow_topic_spec
 from .offset_syncs import OFFSET_SYNCS_TOPIC_PREFIX, offset_syncs_topic_spec
 from .offsets_topic import OFFSETS_TOPIC_PREFIX, offsets_topic_spec
 from .provenance import PROVENANCE_TOPIC, provenance_topic_spec
@@ -14,8 +15,9 @@ __all__ = ["is_own_topic", "mirrored", "own_topic_specs", "create_own_topics"]
 
 
 def is_own_topic(topic: str) -> bool:
-    """A job's offsets or offset syncs, or a cluster's provenance."""
-    return topic.startswith((OFFSETS_TOPIC_PREFIX, OFFSET_SYNCS_TOPIC_PREFIX)) or topic == PROVENANCE_TOPIC
+    """A job's offsets, offset syncs or flow state, or a cluster's provenance."""
+    return topic.startswith((OFFSETS_TOPIC_PREFIX, OFFSET_SYNCS_TOPIC_PREFIX, FLOW_TOPIC_PREFIX)) or \
+        topic == PROVENANCE_TOPIC
 
 
 def mirrored(config: MirrorConfig, topic: str) -> bool:
@@ -26,9 +28,10 @@ def mirrored(config: MirrorConfig, topic: str) -> bool:
 
 def own_topic_specs(config: MirrorConfig) -> list[NewTopic]:
     """The topics ``config``'s job writes at its destination: the cluster's provenance, the
-    job's offset syncs (where copied records landed, for group offset translation) and, under
-    exactly-once, its offsets."""
-    specs = [provenance_topic_spec(), offset_syncs_topic_spec(config.job_name)]
+    job's offset syncs (where copied records landed, for group offset translation), its flow
+    state (:mod:`.flow`: its presence, and which cluster is primary) and, under exactly-once,
+    its offsets."""
+    specs = [provenance_topic_spec(), offset_syncs_topic_spec(config.job_name), flow_topic_spec(config.job_name)]
     if config.delivery.mode == "exactly-once":
         specs.append(offsets_topic_spec(config.job_name))
     return specs

@@ -26,8 +26,11 @@ from typing import Callable
 
 from ..config import REVEAL_SECRETS, ConfigError, MirrorConfig
 from ..engine import client_for, fence_tasks, offsets_topic, sync_destination_topics, transactional_id
+from ..engine.clients import client_from
 from ..engine.destination_loss import LostTopicsError
+from ..engine.flow import FlowLog, check_step
 from ..engine.own_topics import create_own_topics
+from ..engine.presence import PresenceBeacon
 from ..engine.shape_sync import ShapeSync
 from ..engine.takeover import check_stopped, take_over
 from ..listing import some_of
@@ -60,10 +63,25 @@ def run_mirror(config: MirrorConfig, *, stop: threading.Event | None = None,
     """
     source = client_for(config.clusters.source, config.limits.retry)
     destination = client_for(config.clusters.destination, config.limits.retry)
+    # Before anything is written: a flow failed over to the destination, or a running
+    # MirrorMaker 2 to take over from, is refused untouched.
+    check_step(FlowLog(destination, config.job_name).state(), "run", config.job_name)
     taking_over = _taking_over(config)
-    if taking_over:  # before anything is written: a running MirrorMaker 2 is refused untouched
+    if taking_over:
         check_stopped(destination, config.mm2_connect_group, config.mm2_offsets_topic)
     create_own_topics(config, destination)
+    presence = PresenceBeacon(client_from(config.clusters.destination, config.limits.retry), config.job_name)
+    presence.say()
+    presence.start()
+    try:
+        return _run(config, source, destination, taking_over, stop, on_report)
+    finally:
+        presence.stop()
+
+
+def _run(config: MirrorConfig, source, destination, taking_over: bool, stop: threading.Event | None,
+         on_report: Callable[[MicroBatchReport], None] | None) -> RunTotals:
+    """The job, once it was found allowed to run and says it runs (:mod:`~mirror.engine.presence`)."""
     losses = DestinationLosses(config)
     routes = sync_destination_topics(config, source, destination, on_lost=losses)
     clusters = config.clusters

@@ -1,0 +1,177 @@
+"""``kmirror failover`` (issue 71, step 1), on real Kafka 4.4 and on the embedded broker, run as
+an operator runs it, after a long-running exactly-once ``kmirror run`` A -> B.
+
+- With A still answering: it is refused while the job runs; once the job is stopped it records
+  B's ends as the promotion points, prints per partition what A holds that never reached B,
+  commits the group's translated offsets at B, and refuses a second failover and the job's
+  ``run`` after it.
+- With A gone (its broker killed): refused while the job runs, then, once the job stopped, the
+  same promotion with the recovery point "unknown". A job killed outright counts as running
+  until its presence lapses (30 s), and the refusal says how long is left.
+
+Every verdict is librdkafka's: the watermarks of both clusters, the records the group reads at
+B after the failover (exactly those it had not consumed at A: none twice, none skipped).
+"""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+from confluent_kafka import Consumer, Producer
+from confluent_kafka import TopicPartition as CTP
+from librdkafka_reader import read_to_end, read_values
+from live_source import wait_until
+from source_groups import consume_and_commit, fill, group_consumer
+
+from mirror.broker import EmbeddedBroker
+
+pytestmark = [pytest.mark.slow, pytest.mark.interop, pytest.mark.timeout(600)]
+
+PARTITIONS = 3
+PER_PARTITION = 2_000
+TAIL = 100
+CONSUMED = 2_500
+JOB = "dr"
+
+
+def _clusters(kind: str, tmp_path, start_kafka) -> list:
+    if kind == "kafka":
+        return [start_kafka(), start_kafka()]
+    return [EmbeddedBroker(tmp_path / "a").start(), EmbeddedBroker(tmp_path / "b").start()]
+
+
+def _kmirror(*argv: str, timeout: float = 180) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "mirror.cli", *argv], capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def _options(a: str, b: str, tmp_path) -> list[str]:
+    return ["--source", a, "--destination", b, "--topics", "orders", "--name", JOB,
+            "--checkpoint", str(tmp_path / "ck")]
+
+
+def _start(a: str, b: str, tmp_path, *more: str) -> tuple[subprocess.Popen, object]:
+    log_path = tmp_path / "run.log"
+    with open(log_path, "w") as log_file:
+        job = subprocess.Popen([sys.executable, "-m", "mirror.cli", "run", *_options(a, b, tmp_path),
+                                "--trigger-interval", "1", "--master", "local[2]", *more],
+                               stdout=subprocess.DEVNULL, stderr=log_file)
+    return job, log_path
+
+
+def _wait_copied(job, b: str, produced, log_path) -> None:
+    wait_until(lambda: job.poll() is not None or read_values(b, "orders", PARTITIONS) == produced,
+               "every record at the destination", 240, poll_s=1)
+    assert job.poll() is None, log_path.read_text()[-3000:]
+
+
+def _high_watermarks(bootstrap: str) -> dict[int, int]:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "watermarks"})
+    try:
+        return {p: consumer.get_watermark_offsets(CTP("orders", p), timeout=30)[1] for p in range(PARTITIONS)}
+    finally:
+        consumer.close()
+
+
+def _table(stdout: str) -> dict[int, dict[str, str]]:
+    lines = [line.split() for line in stdout.splitlines()]
+    header = next(line for line in lines if line[:2] == ["TOPIC", "PARTITION"])
+    return {int(line[1]): dict(zip(header, line)) for line in lines if line[:1] == ["orders"]}
+
+
+def _refused(done: subprocess.CompletedProcess, line: str) -> None:
+    assert done.returncode == 2, done
+    assert line in done.stderr and "Traceback" not in done.stderr, done.stderr
+
+
+@pytest.mark.parametrize("kind", ["kafka", "embedded"])
+def test_a_failover_with_the_source_up_promotes_the_destination_and_says_what_never_reached_it(
+        kind, tmp_path, start_kafka):
+    clusters = _clusters(kind, tmp_path, start_kafka)
+    a, b = (cluster.bootstrap for cluster in clusters)
+    try:
+        produced = fill(a, "orders", PARTITIONS, PER_PARTITION)
+        consumed = consume_and_commit(a, "billing", "orders", PARTITIONS, CONSUMED)
+        job, log_path = _start(a, b, tmp_path)
+        try:
+            _wait_copied(job, b, produced, log_path)
+            _refused(_kmirror("failover", *_options(a, b, tmp_path), "--groups", "billing"),
+                     f"job {JOB} still runs")
+            job.send_signal(signal.SIGTERM)
+            assert job.wait(120) == 0, log_path.read_text()[-3000:]
+        finally:
+            if job.poll() is None:
+                job.kill()
+        producer = Producer({"bootstrap.servers": a, "enable.idempotence": True})
+        for p in range(PARTITIONS):
+            for i in range(TAIL):
+                producer.produce("orders", b"tail-p%d-%05d" % (p, i), partition=p)
+        assert producer.flush(30) == 0
+        source_ends, promotion = _high_watermarks(a), _high_watermarks(b)
+
+        done = _kmirror("failover", *_options(a, b, tmp_path), "--groups", "billing")
+        assert done.returncode == 0, done
+        rows = _table(done.stdout)
+        assert {p: (row["COPIED-TO"], row["SOURCE-END"], row["NOT-COPIED"], row["PROMOTION-POINT"])
+                for p, row in rows.items()} == {
+            p: (str(PER_PARTITION), str(source_ends[p]), str(TAIL), str(promotion[p])) for p in range(PARTITIONS)}
+        assert (f"recovery point: {PARTITIONS * TAIL} offsets of {PARTITIONS} partitions the source holds never "
+                f"reached the destination") in done.stdout, done.stdout
+        assert f"job {JOB} failed over to the destination at" in done.stdout, done.stdout
+        # The group resumes at B at exactly the records it had not consumed at A.
+        consumer = group_consumer(b, "billing")
+        consumer.subscribe(["orders"])
+        try:
+            after = read_to_end(consumer, "orders", PARTITIONS)
+        finally:
+            consumer.close()
+        assert after == {p: produced[p][len(consumed[p]):] for p in range(PARTITIONS)}
+
+        _refused(_kmirror("failover", *_options(a, b, tmp_path)), f"job {JOB} already failed over to the destination")
+        _refused(_kmirror("run", *_options(a, b, tmp_path), "--once", "--master", "local[1]"),
+                 f"job {JOB} was failed over to the destination")
+    finally:
+        for cluster in clusters:
+            cluster.stop()
+
+
+@pytest.mark.parametrize("kind, stopped", [("kafka", "SIGTERM"), ("embedded", "SIGKILL")])
+def test_a_failover_with_the_source_gone_promotes_the_destination_and_says_the_recovery_point_is_unknown(
+        kind, stopped, tmp_path, start_kafka):
+    clusters = _clusters(kind, tmp_path, start_kafka)
+    a, b = (cluster.bootstrap for cluster in clusters)
+    try:
+        produced = fill(a, "orders", PARTITIONS, PER_PARTITION)
+        job, log_path = _start(a, b, tmp_path)
+        try:
+            _wait_copied(job, b, produced, log_path)
+            if kind == "kafka":
+                clusters[0].kill(1)  # SIGKILL, as a lost machine
+            else:
+                clusters[0].stop()
+            _refused(_kmirror("failover", *_options(a, b, tmp_path)), f"job {JOB} still runs")
+            job.send_signal(getattr(signal, stopped))
+            assert job.wait(120) == (0 if stopped == "SIGTERM" else -signal.SIGKILL), log_path.read_text()[-3000:]
+        finally:
+            if job.poll() is None:
+                job.kill()
+        promotion = _high_watermarks(b)
+        if stopped == "SIGKILL":  # it never said it stopped: running until its presence lapses
+            began = time.monotonic()
+            first = _kmirror("failover", *_options(a, b, tmp_path))
+            _refused(first, "if it was killed, wait")
+            wait_until(lambda: time.monotonic() - began > 30, "the presence to lapse", 60, poll_s=1)
+        done = _kmirror("failover", *_options(a, b, tmp_path))
+        assert done.returncode == 0, done
+        rows = _table(done.stdout)
+        assert {p: (row["COPIED-TO"], row["SOURCE-END"], row["NOT-COPIED"], row["PROMOTION-POINT"])
+                for p, row in rows.items()} == {
+            p: (str(PER_PARTITION), "-", "unknown", str(promotion[p])) for p in range(PARTITIONS)}
+        assert "recovery point: the source does not answer: unknown" in done.stdout, done.stdout
+    finally:
+        for cluster in clusters:
+            cluster.stop()

@@ -4,7 +4,9 @@ Give it the options of the job that copies A -> B (the same --config and flags; 
 not use are accepted and ignored). It needs only the destination B:
 
 1. It refuses while that job still runs (it says so on B every 10 s, and that it stopped when it
-   stops): stop the job first; one that was killed counts as stopped 30 s after it last spoke.
+   stops): stop the job first; one that was killed counts as stopped 30 s after it last spoke,
+   and its resident copiers' lease (--lease, 30 s) after that. Exactly-once, the job's
+   transactional ids are then fenced, so that no copy of it can commit into B any more.
 2. It records on B, in kmirror-flow.NAME, B's end of every partition of the job's topics: the
    promotion point, after which records are B's own. `kmirror run` of the job is refused from
    then on, so that it never copies A's records over B's.
@@ -16,13 +18,16 @@ not use are accepted and ignored). It needs only the destination B:
 
 Then move producers and consumers to B.
 
-One row per partition:
+One row per source partition:
   TOPIC, PARTITION    the source partition (A)
-  COPIED-TO           the offset after the last one copied into B
+  COPIED-TO           the offset after the last one copied into B; '-': none was
   SOURCE-END          A's last stable offset; '-': A did not answer
   NOT-COPIED          offsets A holds past COPIED-TO, never copied (markers count as offsets);
                       'unknown': A did not answer
-  PROMOTION-POINT     B's end of the partition it was copied to: B's own records start there
+Then one row per partition of B the job copied into:
+  DESTINATION-TOPIC, PARTITION, PROMOTION-POINT
+                      B's last stable offset once the job's transactional ids are fenced:
+                      B's own records start there
 
 Exit codes: 0 promoted; 1 a broker refused a read or a write; 2 invalid configuration, the job
 still runs, the flow already failed over, the destination unreachable or credentials refused,
@@ -33,19 +38,23 @@ from __future__ import annotations
 
 import argparse
 import logging
+from typing import TYPE_CHECKING
 
 from kcodecs import KMirrorError
 
 from . import options
 from .columns import columns
 from .exits import EXIT_UNUSABLE, exit_code
-from .kafka import TopicPartition
 
-__all__ = ["add_arguments", "run", "HEADER"]
+if TYPE_CHECKING:
+    from .engine.failover import PartitionRecovery
+
+__all__ = ["add_arguments", "run", "RECOVERY_HEADER", "PROMOTION_HEADER"]
 
 log = logging.getLogger("kmirror")
 
-HEADER = ("TOPIC", "PARTITION", "COPIED-TO", "SOURCE-END", "NOT-COPIED", "PROMOTION-POINT")
+RECOVERY_HEADER = ("TOPIC", "PARTITION", "COPIED-TO", "SOURCE-END", "NOT-COPIED")
+PROMOTION_HEADER = ("DESTINATION-TOPIC", "PARTITION", "PROMOTION-POINT")
 _SHOWN = frozenset({"clusters", "sync.groups", "streaming.checkpoint", "delivery.name",
                     "delivery.transaction_timeout_s", "limits.retry"})
 _HELP = {
@@ -61,6 +70,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from .engine import client_for, open_transaction_wait_s
+    from .engine.clients import client_from
     from .engine.copied import NoOffsetSyncsError
     from .engine.failover import fail_over, source_answers
     from .engine.flow import FlowStepError
@@ -76,26 +86,23 @@ def run(args: argparse.Namespace) -> int:
     try:
         destination = client_for(config.clusters.destination, config.limits.retry)
         destination.cluster_id()  # unreachable: said as such, before A is tried
-        source = client_for(config.clusters.source, config.limits.retry)
+        log.info("asking the source whether it answers (%s)", ",".join(config.clusters.source.bootstrap))
+        source = client_from(config.clusters.source, config.limits.retry.model_copy(update={"attempts": 2}))
         answered = source_answers(source)
         done = fail_over(config, destination, source if answered else None, max_wait_s=wait_s)
     except KMirrorError as exc:
         return exit_code(exc, unusable, "failover failed")
-    named = config.clusters.destination_topic
-    rows = [HEADER]
-    for p in done.recovery:
-        to = done.state.promotion.get(TopicPartition(named(p.source.topic), p.source.partition))
-        rows.append((p.source.topic, str(p.source.partition), str(p.copied), "-" if p.end is None else str(p.end),
-                     "unknown" if p.not_copied is None else str(p.not_copied), "-" if to is None else str(to)))
-    print(columns(rows), flush=True)
+    print(columns([RECOVERY_HEADER, *(_recovery_row(p) for p in done.recovery)]), flush=True)
     if done.source_answered:
         lost = [p for p in done.recovery if p.not_copied]
         print(f"recovery point: {done.not_copied} offsets of {len(lost)} partitions the source holds never reached "
-              f"the destination" + (": " + ", ".join(f"{p.source} [{p.copied}, {p.end})" for p in lost) if lost else ""),
-              flush=True)
+              f"the destination" + (": " + ", ".join(f"{p.source} [{max(p.copied or 0, p.start or 0)}, {p.end})"
+                                                     for p in lost) if lost else ""), flush=True)
     else:
         print("recovery point: the source does not answer: unknown (what it holds past COPIED-TO never reached the "
               "destination)", flush=True)
+    print(columns([PROMOTION_HEADER, *((tp.topic, str(tp.partition), str(offset))
+                                       for tp, offset in sorted(done.state.promotion.items()))]), flush=True)
     if config.sync.groups is not None:
         if done.source_answered:
             try:
@@ -111,3 +118,8 @@ def run(args: argparse.Namespace) -> int:
                   f"destination where the job's last translation committed them", flush=True)
     print(f"job {config.job_name} {done.state.line()}; producers and consumers may move to it now", flush=True)
     return 0
+
+
+def _recovery_row(p: PartitionRecovery) -> tuple[str, ...]:
+    return (p.source.topic, str(p.source.partition), "-" if p.copied is None else str(p.copied),
+            "-" if p.end is None else str(p.end), "unknown" if p.not_copied is None else str(p.not_copied))

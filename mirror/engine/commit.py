@@ -36,7 +36,7 @@ moved since its last commit, and every :data:`FULL_POSITIONS_S` all of them: the
 is compacted by partition, so its last value per partition is where the copy got to, and a
 copier starting reads back at most that far to find every partition it follows (a copier
 following 10,000 partitions wrote 10,000 records a commit, every 20 ms, and that was half its
-CPU: issue 69). Every write to kmirror's own topics at the destination (offset syncs, offsets,
+CPU: issue 69). Every write of the copy's bookkeeping at the destination (offset syncs, offsets,
 and a takeover's syncs seeded from MirrorMaker 2's, :mod:`.takeover`) goes through a
 :class:`Committer`, so through an idempotent or transactional producer.
 """

@@ -12,7 +12,11 @@ One compacted topic of one partition; its keys:
 - ``state``: the last step taken (:class:`FlowState`), with its *promotion points*: per
   partition of B, B's end when B was promoted; the records after them are B's own;
 - ``running``: the running job's presence (:mod:`.presence`), so that failover refuses while
-  the job still copies into B.
+  the job still copies into B;
+- ``probe``: written by a reader that needs B's time now (:meth:`FlowLog.now_ms`).
+
+Records are stamped by the broker (``message.timestamp.type=LogAppendTime``), so their ages are
+told by B's clock alone, never by two machines' clocks against each other.
 """
 
 from __future__ import annotations
@@ -34,6 +38,7 @@ __all__ = ["FLOW_TOPIC_PREFIX", "flow_topic", "flow_topic_spec", "FlowState", "F
 FLOW_TOPIC_PREFIX = "kmirror-flow."
 STATE_KEY = b"state"
 RUNNING_KEY = b"running"
+PROBE_KEY = b"probe"
 
 Step = Literal["failed-over", "failed-back"]
 """``failed-over``: B is primary; ``failed-back``: A is primary again (as before any failover)."""
@@ -53,8 +58,8 @@ def flow_topic(job: str) -> str:
 
 
 def flow_topic_spec(job: str) -> NewTopic:
-    """One partition, compacted: the last record of each key is the flow's state."""
-    return NewTopic(flow_topic(job), 1, configs={"cleanup.policy": "compact"})
+    """One partition, compacted: the last record of each key is the flow's state; stamped by the broker."""
+    return NewTopic(flow_topic(job), 1, configs={"cleanup.policy": "compact", "message.timestamp.type": "LogAppendTime"})
 
 
 @dataclass(frozen=True)
@@ -120,26 +125,34 @@ class FlowLog:
         self.job = job
         self._tp = TopicPartition(flow_topic(job), 0)
         self._max_wait_s = max_wait_s
+        self._made = False
 
-    def read(self) -> dict[bytes, bytes]:
-        """Each key's latest value (none while the topic does not exist)."""
-        if flow_topic(self.job) not in self._client.topics():
+    def read(self) -> dict[bytes, Record]:
+        """Each key's latest record (none while the topic does not exist)."""
+        if not self._made and flow_topic(self.job) not in self._client.topics():
             return {}
-        latest: dict[bytes, bytes] = {}
+        latest: dict[bytes, Record] = {}
         CommittedTail(self._client, self._tp, max_wait_s=self._max_wait_s).update_latest(
-            latest, lambda record: (bytes(record.key or b""), None if record.value is None else bytes(record.value)))
+            latest, lambda record: (bytes(record.key or b""), None if record.value is None else record))
         return latest
 
     def state(self) -> FlowState | None:
         """The last step taken; None if no step ever was (A is primary, as it always was)."""
-        value = self.read().get(STATE_KEY)
-        return None if value is None else decode_state(value)
+        record = self.read().get(STATE_KEY)
+        return None if record is None else decode_state(bytes(record.value))
 
     def write(self, key: bytes, value: bytes) -> None:
         """One record, acknowledged by every in-sync replica before this returns."""
-        self._client.create_topics([flow_topic_spec(self.job)])
-        self._client.produce([(self._tp, kcodecs.build_batch(
-            [Record(key=key, value=value, timestamp=int(time.time() * 1000))]))])
+        if not self._made:
+            self._client.create_topics([flow_topic_spec(self.job)])
+            self._made = True
+        self._client.produce([(self._tp, kcodecs.build_batch([Record(key=key, value=value, timestamp=0)]))])
+
+    def now_ms(self) -> tuple[int, dict[bytes, Record]]:
+        """B's time now, as B stamps a record written now, and every key's latest record."""
+        self.write(PROBE_KEY, b"")
+        records = self.read()
+        return records[PROBE_KEY].timestamp, records
 
     def record(self, state: FlowState) -> None:
         self.write(STATE_KEY, encode_state(state))

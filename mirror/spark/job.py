@@ -70,17 +70,29 @@ def run_mirror(config: MirrorConfig, *, stop: threading.Event | None = None,
     if taking_over:
         check_stopped(destination, config.mm2_connect_group, config.mm2_offsets_topic)
     create_own_topics(config, destination)
-    presence = PresenceBeacon(client_from(config.clusters.destination, config.limits.retry), config.job_name)
+    presence = _presence(config)
     presence.say()
     presence.start()
+    clean = False
     try:
-        return _run(config, source, destination, taking_over, stop, on_report)
+        totals = _run(config, source, destination, taking_over, stop, on_report, presence)
+        clean = True
+        return totals
     finally:
-        presence.stop()
+        presence.stop(clean=clean)
+
+
+def _presence(config: MirrorConfig) -> PresenceBeacon:
+    """The job's presence on the destination (:mod:`~mirror.engine.presence`), written with a
+    client of its own that tries each write twice: a destination that does not answer must
+    not hold up the job's stop for its retries."""
+    client = client_from(config.clusters.destination, config.limits.retry.model_copy(update={"attempts": 2}))
+    copiers = config.streaming.copy_between_micro_batches and not config.streaming.once
+    return PresenceBeacon(client, config.job_name, lease_s=config.streaming.lease_s if copiers else 0.0)
 
 
 def _run(config: MirrorConfig, source, destination, taking_over: bool, stop: threading.Event | None,
-         on_report: Callable[[MicroBatchReport], None] | None) -> RunTotals:
+         on_report: Callable[[MicroBatchReport], None] | None, presence: PresenceBeacon) -> RunTotals:
     """The job, once it was found allowed to run and says it runs (:mod:`~mirror.engine.presence`)."""
     losses = DestinationLosses(config)
     routes = sync_destination_topics(config, source, destination, on_lost=losses)
@@ -100,7 +112,7 @@ def _run(config: MirrorConfig, source, destination, taking_over: bool, stop: thr
 
     with python_of(spark.sparkContext, sys.executable):  # the planner runs here (.shipping)
         spark.dataSource.register(KafkaRangeSource)
-    _prepare_destination(config, source, destination)
+    presence.transactional_ids = _prepare_destination(config, source, destination)
     starts = take_over(config, source, destination, {t: r.topic for t, r in routes.items()}) if taking_over else {}
     # The reader plans on the driver's machine, so a local file can tell it to plan no more
     # (:mod:`.stopping`), and another (in mkdtemp's private directory) hands it the
@@ -208,18 +220,20 @@ def _taking_over(config: MirrorConfig) -> bool:
     return True
 
 
-def _prepare_destination(config: MirrorConfig, source, destination) -> None:
+def _prepare_destination(config: MirrorConfig, source, destination) -> int:
     """Under exactly-once, every task's transactional id taken over before the first
     micro-batch, so nothing a previous run left open (killed tasks) outlives its start. Tasks
     number up to ``copy_tasks``, or one per source leader where there are more. (The job's own
-    topics were made first of all: :func:`~mirror.engine.own_topics.create_own_topics`.)"""
+    topics were made first of all: :func:`~mirror.engine.own_topics.create_own_topics`.)
+    Returns how many transactional ids the job uses (0 at-least-once)."""
     job = config.job_name
     if config.delivery.mode != "exactly-once":
-        return
+        return 0
     tasks = max(config.streaming.copy_tasks or 1, len(source.brokers()))
     fence_tasks(destination, job, tasks, timeout_ms=int(config.delivery.transaction_timeout_s * 1000))
     log.info("exactly-once: job %s, offsets in %s on the destination, transactional ids %s..%s", job,
              offsets_topic(job), transactional_id(job, 0), transactional_id(job, tasks - 1))
+    return tasks
 
 
 def _warm_up_executors(spark, runner: MicroBatchRunner) -> threading.Thread:

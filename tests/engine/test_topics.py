@@ -276,6 +276,7 @@ def test_kmirrors_own_topics_are_never_mirrored_whatever_the_pattern(brokers):
 
     src, dst = brokers
     config = _config(src, dst)  # topics = ".*"
-    for own in ("kmirror-offsets.job", "kmirror-offset-syncs.job", "kmirror-provenance", "__consumer_offsets"):
+    for own in ("kmirror-offsets.job", "kmirror-offset-syncs.job", "kmirror-flow.job", "kmirror-provenance",
+                "__consumer_offsets"):
         assert not mirrored(config, own), own
     assert mirrored(config, "kmirror-provenance-archive") and mirrored(config, "orders")

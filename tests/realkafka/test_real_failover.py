@@ -7,14 +7,17 @@ an operator runs it, after a long-running exactly-once ``kmirror run`` A -> B.
   ``run`` after it.
 - With A gone (its broker killed): refused while the job runs, then, once the job stopped, the
   same promotion with the recovery point "unknown". A job killed outright counts as running
-  until its presence lapses (30 s), and the refusal says how long is left.
+  until its presence lapses (30 s, and its copiers' lease), and the refusal says how long is
+  left.
 
-Every verdict is librdkafka's: the watermarks of both clusters, the records the group reads at
-B after the failover (exactly those it had not consumed at A: none twice, none skipped).
+Every verdict is librdkafka's: the watermarks of both clusters, the failover's record on B, the
+records the group reads at B after the failover (exactly those it had not consumed at A: none
+twice, none skipped).
 """
 
 from __future__ import annotations
 
+import json
 import signal
 import subprocess
 import sys
@@ -36,6 +39,7 @@ PER_PARTITION = 2_000
 TAIL = 100
 CONSUMED = 2_500
 JOB = "dr"
+LEASE_S = 10
 
 
 def _clusters(kind: str, tmp_path, start_kafka) -> list:
@@ -77,10 +81,28 @@ def _high_watermarks(bootstrap: str) -> dict[int, int]:
         consumer.close()
 
 
-def _table(stdout: str) -> dict[int, dict[str, str]]:
+def _tables(stdout: str) -> tuple[dict[int, dict[str, str]], dict[int, int]]:
+    """The recovery table's rows by partition, and the promotion points by partition."""
     lines = [line.split() for line in stdout.splitlines()]
-    header = next(line for line in lines if line[:2] == ["TOPIC", "PARTITION"])
-    return {int(line[1]): dict(zip(header, line)) for line in lines if line[:1] == ["orders"]}
+    recovery = lines.index(["TOPIC", "PARTITION", "COPIED-TO", "SOURCE-END", "NOT-COPIED"])
+    promotion = lines.index(["DESTINATION-TOPIC", "PARTITION", "PROMOTION-POINT"])
+    rows = {int(line[1]): dict(zip(lines[recovery], line)) for line in lines[recovery + 1:promotion]
+            if line[:1] == ["orders"]}
+    points = {int(line[1]): int(line[2]) for line in lines[promotion + 1:] if line[:1] == ["orders"]}
+    return rows, points
+
+
+def _recorded(b: str) -> dict:
+    """The failover's record on B, read by librdkafka: the last value of key "state"."""
+    consumer = Consumer({"bootstrap.servers": b, "group.id": "unused", "enable.partition.eof": True,
+                         "isolation.level": "read_committed"})
+    consumer.assign([CTP(f"kmirror-flow.{JOB}", 0, 0)])
+    try:
+        state = [m.value() for m in read_to_end(consumer, f"kmirror-flow.{JOB}", 1, lambda m: m)[0]
+                 if m.key() == b"state"][-1]
+    finally:
+        consumer.close()
+    return json.loads(state)
 
 
 def _refused(done: subprocess.CompletedProcess, line: str) -> None:
@@ -115,10 +137,13 @@ def test_a_failover_with_the_source_up_promotes_the_destination_and_says_what_ne
 
         done = _kmirror("failover", *_options(a, b, tmp_path), "--groups", "billing")
         assert done.returncode == 0, done
-        rows = _table(done.stdout)
-        assert {p: (row["COPIED-TO"], row["SOURCE-END"], row["NOT-COPIED"], row["PROMOTION-POINT"])
-                for p, row in rows.items()} == {
-            p: (str(PER_PARTITION), str(source_ends[p]), str(TAIL), str(promotion[p])) for p in range(PARTITIONS)}
+        rows, points = _tables(done.stdout)
+        assert {p: (row["COPIED-TO"], row["SOURCE-END"], row["NOT-COPIED"]) for p, row in rows.items()} == {
+            p: (str(PER_PARTITION), str(source_ends[p]), str(TAIL)) for p in range(PARTITIONS)}
+        assert points == promotion
+        recorded = _recorded(b)
+        assert (recorded["step"], recorded["promotion"]) == (
+            "failed-over", {"orders": {str(p): promotion[p] for p in range(PARTITIONS)}})
         assert (f"recovery point: {PARTITIONS * TAIL} offsets of {PARTITIONS} partitions the source holds never "
                 f"reached the destination") in done.stdout, done.stdout
         assert f"job {JOB} failed over to the destination at" in done.stdout, done.stdout
@@ -146,7 +171,7 @@ def test_a_failover_with_the_source_gone_promotes_the_destination_and_says_the_r
     a, b = (cluster.bootstrap for cluster in clusters)
     try:
         produced = fill(a, "orders", PARTITIONS, PER_PARTITION)
-        job, log_path = _start(a, b, tmp_path)
+        job, log_path = _start(a, b, tmp_path, "--lease", str(LEASE_S))
         try:
             _wait_copied(job, b, produced, log_path)
             if kind == "kafka":
@@ -160,17 +185,18 @@ def test_a_failover_with_the_source_gone_promotes_the_destination_and_says_the_r
             if job.poll() is None:
                 job.kill()
         promotion = _high_watermarks(b)
-        if stopped == "SIGKILL":  # it never said it stopped: running until its presence lapses
+        if stopped == "SIGKILL":  # it never said it stopped: running until it and its copiers lapse
             began = time.monotonic()
             first = _kmirror("failover", *_options(a, b, tmp_path))
             _refused(first, "if it was killed, wait")
-            wait_until(lambda: time.monotonic() - began > 30, "the presence to lapse", 60, poll_s=1)
+            wait_until(lambda: time.monotonic() - began > 30 + LEASE_S, "the presence to lapse", 90, poll_s=1)
         done = _kmirror("failover", *_options(a, b, tmp_path))
         assert done.returncode == 0, done
-        rows = _table(done.stdout)
-        assert {p: (row["COPIED-TO"], row["SOURCE-END"], row["NOT-COPIED"], row["PROMOTION-POINT"])
-                for p, row in rows.items()} == {
-            p: (str(PER_PARTITION), "-", "unknown", str(promotion[p])) for p in range(PARTITIONS)}
+        rows, points = _tables(done.stdout)
+        assert {p: (row["COPIED-TO"], row["SOURCE-END"], row["NOT-COPIED"]) for p, row in rows.items()} == {
+            p: (str(PER_PARTITION), "-", "unknown") for p in range(PARTITIONS)}
+        assert points == promotion
+        assert _recorded(b)["promotion"] == {"orders": {str(p): promotion[p] for p in range(PARTITIONS)}}
         assert "recovery point: the source does not answer: unknown" in done.stdout, done.stdout
     finally:
         for cluster in clusters:

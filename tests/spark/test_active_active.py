@@ -48,7 +48,7 @@ def _job(source: str, destination: str, name: str, policy: str, source_alias: st
 def _topics(bootstrap: str) -> set[str]:
     """Every topic but Kafka's and the two jobs' own (a mirrored copy of one, prefixed, shows)."""
     listed = AdminClient({"bootstrap.servers": bootstrap}).list_topics(timeout=10).topics
-    return {t for t in listed if not t.startswith(("__", "kmirror-offsets.", "kmirror-offset-syncs."))
+    return {t for t in listed if not t.startswith(("__", "kmirror-offsets.", "kmirror-offset-syncs.", "kmirror-flow."))
             and t != "kmirror-provenance"}
 
 

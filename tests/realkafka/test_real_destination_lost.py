@@ -156,9 +156,9 @@ def test_a_destination_topic_kmirror_made_is_made_again_and_every_source_record_
         assert verified.returncode == 0, verified
         (report,) = json.loads(verified.stdout)
         assert (report["findings"], report["earlier_ids"]) == ([], [])
-        # A copy task writes its syncs with each commit; a resident copier once a second with a
-        # commit, so one that caught up and stayed idle may never have written those of the lost
-        # topic (none to name then: Kafka's faster copy showed it).
+        # A copy task writes its syncs with each commit; a resident copier a second after the
+        # records they place, so one whose topic was deleted within that second never wrote
+        # those of the lost topic (none to name then: Kafka's faster copy showed it).
         assert report["lost_ids"] == [str(lost_id)] or copiers and report["lost_ids"] == []
         assert report["destination_total"] == 3 * (2_000 + 1_334)
         # Stopped cleanly, the job synced and committed all it copied: all of the new topic is compared.

@@ -52,6 +52,7 @@ from ..kafka.transactional_producer import TransactionalProducer
 from .copy import CopyLoop
 from .offset_syncs import SyncLog, write_syncs
 from .offsets_topic import CommittedOffsets, encode_offsets
+from .own_batches import chunks
 from .ranges import CopyRequest
 
 __all__ = ["Committer", "LoopCommits", "open_transaction_wait_s", "CATCH_UP_COMMIT_S", "SYNCS_INTERVAL_S",
@@ -150,10 +151,11 @@ class Committer:
     def _enqueue(self, positions: Mapping[TopicPartition, int]) -> None:
         """Exactly-once: ``positions`` join the open transaction, on the job's offsets topic."""
         assert isinstance(self.producer, TransactionalProducer) and self.offsets is not None
-        if positions:
+        now_ms = time.time_ns() // 1_000_000
+        for some in chunks(sorted(positions)):  # bounded batches (:mod:`.own_batches`)
             self.producer.enqueue(self.offsets.partition,
-                                  encode_offsets(positions, time.time_ns() // 1_000_000, self.topic_ids,
-                                                 self.destination_ids), len(positions))
+                                  encode_offsets({tp: positions[tp] for tp in some}, now_ms, self.topic_ids,
+                                                 self.destination_ids), len(some))
 
     def sealed_committed(self, positions: Mapping[TopicPartition, int]) -> None:
         """The sealed transaction (:meth:`seal`) with ``positions`` committed."""

@@ -42,6 +42,7 @@ import kcodecs
 from kcodecs import KMirrorError, Record
 
 from ..kafka import IdempotentProducer, KafkaClient, NewTopic, TopicPartition
+from .own_batches import chunks
 from .topic_tail import CommittedTail
 
 __all__ = ["SyncEntry", "SyncLog", "OffsetSyncStore", "Translation", "Precision", "OffsetSyncError",
@@ -253,8 +254,8 @@ def write_syncs(producer: IdempotentProducer, to: TopicPartition, log: SyncLog,
     """Enqueue ``log`` for the offset-syncs partition ``to`` (in the producer's transaction, if it
     has one), each record with the ids of its source and destination topics (:func:`encode_syncs`)."""
     records = sync_records(log, time.time_ns() // 1_000_000, topic_ids, destination_ids)
-    if records:
-        producer.enqueue(to, bytearray(kcodecs.build_batch(records, compression="zstd")), len(records))
+    for some in chunks(records):  # bounded batches (:mod:`.own_batches`)
+        producer.enqueue(to, bytearray(kcodecs.build_batch(some, compression="zstd")), len(some))
 
 
 def decode_syncs(record: Record) -> list[SyncEntry]:

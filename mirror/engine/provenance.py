@@ -45,6 +45,7 @@ import kcodecs
 from kcodecs import KMirrorError, Record
 
 from ..kafka import KafkaClient, NewTopic, TopicPartition
+from .own_batches import chunks
 from .topic_tail import CommittedTail
 
 __all__ = ["PROVENANCE_TOPIC", "provenance_topic_spec", "Provenance", "ProvenanceLog", "ProvenanceError", "hop", "cycles"]
@@ -54,8 +55,6 @@ log = logging.getLogger(__name__)
 PROVENANCE_TOPIC = "kmirror-provenance"
 _TP = TopicPartition(PROVENANCE_TOPIC, 0)
 _COMPACTED = {"cleanup.policy": "compact"}
-_RECORDS_PER_BATCH = 1000
-"""Provenance records per batch written: about 150 KiB (a record is 100-200 bytes)."""
 
 
 class ProvenanceError(KMirrorError):
@@ -108,10 +107,9 @@ class ProvenanceLog:
         self._client.create_topics([provenance_topic_spec()])
         now_ms = int(time.time() * 1000)
         records = [Record(key=topic.encode(), timestamp=now_ms, value=_encode(p)) for topic, p in sorted(entries.items())]
-        # Batches of a bounded size: a whole cluster's topics in one batch would pass the
-        # broker's message.max.bytes (1 MiB by default) past a few thousand topics.
-        self._client.produce([(_TP, kcodecs.build_batch(records[i:i + _RECORDS_PER_BATCH]))
-                              for i in range(0, len(records), _RECORDS_PER_BATCH)])
+        # Batches of a bounded size (:mod:`.own_batches`): a whole cluster's topics in one
+        # batch would pass the broker's message.max.bytes past a few thousand topics.
+        self._client.produce([(_TP, kcodecs.build_batch(some)) for some in chunks(records)])
         self.known.update(entries)
 
 

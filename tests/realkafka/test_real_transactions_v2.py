@@ -138,3 +138,31 @@ def test_a_partitions_latest_offset_is_decided_as_kafkas_read_committed_decides_
         decided = view.latest([t0, t1])
         committed = CommittedOffsets(client, offsets_topic(job), max_wait_s=30).refresh()  # Kafka's read_committed
     assert decided == committed == {t0: 60, t1: 7}
+
+
+def test_a_commit_of_a_whole_clusters_partitions_is_within_kafkas_batch_limit(kafka_destination):
+    """A copy task commits a position per partition it copies, with both topics' ids, and the
+    syncs of each: 20,000 partitions on three tasks put 6,700 in one commit, over Kafka's
+    message.max.bytes (1 MiB) in one batch (MESSAGE_SIZE_TOO_LARGE, found by the whole-cluster
+    test at its acceptance size). 20,000 in one commit, and their syncs, must pass, and Kafka's
+    read_committed reading must give every one back."""
+    from mirror.engine.commit import Committer
+    from mirror.engine.offset_syncs import SyncLog, offset_syncs_topic, offset_syncs_topic_spec
+    from mirror.engine.offsets_topic import CommittedOffsets, offsets_topic, offsets_topic_spec
+
+    job = "whole-commit"
+    positions = {TopicPartition(f"whole.{t:05d}", p): 1_000 + p for t in range(2_000) for p in range(10)}
+    syncs = SyncLog()
+    for tp, offset in positions.items():
+        syncs.add(tp, 0, offset - 1, tp, 0, offset, True)
+    ids = {tp.topic: "1b2c3d4e-0000-4000-8000-00000000000" + str(tp.partition) for tp in positions}
+    with KafkaClient(kafka_destination.bootstrap) as client:
+        client.create_topics([offsets_topic_spec(job), offset_syncs_topic_spec(job)])
+        offsets = CommittedOffsets(client, offsets_topic(job), max_wait_s=30)
+        producer = TransactionalProducer(client, f"{job}-0", transaction_timeout_ms=60_000)
+        committer = Committer(producer, TopicPartition(offset_syncs_topic(job), 0), offsets, dict(ids), dict(ids))
+        committer.commit(positions, syncs)
+        committed = CommittedOffsets(client, offsets_topic(job), max_wait_s=30).refresh()  # Kafka's read_committed
+    assert committed == positions
+    synced = read_values(kafka_destination.bootstrap, offset_syncs_topic(job), 1)[0]
+    assert len(synced) == len(positions)

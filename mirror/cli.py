@@ -37,6 +37,8 @@ _COMMANDS: dict[tuple[str, ...], _Command | str] = {
     ("verify",): _Command("mirror.verify.cli", "prove on Spark that the destination holds exactly what the job copied"),
     ("failover",): _Command("mirror.failover_cli", "promote the destination after the source is lost: record where "
                             "its own records start, commit the groups' offsets there, print what never reached it"),
+    ("failback",): _Command("mirror.failback_cli", "after a failover, copy home what the destination took since, "
+                            "then (--finish) make the source primary again"),
     ("groups",): "consumer groups across the mirror, for a failover",
     ("groups", "translate"): _Command("mirror.groups_cli",
                                       "where consumer groups resume at the destination; --apply commits it there"),

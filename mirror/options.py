@@ -76,6 +76,8 @@ def _options(model: type[BaseModel], prefix: str = "", group: str | None = None)
         key = prefix + name
         meta = field.json_schema_extra if isinstance(field.json_schema_extra, dict) else {}
         heading = str(meta.get("group") or group or name)
+        if meta.get("internal"):
+            continue  # kmirror's to set (a flow's failback), never a flag
         inner = _model_of(field.annotation)
         if inner is not None:
             yield from _options(inner, key + ".", heading)

@@ -25,7 +25,7 @@ from kcodecs import KMirrorError
 from . import options
 from .exits import EXIT_FAILED, EXIT_UNUSABLE, exit_code
 
-__all__ = ["add_arguments", "run", "EXIT_FAILED", "EXIT_UNUSABLE"]
+__all__ = ["add_arguments", "run", "stop_on_signals", "run_unusable", "EXIT_FAILED", "EXIT_UNUSABLE"]
 
 log = logging.getLogger("kmirror")
 
@@ -47,11 +47,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from .engine import TopicMismatchError
     from .engine.flow import FlowStepError
     from .engine.takeover import MirrorMakerRunningError, TakeoverError
-    from .kafka import AuthenticationError, ClusterUnreachableError
-    from .spark.shipping import MissingOnExecutorsError
+
 
     mapping = _mirrormaker2(args)
     if mapping is False:
@@ -69,6 +67,18 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_UNUSABLE
     if args.print_config:
         return 0
+    stop = stop_on_signals()
+    from .spark.job import run_mirror
+
+    try:
+        run_mirror(config, stop=stop)
+    except KMirrorError as exc:
+        return exit_code(exc, run_unusable() + (MirrorMakerRunningError, TakeoverError, FlowStepError), "mirror failed")
+    return 0
+
+
+def stop_on_signals() -> threading.Event:
+    """An event SIGTERM and SIGINT set: the job stops after its current micro-batch."""
     stop = threading.Event()
 
     def request_stop(signum, _frame) -> None:
@@ -77,15 +87,18 @@ def run(args: argparse.Namespace) -> int:
 
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, request_stop)
-    from .spark.job import run_mirror
+    return stop
 
-    try:
-        run_mirror(config, stop=stop)
-    except KMirrorError as exc:
-        return exit_code(exc, (ClusterUnreachableError, AuthenticationError, TopicMismatchError,
-                               MirrorMakerRunningError, TakeoverError, MissingOnExecutorsError, FlowStepError),
-                         "mirror failed")
-    return 0
+
+def run_unusable() -> tuple[type[KMirrorError], ...]:
+    """The errors that end a run with :data:`EXIT_UNUSABLE`: nothing could be copied, for a
+    reason the operator fixes (a wrong address, refused credentials, a destination topic too
+    small, executors without kmirror)."""
+    from .engine import TopicMismatchError
+    from .kafka import AuthenticationError, ClusterUnreachableError
+    from .spark.shipping import MissingOnExecutorsError
+
+    return ClusterUnreachableError, AuthenticationError, TopicMismatchError, MissingOnExecutorsError
 
 
 def _mirrormaker2(args: argparse.Namespace):

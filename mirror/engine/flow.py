@@ -84,7 +84,7 @@ class FlowState:
         when = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(self.at_ms / 1000))
         if self.step == "failed-over":
             return f"failed over to the destination at {when}: the destination is primary for the job's topics"
-        return f"failed back at {when}: the source is primary for the job's topics"
+        return f"failed back at {when}: the source is primary for the job's topics again"
 
 
 def _offsets_json(offsets: Mapping[TopicPartition, int]) -> dict[str, dict[str, int]]:
@@ -159,8 +159,14 @@ class FlowLog:
 
 
 def check_step(state: FlowState | None, step: str, job: str) -> None:
-    """Refuse ``step`` (``run``, ``failover``) where the flow's last step says another comes
-    first, with the line naming it (:class:`FlowStepError`)."""
+    """Refuse ``step`` (``run``, ``failover``, ``failback``) where the flow's last step says
+    another comes first, with the line naming it (:class:`FlowStepError`)."""
+    if step == "failback":
+        if state is None or state.step != "failed-over":
+            raise FlowStepError(f"job {job} " + ("never failed over" if state is None else state.line()) +
+                                f": a failback copies home what was written at the destination since a failover; "
+                                f"run 'kmirror failover' with this job's options first")
+        return
     if state is None or state.step == "failed-back":
         return
     if step == "run":

@@ -89,7 +89,9 @@ def selected_listings(config: MirrorConfig, source: KafkaClient) -> dict[str, To
     named = {topic: listing for topic, listing in listed.items() if mirrored(config, topic)}
     if PROVENANCE_TOPIC not in listed or not named:
         return named
-    came_back = cycles(named, _provenance(source), _destination_cluster(config))
+    # A flow's topics after a failover (:mod:`.failback`): from the promotion point on their
+    # records are the source's own, though their provenance names the destination.
+    came_back = cycles(named, _provenance(source), _destination_cluster(config)) - set(config.clusters.flow_topics)
     for topic in sorted(came_back):
         if (source.bootstrap, topic) not in _left_out:
             _left_out.add((source.bootstrap, topic))

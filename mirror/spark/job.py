@@ -22,18 +22,20 @@ import tempfile
 import threading
 import time
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Mapping
 
 from ..config import REVEAL_SECRETS, ConfigError, MirrorConfig
 from ..engine import client_for, fence_tasks, offsets_topic, sync_destination_topics, transactional_id
 from ..engine.clients import client_from
 from ..engine.destination_loss import LostTopicsError
+from ..engine.failback import resumed_flow
 from ..engine.flow import FlowLog, check_step
 from ..engine.own_topics import create_own_topics
 from ..engine.presence import PresenceBeacon
 from ..engine.shape_sync import ShapeSync
 from ..engine.takeover import check_stopped, take_over
 from ..listing import some_of
+from ..kafka import TopicPartition
 from ..metrics import MirrorMetrics
 from ..progress import MicroBatchReport, RunTotals
 from .offsets import format_offsets
@@ -54,8 +56,12 @@ QUERY_NAME = "kmirror"
 
 
 def run_mirror(config: MirrorConfig, *, stop: threading.Event | None = None,
-               on_report: Callable[[MicroBatchReport], None] | None = None) -> RunTotals:
+               on_report: Callable[[MicroBatchReport], None] | None = None,
+               starts: Mapping[TopicPartition, int] | None = None) -> RunTotals:
     """Run the mirror until caught up (``config.streaming.once``) or until ``stop`` is set; return the totals.
+
+    ``starts``: where partitions start, and below which nothing of them is copied, checkpoint
+    or not (a failback's promotion points: :mod:`mirror.engine.failback`).
 
     Clusters are contacted before Spark starts, so an unreachable one (a wrong address, most
     likely) fails in seconds with :class:`~mirror.kafka.ClusterUnreachableError`. Once the
@@ -65,7 +71,10 @@ def run_mirror(config: MirrorConfig, *, stop: threading.Event | None = None,
     destination = client_for(config.clusters.destination, config.limits.retry)
     # Before anything is written: a flow failed over to the destination, or a running
     # MirrorMaker 2 to take over from, is refused untouched.
-    check_step(FlowLog(destination, config.job_name).state(), "run", config.job_name)
+    state = FlowLog(destination, config.job_name).state()
+    check_step(state, "run", config.job_name)
+    config, resumed = resumed_flow(config, state)  # after a failback: from A's promotion points
+    starts = {**resumed, **(starts or {})}
     taking_over = _taking_over(config)
     if taking_over:
         check_stopped(destination, config.mm2_connect_group, config.mm2_offsets_topic)
@@ -75,7 +84,7 @@ def run_mirror(config: MirrorConfig, *, stop: threading.Event | None = None,
     presence.start()
     clean = False
     try:
-        totals = _run(config, source, destination, taking_over, stop, on_report, presence)
+        totals = _run(config, source, destination, taking_over, stop, on_report, presence, starts)
         clean = True
         return totals
     finally:
@@ -92,7 +101,8 @@ def _presence(config: MirrorConfig) -> PresenceBeacon:
 
 
 def _run(config: MirrorConfig, source, destination, taking_over: bool, stop: threading.Event | None,
-         on_report: Callable[[MicroBatchReport], None] | None, presence: PresenceBeacon) -> RunTotals:
+         on_report: Callable[[MicroBatchReport], None] | None, presence: PresenceBeacon,
+         starts: dict[TopicPartition, int]) -> RunTotals:
     """The job, once it was found allowed to run and says it runs (:mod:`~mirror.engine.presence`)."""
     losses = DestinationLosses(config)
     routes = sync_destination_topics(config, source, destination, on_lost=losses)
@@ -113,7 +123,8 @@ def _run(config: MirrorConfig, source, destination, taking_over: bool, stop: thr
     with python_of(spark.sparkContext, sys.executable):  # the planner runs here (.shipping)
         spark.dataSource.register(KafkaRangeSource)
     presence.transactional_ids = _prepare_destination(config, source, destination)
-    starts = take_over(config, source, destination, {t: r.topic for t, r in routes.items()}) if taking_over else {}
+    if taking_over:
+        starts.update(take_over(config, source, destination, {t: r.topic for t, r in routes.items()}))
     # The reader plans on the driver's machine, so a local file can tell it to plan no more
     # (:mod:`.stopping`), and another (in mkdtemp's private directory) hands it the
     # configuration: data source options show in Spark's plans and logs, so no password goes there.

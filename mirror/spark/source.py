@@ -150,7 +150,10 @@ class KafkaRangeReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self.config = config
         self.stop_file = stop_file
         self.starts = starts or {}
-        """Where a new job starts the partitions named, instead of ``starting_offsets``."""
+        """Where the job starts the partitions named, instead of ``starting_offsets``, and below
+        which it copies nothing, checkpoint or not: a takeover's starts (a new job's), and a
+        flow's promotion points (:mod:`mirror.engine.failback`), which a job with a checkpoint
+        from before the failover jumps to."""
         self._parent = os.getppid()
         """The process that started this planner's (Spark's): if it dies, so does the job."""
         self._client = None
@@ -226,6 +229,8 @@ class KafkaRangeReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if followed:  # the old topic's offsets mean nothing in the new one: it starts as a new topic
             begun = {tp: offset for tp, offset in begun.items() if tp.topic not in followed}
             self.floors = {tp: floor for tp, floor in self.floors.items() if tp.topic not in followed}
+            self.starts = {tp: offset for tp, offset in self.starts.items() if tp.topic not in followed}
+        begun = self._above_starts(begun)
         self._say_gone({tp.topic for tp in begun if tp.topic not in listings and mirrored(self.config, tp.topic)},
                        identities.ids)
         tps = self._partitions(listings) if self._target is None else list(self._target)
@@ -238,7 +243,7 @@ class KafkaRangeReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         fresh = [tp for tp in tps if tp not in begun]
         if fresh:
             earliest = self._offsets(fresh, "earliest")
-            ends.update(earliest)
+            ends.update(self._above_starts(earliest))
             new = [tp for tp in fresh if tp.topic not in followed]
             if new:
                 log.info("new source partitions, starting at their earliest offsets: %s", ", ".join(map(str, new)))
@@ -252,6 +257,10 @@ class KafkaRangeReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 log.warning("%s: following the new topic from its log start (partition %s); what was copied of "
                             "the old topic stays at the destination", recreated.line(), restarts or "none listed yet")
         return format_offsets(ends, identities.ids, rewound)
+
+    def _above_starts(self, offsets: Offsets) -> Offsets:
+        """``offsets``, none below the partition's start (:attr:`starts`)."""
+        return {tp: max(offset, self.starts.get(tp, offset)) for tp, offset in offsets.items()}
 
     def _read_rewinds(self) -> dict[str, str]:
         """The driver's file of losses, read again only when it changed."""
@@ -329,13 +338,14 @@ class KafkaRangeReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return ReadAllAvailable()
 
     def partitions(self, start: dict, end: dict) -> list[CopyGroup]:
-        begun, topic_ids = parse_offsets(start), parse_topic_ids(end)
+        begun, topic_ids = self._above_starts(parse_offsets(start)), parse_topic_ids(end)
         before = parse_topic_ids(start)
         # Planned before a loss was (of the lost topic), or planned across it (where the new copy starts).
         lost = unrewound(self._read_rewinds(), parse_rewound(end)) | unrewound(parse_rewound(end), parse_rewound(start))
         # A topic made again between the two (another id): its offsets in ``start`` are the old
         # topic's, and those in ``end`` where the new one starts; nothing spans them.
-        ranges = [CopyRange(tp.topic, tp.partition, begun[tp], stop, self.floors.get(tp, -1), topic_ids.get(tp.topic, ""))
+        ranges = [CopyRange(tp.topic, tp.partition, begun[tp], stop,
+                            max(self.floors.get(tp, -1), self.starts.get(tp, -1)), topic_ids.get(tp.topic, ""))
                   for tp, stop in sorted(parse_offsets(end).items())
                   if tp in begun and stop > begun[tp] and before.get(tp.topic, "") in ("", topic_ids.get(tp.topic, ""))
                   and tp.topic not in lost]

@@ -26,6 +26,8 @@ def _settings(model: type[BaseModel], prefix: str = "") -> dict[str, object]:
     """Every leaf setting of the model by dotted key, secrets left out (never flags)."""
     found = {}
     for name, field in model.model_fields.items():
+        if isinstance(field.json_schema_extra, dict) and field.json_schema_extra.get("internal"):
+            continue  # set by kmirror (clusters.flow_topics), documented but never a flag
         kinds = [t for t in _types(field.annotation) if isinstance(t, type)]
         inner = [t for t in kinds if issubclass(t, BaseModel)]
         secret = any(issubclass(t, SecretStr) for t in kinds)

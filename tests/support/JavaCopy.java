@@ -16,7 +16,7 @@ import org.apache.kafka.common.serialization.ByteArraySerializer;
  * Writes records given on stdin with Kafka's own Java producer, for tests whose verdict must not
  * come from kmirror's writer: one line per record, tab-separated: partition, key, value,
  * timestamp, headers; bytes in hex, '-' for null, headers as name:value pairs (both hex) joined
- * by commas, '' for none. Args: bootstrap, topic.
+ * by commas, '' for none. Args: bootstrap, topic, and optionally the producer's compression.type.
  */
 public class JavaCopy {
     public static void main(String[] args) throws Exception {
@@ -25,6 +25,9 @@ public class JavaCopy {
         props.put("key.serializer", ByteArraySerializer.class.getName());
         props.put("value.serializer", ByteArraySerializer.class.getName());
         props.put("enable.idempotence", "true");
+        if (args.length > 2) {
+            props.put("compression.type", args[2]);
+        }
         HexFormat hex = HexFormat.of();
         try (KafkaProducer<byte[], byte[]> producer = new KafkaProducer<>(props);
              BufferedReader in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8))) {

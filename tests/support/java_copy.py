@@ -19,10 +19,14 @@ def _hex(data: bytes | None) -> str:
     return "-" if data is None else data.hex()
 
 
-def java_produce(jars: Path, bootstrap: str, topic: str, records: Iterable[Record]) -> None:
+def java_produce(jars: Path, bootstrap: str, topic: str, records: Iterable[Record], *,
+                 compression: str | None = None) -> None:
+    """Every record written and acknowledged by Kafka's idempotent Java producer (its
+    ``compression.type``: ``compression``, or none)."""
     lines = [f"{partition}\t{_hex(key)}\t{_hex(value)}\t{timestamp}\t"
              + ",".join(f"{name.encode().hex()}:{_hex(header)}" for name, header in headers or ())
              for partition, key, value, timestamp, headers in records]
-    done = subprocess.run([java_command() or "java", "-cp", f"{jars}/*", str(_SOURCE), bootstrap, topic],
+    done = subprocess.run([java_command() or "java", "-cp", f"{jars}/*", str(_SOURCE), bootstrap, topic,
+                           *([compression] if compression else [])],
                           input="\n".join(lines) + "\n", capture_output=True, text=True, timeout=180)
     assert done.returncode == 0, done.stderr[-3000:]

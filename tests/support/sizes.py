@@ -56,6 +56,10 @@ SIZES: Mapping[str, Sized] = MappingProxyType({
     "active_active": Sized(
         "tests/spark/test_active_active.py::test_two_jobs_mirroring_each_other_copy_each_record_once_per_cluster",
         {"load_s": 10}, {"load_s": 60}, "issue 37"),
+    "failback": Sized(
+        "tests/realkafka/test_real_failback.py::"
+        "test_a_failover_and_a_failback_lose_nothing_copy_nothing_twice_and_move_the_group_exactly",
+        {"records": 50_000}, {"records": 1_000_000}, "issue 71"),
     "soak": Sized(
         "tests/spark/test_soak.py::test_the_mirror_rides_out_restarts_outages_and_a_paused_destination",
         {"outage_s": 10, "rounds": 1}, {"outage_s": 60, "rounds": 3}, "issue 14"),

@@ -1,0 +1,237 @@
+"""The disaster-recovery round trip of issue 71 on real Kafka 4.4 (Java's idempotent producer)
+and on the embedded broker, each command run as an operator runs it:
+
+1. ``kmirror run`` A -> B, exactly-once, while a group reads at A and commits; A then takes a
+   tail the job never copies, and A's broker is lost (SIGKILL on Kafka).
+2. ``kmirror failover``: the producer and the group move to B and go on.
+3. A comes back; ``kmirror failback`` runs while the producer goes on writing at B.
+4. The producer stops; ``kmirror failback --finish``; the producer and the group move back to A.
+5. ``kmirror run`` A -> B goes on, with its old checkpoint, while the producer writes at A.
+
+The verdicts are librdkafka's (read_committed): A holds every acknowledged record once, in
+order per partition (so per key); B holds all of them but A's unreplicated tail, which the
+failback reports with its exact offsets; the group read every record but the tail once, across
+the three phases. Every step out of order is refused with exit 2 and its line.
+"""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+from confluent_kafka import Producer
+from java_copy import java_produce
+from librdkafka_reader import read_to_end, read_values
+from live_source import wait_until
+from sizes import size
+from source_groups import consume_and_commit, group_consumer
+
+from mirror.broker import EmbeddedBroker
+from mirror.realkafka.distribution import KAFKA_4
+
+pytestmark = [pytest.mark.slow, pytest.mark.interop, pytest.mark.timeout(1200)]
+
+SIZE = size("failback")
+PARTITIONS = 3
+KEYS = 48
+"""Key ``k`` is always written to partition ``k % 3``: per-partition order is per-key order."""
+JOB = "dr"
+TOTAL = int(SIZE.records)
+A1, TAIL, B1, B2 = (int(TOTAL * share) for share in (0.4, 0.03, 0.2, 0.2))
+A2 = TOTAL - A1 - TAIL - B1 - B2
+
+
+class _Clusters:
+    """A and B, either real Kafka (one node each) or embedded; A can be lost and brought back."""
+
+    def __init__(self, kind: str, tmp_path, start_kafka, kafka_jars):
+        self.kind = kind
+        self.tmp_path = tmp_path
+        if kind == "kafka":
+            self.a, self.b = start_kafka(), start_kafka()
+            self.jars = kafka_jars(KAFKA_4)
+        else:
+            self.a = EmbeddedBroker(tmp_path / "a").start()
+            self.b = EmbeddedBroker(tmp_path / "b").start()
+            self.jars = None
+        self.a_bootstrap, self.b_bootstrap = self.a.bootstrap, self.b.bootstrap
+
+    def lose_a(self) -> None:
+        if self.kind == "kafka":
+            self.a.kill(1)  # SIGKILL, as a lost machine
+        else:
+            self.a.stop()
+
+    def bring_back_a(self) -> None:
+        if self.kind == "kafka":
+            self.a.start_node(1)
+        else:
+            port = self.a.port
+            self.a = EmbeddedBroker(self.tmp_path / "a", port=port).start()
+        assert self.a.bootstrap == self.a_bootstrap
+
+    def stop(self) -> None:
+        for cluster in (self.a, self.b):
+            cluster.stop()
+
+
+def _records(phase: str, count: int, first: int) -> list[tuple[int, bytes, bytes]]:
+    """``count`` keyed records: (partition, key, value), numbered on from ``first``."""
+    out = []
+    for i in range(first, first + count):
+        key = i % KEYS
+        out.append((key % PARTITIONS, b"k%02d" % key, b"%s-%07d" % (phase.encode(), i)))
+    return out
+
+
+def _produce(clusters: _Clusters, bootstrap: str, records: list[tuple[int, bytes, bytes]]) -> None:
+    """Every record acknowledged: by Java's idempotent producer on Kafka, librdkafka's on the embedded broker."""
+    if clusters.jars is not None:
+        now_ms = int(time.time() * 1000)
+        java_produce(clusters.jars, bootstrap, "orders", [(p, k, v, now_ms, ()) for p, k, v in records],
+                     compression="lz4")
+        return
+    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "linger.ms": 5,
+                         "compression.type": "lz4"})
+    for partition, key, value in records:
+        producer.produce("orders", value, key, partition=partition)
+    assert producer.flush(60) == 0
+
+
+def _by_partition(records: list[tuple[int, bytes, bytes]]) -> dict[int, list[bytes]]:
+    out: dict[int, list[bytes]] = {p: [] for p in range(PARTITIONS)}
+    for partition, _, value in records:
+        out[partition].append(value)
+    return out
+
+
+def _joined(*parts: dict[int, list[bytes]]) -> dict[int, list[bytes]]:
+    return {p: [value for part in parts for value in part[p]] for p in range(PARTITIONS)}
+
+
+def _kmirror(*argv: str, timeout: float = 300) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "mirror.cli", *argv], capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def _options(clusters: _Clusters, tmp_path) -> list[str]:
+    return ["--source", clusters.a_bootstrap, "--destination", clusters.b_bootstrap, "--topics", "orders",
+            "--name", JOB, "--checkpoint", str(tmp_path / "ck"), "--groups", "billing", "--master", "local[2]"]
+
+
+def _start(command: str, options: list[str], log_path) -> subprocess.Popen:
+    with open(log_path, "w") as log_file:
+        return subprocess.Popen([sys.executable, "-m", "mirror.cli", command, *options, "--trigger-interval", "1"],
+                                stdout=subprocess.DEVNULL, stderr=log_file)
+
+
+def _until_holds(job: subprocess.Popen, bootstrap: str, expected: dict[int, list[bytes]], log_path) -> None:
+    wait_until(lambda: job.poll() is not None or read_values(bootstrap, "orders", PARTITIONS) == expected,
+               f"every record at {bootstrap}", 300, poll_s=1)
+    assert job.poll() is None, log_path.read_text()[-3000:]
+
+
+def _stop(job: subprocess.Popen, log_path) -> None:
+    job.send_signal(signal.SIGTERM)
+    try:
+        assert job.wait(180) == 0, log_path.read_text()[-3000:]
+    finally:
+        if job.poll() is None:
+            job.kill()
+
+
+def _refused(done: subprocess.CompletedProcess, line: str) -> None:
+    assert done.returncode == 2, done
+    assert line in done.stderr and "Traceback" not in done.stderr, done.stderr[-3000:]
+
+
+def _create_orders(bootstrap: str) -> None:
+    from kafka.admin import KafkaAdminClient, NewTopic
+
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=10_000)
+    try:
+        admin.create_topics([NewTopic("orders", PARTITIONS, 1)])
+    finally:
+        admin.close()
+
+
+def _tail_rows(stdout: str) -> dict[int, tuple[int, int, int]]:
+    lines = [line.split() for line in stdout.splitlines()]
+    header = lines.index(["TOPIC", "PARTITION", "FROM", "TO", "UNREPLICATED"])
+    return {int(line[1]): (int(line[2]), int(line[3]), int(line[4])) for line in lines[header + 1:]
+            if line[:1] == ["orders"] and len(line) == 5}
+
+
+@pytest.mark.parametrize("kind", ["kafka", "embedded"])
+def test_a_failover_and_a_failback_lose_nothing_copy_nothing_twice_and_move_the_group_exactly(
+        kind, tmp_path, start_kafka, kafka_jars):
+    clusters = _Clusters(kind, tmp_path, start_kafka, kafka_jars)
+    options = _options(clusters, tmp_path)
+    try:
+        _create_orders(clusters.a_bootstrap)
+        written = _records("a1", A1, 0)
+        _produce(clusters, clusters.a_bootstrap, written)
+        a1 = _by_partition(written)
+        _refused(_kmirror("failback", *options), f"job {JOB} never failed over: a failback copies home")
+
+        # Phase 1: A is primary, the job copies it to B while the group reads at A.
+        log_path = tmp_path / "run.log"
+        job = _start("run", options, log_path)
+        _until_holds(job, clusters.b_bootstrap, a1, log_path)
+        read = [consume_and_commit(clusters.a_bootstrap, "billing", "orders", PARTITIONS, A1 // 2)]
+        _stop(job, log_path)  # its last group translation commits the group's offsets at B
+        tail = _by_partition(_records("tail", TAIL, A1))
+        _produce(clusters, clusters.a_bootstrap, _records("tail", TAIL, A1))
+        clusters.lose_a()
+
+        # Phase 2: B is primary.
+        done = _kmirror("failover", *options)
+        assert done.returncode == 0, done
+        assert "recovery point: the source does not answer: unknown" in done.stdout, done.stdout
+        b1 = _by_partition(_records("b1", B1, A1 + TAIL))
+        _produce(clusters, clusters.b_bootstrap, _records("b1", B1, A1 + TAIL))
+        # Everything B holds: the group is past the promotion point in every partition.
+        read.append(consume_and_commit(clusters.b_bootstrap, "billing", "orders", PARTITIONS, A1 - A1 // 2 + B1))
+        _refused(_kmirror("run", *options, "--once"), f"job {JOB} was failed over to the destination")
+
+        # Phase 3: A is back; the failback copies B's own records home while B takes more.
+        clusters.bring_back_a()
+        failback_log = tmp_path / "failback.log"
+        failback = _start("failback", options, failback_log)
+        _until_holds(failback, clusters.a_bootstrap, _joined(a1, tail, b1), failback_log)
+        b2 = _by_partition(_records("b2", B2, A1 + TAIL + B1))
+        _produce(clusters, clusters.b_bootstrap, _records("b2", B2, A1 + TAIL + B1))
+        _until_holds(failback, clusters.a_bootstrap, _joined(a1, tail, b1, b2), failback_log)
+        _refused(_kmirror("failback", *options, "--finish"), f"job {JOB}-failback still runs")
+        _refused(_kmirror("run", *options, "--once"), f"job {JOB} was failed over to the destination")
+        _stop(failback, failback_log)
+        read.append(consume_and_commit(clusters.b_bootstrap, "billing", "orders", PARTITIONS, B2 // 2))
+
+        # Phase 4: the producer has stopped; A is primary again.
+        done = _kmirror("failback", *options, "--finish")
+        assert done.returncode == 0, done
+        assert _tail_rows(done.stdout) == {p: (len(a1[p]), len(a1[p]) + len(tail[p]), len(tail[p]))
+                                           for p in range(PARTITIONS) if tail[p]}, done.stdout
+        assert f"the source's unreplicated tail: {TAIL} offsets of {PARTITIONS} partitions" in done.stdout
+        assert f"job {JOB} failed back at" in done.stdout, done.stdout
+        _refused(_kmirror("failback", *options), f"job {JOB} failed back at")
+        a2 = _by_partition(_records("a2", A2, A1 + TAIL + B1 + B2))
+        _produce(clusters, clusters.a_bootstrap, _records("a2", A2, A1 + TAIL + B1 + B2))
+
+        # Phase 5: the job A -> B goes on from its old checkpoint, past what the failback wrote.
+        done = _kmirror("run", *options, "--once")
+        assert done.returncode == 0, done.stderr[-3000:]
+        assert read_values(clusters.a_bootstrap, "orders", PARTITIONS) == _joined(a1, tail, b1, b2, a2)
+        assert read_values(clusters.b_bootstrap, "orders", PARTITIONS) == _joined(a1, b1, b2, a2)
+        consumer = group_consumer(clusters.a_bootstrap, "billing")
+        consumer.subscribe(["orders"])
+        try:
+            read.append(read_to_end(consumer, "orders", PARTITIONS))
+        finally:
+            consumer.close()
+        assert _joined(*read) == _joined(a1, b1, b2, a2)
+    finally:
+        clusters.stop()

@@ -11,8 +11,14 @@ back. It runs a job of its own, B -> A, named NAME-failback, its checkpoint CHEC
    its own offsets and offset syncs at A, until SIGTERM or SIGINT (or --once: until caught up),
    as ``kmirror run`` does. Topics made at B after the failover are copied home from their
    log start. The groups given (--groups) are translated to A as the copy goes, as run does.
-3. It prints A's unreplicated tail: per partition, the offsets A acknowledged that never reached
-   B before the disaster. They stay on A only; B never gets them.
+3. It says A's unreplicated tail: per partition, the offsets A acknowledged that never reached
+   B before the disaster. Without --reconcile they stay on A only, and B never gets them.
+
+--reconcile, on the failback's first start (before it copied anything into A): the A -> B job
+copies A's unreplicated tail into B once, after what B took meanwhile, so that both clusters
+hold every acknowledged record; the failback then skips those records at B (they are A's own).
+A group reading at B reads them there. Under exactly-once only: an at-least-once copy may
+leave copies at B that no sync names, which the failback would copy back to A.
 
 --finish, once B's producers have stopped: it copies what is left, once; commits the groups'
 translated offsets at A; records on B that A is primary again, with A's promotion points (A's
@@ -24,6 +30,7 @@ Tail rows (the job's source A):
   TOPIC, PARTITION    a partition of A
   FROM, TO            A's offsets [FROM, TO) that never reached B
   UNREPLICATED        TO - FROM (a transaction's markers count as offsets)
+  AT-DESTINATION      yes: copied into B by --reconcile; no: on A only
 Promotion rows (--finish):
   TOPIC, PARTITION, PROMOTION-POINT
                       A's last stable offset once the failback caught up: A's own records
@@ -54,12 +61,16 @@ __all__ = ["add_arguments", "run", "TAIL_HEADER", "PROMOTION_HEADER"]
 
 log = logging.getLogger("kmirror")
 
-TAIL_HEADER = ("TOPIC", "PARTITION", "FROM", "TO", "UNREPLICATED")
+TAIL_HEADER = ("TOPIC", "PARTITION", "FROM", "TO", "UNREPLICATED", "AT-DESTINATION")
 PROMOTION_HEADER = ("TOPIC", "PARTITION", "PROMOTION-POINT")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     options.add_arguments(parser)
+    parser.add_argument("--reconcile", action="store_true",
+                        help="on the failback's first start: copy the source's unreplicated tail (what it acknowledged "
+                        "that never reached the destination) into the destination first, so both clusters hold every "
+                        "acknowledged record (exactly-once only)")
     parser.add_argument("--finish", action="store_true",
                         help="once the destination's producers have stopped: copy what is left, commit the groups' "
                         "offsets at the source, record that the source is primary again, and exit")
@@ -67,7 +78,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from .engine import client_for, open_transaction_wait_s
-    from .engine.failback import FailbackNamingError, finish_failback, plan_failback, seed_syncs, unreplicated_tail
+    from .engine.failback import (FailbackNamingError, finish_failback, plan_failback, reconciled_spans, seed_syncs,
+                                  skipping, unreplicated_tail)
     from .engine.flow import FlowLog, FlowStepError
     from .engine.presence import JobRunningError, check_not_running
     from .groups_cli import NoMatchingGroupError, translate_groups
@@ -88,16 +100,21 @@ def run(args: argparse.Namespace) -> int:
         if args.finish:
             check_not_running(FlowLog(a, reverse.job_name, max_wait_s=wait_s), "its finish")
             reverse = reverse.replaced("streaming", once=True)
+        if args.reconcile:
+            _reconcile(config, failback, a, b, stop, wait_s)
+            if stop.is_set():
+                return 0
         seeded = seed_syncs(failback, b, a, max_wait_s=wait_s,
                             timeout_ms=int(config.clusters.source.request_timeout_s * 1000))
         if seeded:
             log.info("the failback's offset syncs at the source start with %d of the job's, turned round: groups "
                      "that lagged at the destination are translated back exactly as well", seeded)
-        _say_tail(unreplicated_tail(failback, a, max_wait_s=wait_s))
+        _say_tail(unreplicated_tail(failback, a, b, max_wait_s=wait_s))
         log.info("failing back job %s: copying what the destination took from its promotion points on into the "
                  "source's same topics, as job %s (checkpoint %s)", failback.job, reverse.job_name,
                  reverse.streaming.checkpoint)
-        run_mirror(reverse, stop=stop, starts=failback.starts)
+        skips = reconciled_spans(failback, b, max_wait_s=wait_s)
+        run_mirror(skipping(reverse, skips), stop=stop, starts=failback.starts, skips=skips)
         if not args.finish:
             return 0
         if stop.is_set():
@@ -110,7 +127,7 @@ def run(args: argparse.Namespace) -> int:
             except NoMatchingGroupError as exc:
                 print(f"groups: {exc}", flush=True)
         state = finish_failback(failback, b, a, max_wait_s=wait_s)
-        tail = unreplicated_tail(failback, a, max_wait_s=wait_s)
+        tail = unreplicated_tail(failback, a, b, max_wait_s=wait_s)
     except KMirrorError as exc:
         return exit_code(exc, unusable, "failback failed")
     print(columns([PROMOTION_HEADER, *((tp.topic, str(tp.partition), str(offset))
@@ -121,17 +138,38 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _reconcile(config, failback, a, b, stop, wait_s: float) -> None:
+    """``--reconcile``: the A -> B job copies A's unreplicated tail into B, once, unless it did already."""
+    from .engine.failback import reconcile_job, tail_to_reconcile
+    from .spark.job import run_mirror
+
+    pending = tail_to_reconcile(config, failback, a, b, max_wait_s=wait_s)
+    if not pending:
+        log.info("reconcile: nothing of the source's unreplicated tail is left to copy into the destination")
+        return
+    log.info("reconcile: job %s copies the source's unreplicated tail into the destination first: %s", failback.job,
+             ", ".join(f"{t.tp} [{t.start}, {t.end})" for t in pending))
+    run_mirror(reconcile_job(config), stop=stop, starts=failback.failover.copied, step="reconcile")
+
+
 def _say_tail(tail: list[TailPartition], *, printed: bool = False) -> None:
     """A's unreplicated tail: logged as the failback starts, printed (a table and a line) when it finishes."""
-    total = sum(t.count for t in tail)
-    line = (f"the source's unreplicated tail: {total} offsets of {len(tail)} partitions it acknowledged never "
-            f"reached the destination; they stay on the source only" +
-            (": " + ", ".join(f"{t.tp} [{t.start}, {t.end})" for t in tail) if tail else ""))
+    reconciled = [t for t in tail if t.reconciled]
+    alone = [t for t in tail if not t.reconciled]
+    said = [f"the source's unreplicated tail: {sum(t.count for t in tail)} offsets of {len(tail)} partitions it "
+            f"acknowledged never reached the destination before the failover" if tail else
+            "the source's unreplicated tail: none"]
+    if reconciled:
+        said.append(f"{sum(t.count for t in reconciled)} offsets of {len(reconciled)} partitions copied into the "
+                    f"destination since (--reconcile)")
+    if alone:
+        said.append(f"{sum(t.count for t in alone)} offsets of {len(alone)} partitions stay on the source only: " +
+                    ", ".join(f"{t.tp} [{t.start}, {t.end})" for t in alone))
+    line = "; ".join(said)
     if not printed:
-        log.info("%s", line if tail else "the source's unreplicated tail: none (everything it held reached the "
-                 "destination)")
+        log.info("%s", line)
         return
     if tail:
-        print(columns([TAIL_HEADER, *((t.tp.topic, str(t.tp.partition), str(t.start), str(t.end), str(t.count))
-                                      for t in tail)]), flush=True)
-    print(line if tail else "the source's unreplicated tail: none", flush=True)
+        print(columns([TAIL_HEADER, *((t.tp.topic, str(t.tp.partition), str(t.start), str(t.end), str(t.count),
+                                       "yes" if t.reconciled else "no") for t in tail)]), flush=True)
+    print(line, flush=True)

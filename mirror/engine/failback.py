@@ -19,7 +19,11 @@ same topics (``identity`` names only: a prefixed copy has no way home under one 
   so a group that lagged at B is translated back to A exactly as well.
 - **A's unreplicated tail.** What A acknowledged that never reached B: A's offsets from what
   the copy had reached at the failover up to the first record the failback wrote there
-  (:func:`unreplicated_tail`). It stays on A only, and is said.
+  (:func:`unreplicated_tail`). Without ``--reconcile`` it stays on A only, and is said. With it,
+  before the failback's first copy, the A -> B job copies the tail into B once
+  (:func:`reconcile_job`; step ``reconcile``, the one run a failed-over flow allows), after
+  what B took meanwhile; its syncs say where each tail batch landed in B, and the failback
+  skips those spans (:func:`reconciled_spans`), so A never gets its own records back.
 - **Finish** (:func:`finish_failback`): once the reverse copy caught up, A's last stable
   offsets are its promotion points, recorded on B as ``failed-back``. ``kmirror run`` A -> B
   then mirrors from them (:func:`resumed_flow`): what the failback wrote into A is never copied
@@ -28,8 +32,9 @@ same topics (``identity`` names only: a prefixed copy has no way home under one 
 
 from __future__ import annotations
 
+import logging
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Mapping
 
@@ -39,13 +44,18 @@ from ..config import MirrorConfig
 from ..kafka import IdempotentProducer, KafkaClient, TopicPartition
 from ..kafka.client import READ_COMMITTED
 from .commit import Committer
-from .flow import FlowLog, FlowState, check_step
+from .copied import NoOffsetSyncsError, copied_state
+from .flow import FlowLog, FlowState, FlowStepError, check_step
 from .own_topics import create_own_topics
 from .offset_syncs import OffsetSyncStore, SyncEntry, SyncLog, offset_syncs_topic
 from .topics import selected_topics
 
 __all__ = ["FAILBACK_SUFFIX", "Failback", "FailbackNamingError", "TailPartition", "failback_job", "plan_failback",
-           "inverse_syncs", "unreplicated_tail", "finish_failback", "resumed_flow"]
+           "inverse_syncs", "seed_syncs", "reconciled_spans", "skipping", "reconcile_job", "tail_to_reconcile", "unreplicated_tail",
+           "failback_firsts",
+           "finish_failback", "resumed_flow"]
+
+log = logging.getLogger(__name__)
 
 FAILBACK_SUFFIX = "-failback"
 
@@ -74,6 +84,8 @@ class TailPartition:
     tp: TopicPartition
     start: int
     end: int
+    reconciled: bool = False
+    """The A -> B job copied it into B since (``failback --reconcile``)."""
 
     @property
     def count(self) -> int:
@@ -110,62 +122,136 @@ def plan_failback(config: MirrorConfig, b: KafkaClient, *, max_wait_s: float) ->
     return Failback(job, failback_job(config, state), state, dict(state.promotion))
 
 
-def inverse_syncs(entries: list[SyncEntry], promotion: Mapping[TopicPartition, int]) -> SyncLog:
-    """The A -> B job's syncs below B's promotion points, turned round: B's records there came
-    from A's, an exact sync one for one, a bound to the first of its span (the group re-reads,
-    never skips). Ids swap sides with the offsets."""
-    out = []
-    for e in sorted(entries, key=lambda e: (e.destination, e.base, e.source)):
-        point = promotion.get(e.destination)
-        if point is None or e.base >= point:
-            continue
-        end = min(e.end, point)
-        last = e.first + (end - e.base) - 1 if e.exact else e.last
-        out.append(SyncEntry(e.destination, e.base, end - 1, e.source, e.first, last + 1, e.exact,
-                             topic_id=e.destination_id, destination_id=e.topic_id))
-    return SyncLog.of(out)
+def inverse_syncs(entries: list[SyncEntry]) -> SyncLog:
+    """The A -> B job's syncs turned round: B's records there came from A's, an exact sync one
+    for one, a bound to the first of its span (a group re-reads, never skips). Those below B's
+    promotion points place what B held at the failover, those above it a reconciled tail.
+    Ids swap sides with the offsets."""
+    return SyncLog.of(SyncEntry(e.destination, e.base, e.end - 1, e.source, e.first, e.last + 1, e.exact,
+                                topic_id=e.destination_id, destination_id=e.topic_id)
+                      for e in sorted(entries, key=lambda e: (e.destination, e.base, e.source)))
+
+
+def _forward_syncs(failback: Failback, b: KafkaClient, *, max_wait_s: float) -> list[SyncEntry]:
+    forward = offset_syncs_topic(failback.job)
+    return OffsetSyncStore(b, forward, max_wait_s=max_wait_s).refresh() if forward in b.topics() else []
+
+
+def _reverse_syncs(failback: Failback, a: KafkaClient, *, max_wait_s: float) -> list[SyncEntry]:
+    reverse = offset_syncs_topic(failback.config.job_name)
+    return OffsetSyncStore(a, reverse, max_wait_s=max_wait_s).refresh() if reverse in a.topics() else []
 
 
 def seed_syncs(failback: Failback, b: KafkaClient, a: KafkaClient, *, max_wait_s: float,
                timeout_ms: int) -> int:
-    """Write :func:`inverse_syncs` as the reverse job's own first syncs at A, once: a reverse
-    job that has syncs already (a restart) is left as it is. Returns how many were written."""
-    reverse = offset_syncs_topic(failback.config.job_name)
-    if reverse in a.topics() and OffsetSyncStore(a, reverse, max_wait_s=max_wait_s).refresh():
-        return 0
-    forward = offset_syncs_topic(failback.job)
-    entries = OffsetSyncStore(b, forward, max_wait_s=max_wait_s).refresh() if forward in b.topics() else []
-    seeded = inverse_syncs(entries, failback.starts)
+    """Write :func:`inverse_syncs` as the reverse job's own syncs at A, those it has not
+    already (a restart, or a reconcile since the first start). Returns how many were written."""
+    have = {(e.source, e.first, e.last) for e in _reverse_syncs(failback, a, max_wait_s=max_wait_s)}
+    inverse = inverse_syncs(_forward_syncs(failback, b, max_wait_s=max_wait_s))
+    seeded = SyncLog.of(e for entries in inverse.entries.values() for e in entries
+                        if (e.source, e.first, e.last) not in have)
     if not seeded.by_source():
         return 0
     create_own_topics(failback.config, a)
     producer = IdempotentProducer(a, timeout_ms=timeout_ms)
     try:
-        Committer(producer, TopicPartition(reverse, 0)).commit({}, seeded)
+        Committer(producer, TopicPartition(offset_syncs_topic(failback.config.job_name), 0)).commit({}, seeded)
     finally:
         producer.close()
     return sum(len(e) for e in seeded.entries.values())
 
 
-def unreplicated_tail(failback: Failback, a: KafkaClient, *, max_wait_s: float) -> list[TailPartition]:
+def reconciled_spans(failback: Failback, b: KafkaClient, *,
+                     max_wait_s: float) -> dict[TopicPartition, tuple[tuple[int, int], ...]]:
+    """Per partition of B, the spans where a reconcile put A's tail (the A -> B job's syncs of
+    what it copied past the failover's copy), for the failback to skip."""
+    copied = failback.failover.copied
+    spans: dict[TopicPartition, list[tuple[int, int]]] = {}
+    for e in _forward_syncs(failback, b, max_wait_s=max_wait_s):
+        if e.first >= copied.get(e.source, 0) and e.base >= failback.starts.get(e.destination, 0):
+            spans.setdefault(e.destination, []).append((e.base, e.end))
+    return {tp: _merged(found) for tp, found in spans.items()}
+
+
+def _merged(spans: list[tuple[int, int]]) -> tuple[tuple[int, int], ...]:
+    out: list[tuple[int, int]] = []
+    for first, end in sorted(spans):
+        if out and first <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], end))
+        else:
+            out.append((first, end))
+    return tuple(out)
+
+
+def skipping(reverse: MirrorConfig, skips: Mapping[TopicPartition, tuple[tuple[int, int], ...]]) -> MirrorConfig:
+    """The reverse job as it runs with ``skips``: resident copiers follow a partition to its
+    end between micro-batches, past any span the plan skips, so a failback that skips a
+    reconciled tail copies micro-batch by micro-batch instead."""
+    if not skips or not reverse.streaming.copy_between_micro_batches:
+        return reverse
+    log.info("the failback skips the reconciled tail at the destination (%s): copying micro-batch by micro-batch, "
+             "without resident copiers", ", ".join(f"{tp} {list(spans)}" for tp, spans in sorted(skips.items())))
+    return reverse.replaced("streaming", copy_between_micro_batches=False)
+
+
+def reconcile_job(config: MirrorConfig) -> MirrorConfig:
+    """The A -> B job as ``failback --reconcile`` runs it: once, to A's end (the tail: the
+    failback has written nothing into A yet), from where the failover's copy had reached."""
+    return config.replaced("streaming", once=True)
+
+
+def tail_to_reconcile(config: MirrorConfig, failback: Failback, a: KafkaClient, b: KafkaClient, *,
+                      max_wait_s: float) -> list[TailPartition]:
+    """What of A's unreplicated tail ``--reconcile`` still has to copy into B. Refused (a
+    :class:`~.flow.FlowStepError`) at-least-once, where a copy may leave records at B that no
+    sync names (the failback would copy them back), and once the failback has copied into A:
+    the tail's end is then behind records of B's, which the A -> B job would copy back."""
+    pending = [t for t in unreplicated_tail(failback, a, b, max_wait_s=max_wait_s) if not t.reconciled]
+    if not pending:
+        return []
+    if config.delivery.mode != "exactly-once":
+        raise FlowStepError("--reconcile copies under exactly-once only: an at-least-once copy can leave records at "
+                            "the destination that no offset sync names, and the failback would copy them back")
+    if failback_firsts(failback, a, _forward_syncs(failback, b, max_wait_s=max_wait_s), max_wait_s=max_wait_s):
+        raise FlowStepError(f"the failback of job {failback.job} has copied into the source already: --reconcile "
+                            f"goes before its first copy; go on without it (the tail stays on the source only)")
+    return pending
+
+
+def unreplicated_tail(failback: Failback, a: KafkaClient, b: KafkaClient, *,
+                      max_wait_s: float) -> list[TailPartition]:
     """Per partition of A the flow copied from, the offsets A acknowledged that never reached
-    B: from where the copy had reached at the failover to the first offset the failback wrote
-    there (its syncs say where), or A's end while it wrote nothing there yet."""
-    copied = {tp: offset for tp, offset in failback.failover.copied.items()}
+    B before the disaster: from where the copy had reached at the failover to the first offset
+    the failback wrote there (its syncs say where), or A's end while it wrote nothing there
+    yet; each marked reconciled once the A -> B job's copy reached its end."""
+    copied = dict(failback.failover.copied)
     present = a.topics()
     tps = sorted(tp for tp in copied if tp.partition < present.get(tp.topic, 0))
     if not tps:
         return []
-    reverse = offset_syncs_topic(failback.config.job_name)
-    first: dict[TopicPartition, int] = {}
-    if reverse in present:
-        for e in OffsetSyncStore(a, reverse, max_wait_s=max_wait_s).refresh():
-            if e.first >= failback.starts.get(e.source, 0):  # the failback's own, not the seeded ones
-                first[e.destination] = min(first.get(e.destination, e.base), e.base)
+    try:  # the job's syncs and, exactly-once, its commits, which count the markers the copy drops
+        copied_now = copied_state(b, failback.job, OffsetSyncStore(b, offset_syncs_topic(failback.job),
+                                                                   max_wait_s=max_wait_s), max_wait_s=max_wait_s)
+        forward, reached = copied_now.entries, copied_now.frontier
+    except NoOffsetSyncsError:
+        forward, reached = [], {}
+    first = failback_firsts(failback, a, forward, max_wait_s=max_wait_s)
     ends = a.list_offsets(tps, "latest", isolation_level=READ_COMMITTED)
     starts = a.list_offsets(tps, "earliest")
     tail = [TailPartition(tp, max(copied[tp], starts[tp]), first.get(tp, ends[tp])) for tp in tps]
-    return [t for t in tail if t.count > 0]
+    return [replace(t, reconciled=reached.get(t.tp, 0) >= t.end) for t in tail if t.count > 0]
+
+
+def failback_firsts(failback: Failback, a: KafkaClient, forward: list[SyncEntry], *,
+                    max_wait_s: float) -> dict[TopicPartition, int]:
+    """Per partition of A, the first offset the failback copied there (none: it copied nothing
+    there yet): its own syncs, not those seeded from ``forward``, the A -> B job's."""
+    seeded = {(e.source, e.first, e.last) for entries in inverse_syncs(forward).entries.values() for e in entries}
+    first: dict[TopicPartition, int] = {}
+    for e in _reverse_syncs(failback, a, max_wait_s=max_wait_s):
+        if (e.source, e.first, e.last) not in seeded:
+            first[e.destination] = min(first.get(e.destination, e.base), e.base)
+    return first
 
 
 def finish_failback(failback: Failback, b: KafkaClient, a: KafkaClient, *, max_wait_s: float) -> FlowState:

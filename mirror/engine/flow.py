@@ -159,9 +159,10 @@ class FlowLog:
 
 
 def check_step(state: FlowState | None, step: str, job: str) -> None:
-    """Refuse ``step`` (``run``, ``failover``, ``failback``) where the flow's last step says
-    another comes first, with the line naming it (:class:`FlowStepError`)."""
-    if step == "failback":
+    """Refuse ``step`` (``run``, ``failover``, ``failback``, or ``reconcile``: the job's copy of
+    its source's unreplicated tail during a failback) where the flow's last step says another
+    comes first, with the line naming it (:class:`FlowStepError`)."""
+    if step in ("failback", "reconcile"):
         if state is None or state.step != "failed-over":
             raise FlowStepError(f"job {job} " + ("never failed over" if state is None else state.line()) +
                                 f": a failback copies home what was written at the destination since a failover; "

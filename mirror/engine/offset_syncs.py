@@ -302,10 +302,18 @@ class _Pair:
     pruned: bool = False
 
     def add(self, entry: SyncEntry) -> None:
-        if self.entries and entry.first <= self.entries[-1].last:
-            return  # a replayed micro-batch of at-least-once copied it again: the first copy is the lower bound
-        self.entries.append(entry)
-        self.lasts.append(entry.last)
+        """Keep ``entry`` in source order. One that overlaps an entry kept is a replayed
+        micro-batch of at-least-once, copied again: the first copy is the lower bound, and it
+        is dropped. One before the newest that overlaps none is placed: a failback's syncs
+        are seeded with a reconciled tail's, which lie between its own (:mod:`.failback`)."""
+        if not self.entries or entry.first > self.entries[-1].last:
+            at = len(self.entries)
+        else:
+            at = bisect.bisect_left(self.lasts, entry.first)
+            if self.entries[at].first <= entry.last:
+                return
+        self.entries.insert(at, entry)
+        self.lasts.insert(at, entry.last)
         if len(self.entries) > MAX_ENTRIES_PER_PAIR:
             del self.entries[0], self.lasts[0]
             self.pruned = True

@@ -14,7 +14,6 @@ the micro-batch again (see docs/architecture.md).
 
 from __future__ import annotations
 
-import json
 import logging
 import shutil
 import sys
@@ -22,7 +21,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
-from typing import Callable, Mapping
+from typing import Callable, Literal, Mapping
 
 from ..config import REVEAL_SECRETS, ConfigError, MirrorConfig
 from ..engine import client_for, fence_tasks, offsets_topic, sync_destination_topics, transactional_id
@@ -38,7 +37,7 @@ from ..listing import some_of
 from ..kafka import TopicPartition
 from ..metrics import MirrorMetrics
 from ..progress import MicroBatchReport, RunTotals
-from .offsets import format_offsets
+from .offsets import Bounds
 from .once import check_copied, ends_at_start
 from .pyspark_internals import checkpoint_started, python_of, spark_failure
 from .runner import MicroBatchRunner, MirrorJobError, RunOutcome, first_line, job_failure
@@ -57,11 +56,16 @@ QUERY_NAME = "kmirror"
 
 def run_mirror(config: MirrorConfig, *, stop: threading.Event | None = None,
                on_report: Callable[[MicroBatchReport], None] | None = None,
-               starts: Mapping[TopicPartition, int] | None = None) -> RunTotals:
+               starts: Mapping[TopicPartition, int] | None = None,
+               skips: Mapping[TopicPartition, tuple[tuple[int, int], ...]] | None = None,
+               step: Literal["run", "reconcile"] = "run") -> RunTotals:
     """Run the mirror until caught up (``config.streaming.once``) or until ``stop`` is set; return the totals.
 
     ``starts``: where partitions start, and below which nothing of them is copied, checkpoint
-    or not (a failback's promotion points: :mod:`mirror.engine.failback`).
+    or not; ``skips``: spans of source partitions never copied (a failback's promotion points,
+    and the spans a reconcile copied: :mod:`mirror.engine.failback`; :class:`.offsets.Bounds`).
+    ``step``: ``reconcile`` is the job's copy of its source's unreplicated tail during a
+    failback (``failback --reconcile``), the one run a failed-over flow allows.
 
     Clusters are contacted before Spark starts, so an unreachable one (a wrong address, most
     likely) fails in seconds with :class:`~mirror.kafka.ClusterUnreachableError`. Once the
@@ -72,7 +76,7 @@ def run_mirror(config: MirrorConfig, *, stop: threading.Event | None = None,
     # Before anything is written: a flow failed over to the destination, or a running
     # MirrorMaker 2 to take over from, is refused untouched.
     state = FlowLog(destination, config.job_name).state()
-    check_step(state, "run", config.job_name)
+    check_step(state, step, config.job_name)
     config, resumed = resumed_flow(config, state)  # after a failback: from A's promotion points
     starts = {**resumed, **(starts or {})}
     taking_over = _taking_over(config)
@@ -84,7 +88,8 @@ def run_mirror(config: MirrorConfig, *, stop: threading.Event | None = None,
     presence.start()
     clean = False
     try:
-        totals = _run(config, source, destination, taking_over, stop, on_report, presence, starts)
+        totals = _run(config, source, destination, taking_over, stop, on_report, presence,
+                      Bounds(starts, dict(skips or {})))
         clean = True
         return totals
     finally:
@@ -102,7 +107,7 @@ def _presence(config: MirrorConfig) -> PresenceBeacon:
 
 def _run(config: MirrorConfig, source, destination, taking_over: bool, stop: threading.Event | None,
          on_report: Callable[[MicroBatchReport], None] | None, presence: PresenceBeacon,
-         starts: dict[TopicPartition, int]) -> RunTotals:
+         bounds: Bounds) -> RunTotals:
     """The job, once it was found allowed to run and says it runs (:mod:`~mirror.engine.presence`)."""
     losses = DestinationLosses(config)
     routes = sync_destination_topics(config, source, destination, on_lost=losses)
@@ -124,7 +129,7 @@ def _run(config: MirrorConfig, source, destination, taking_over: bool, stop: thr
         spark.dataSource.register(KafkaRangeSource)
     presence.transactional_ids = _prepare_destination(config, source, destination)
     if taking_over:
-        starts.update(take_over(config, source, destination, {t: r.topic for t, r in routes.items()}))
+        bounds.starts.update(take_over(config, source, destination, {t: r.topic for t, r in routes.items()}))
     # The reader plans on the driver's machine, so a local file can tell it to plan no more
     # (:mod:`.stopping`), and another (in mkdtemp's private directory) hands it the
     # configuration: data source options show in Spark's plans and logs, so no password goes there.
@@ -133,7 +138,7 @@ def _run(config: MirrorConfig, source, destination, taking_over: bool, stop: thr
     config_file = work / "config.json"
     config_file.write_text(config.model_dump_json(context=REVEAL_SECRETS))
     starts_file = work / "starts.json"
-    starts_file.write_text(json.dumps(format_offsets(starts)))
+    starts_file.write_text(bounds.encode())
     runner = MicroBatchRunner(config, routes, on_report, stopper, metrics, losses)
     warm_up = _warm_up_executors(spark, runner)
     ends = ends_at_start(source, routes) if config.streaming.once else None

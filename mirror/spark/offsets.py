@@ -11,12 +11,14 @@ partition cannot starve the others.
 
 from __future__ import annotations
 
-from typing import Mapping
+import json
+from dataclasses import dataclass, field
+from typing import Iterable, Mapping
 
 from ..kafka.types import TopicPartition
 
 __all__ = ["Offsets", "TOPIC_IDS", "REWOUND", "parse_offsets", "parse_topic_ids", "parse_rewound", "format_offsets",
-           "cap_end_offsets"]
+           "cap_end_offsets", "Bounds"]
 
 Offsets = dict[TopicPartition, int]
 TOPIC_IDS = "@topic-ids"
@@ -95,3 +97,64 @@ def _fair_share(backlog: Mapping[TopicPartition, int], budget: float, cost) -> d
 
 def _min(a: Mapping[TopicPartition, int], b: Mapping[TopicPartition, int]) -> dict[TopicPartition, int]:
     return {tp: min(a[tp], b[tp]) for tp in a}
+
+
+Spans = Mapping[TopicPartition, tuple[tuple[int, int], ...]]
+
+
+@dataclass(frozen=True)
+class Bounds:
+    """What the plan never copies of a partition, checkpoint or not: what lies below its start,
+    and the spans it skips. A takeover's starts are where MM2 stopped; a failback's, B's
+    promotion points; after a failback, A's; a failback skips the spans of B that a
+    reconcile copied there from A (:mod:`mirror.engine.failback`). A micro-batch never spans
+    a skipped span: it ends where one begins, and the next begins where it ends."""
+
+    starts: Offsets = field(default_factory=dict)
+    skips: Spans = field(default_factory=dict)
+    """Per partition, ``[first, end)`` spans in order, none overlapping."""
+
+    def past(self, offsets: Mapping[TopicPartition, int]) -> Offsets:
+        """``offsets``, each moved up to its partition's start and out of any skipped span."""
+        out = {}
+        for tp, offset in offsets.items():
+            offset = max(offset, self.starts.get(tp, offset))
+            for first, end in self.skips.get(tp, ()):
+                if first <= offset < end:
+                    offset = end
+            out[tp] = offset
+        return out
+
+    def cut(self, begun: Mapping[TopicPartition, int], ends: Mapping[TopicPartition, int]) -> Offsets:
+        """``ends``, each no further than the next skipped span after ``begun`` (which is past them)."""
+        out = dict(ends)
+        for tp, end in ends.items():
+            start = begun.get(tp)
+            if start is None:
+                continue
+            ahead = [first for first, _ in self.skips.get(tp, ()) if first >= start]
+            if ahead:
+                out[tp] = max(start, min(end, ahead[0]))
+        return out
+
+    def floor(self, tp: TopicPartition, offset: int) -> int:
+        """The highest bound at or below ``offset`` (its start, or a skipped span's end): no
+        record below it is copied, not even of the batch that holds it; -1: none."""
+        return max([self.starts.get(tp, -1), *(end for _, end in self.skips.get(tp, ()) if end <= offset)])
+
+    def without(self, topics: Iterable[str]) -> "Bounds":
+        """These bounds, none of ``topics`` (made again: their offsets mean nothing in the new topic)."""
+        gone = set(topics)
+        return Bounds({tp: o for tp, o in self.starts.items() if tp.topic not in gone},
+                      {tp: s for tp, s in self.skips.items() if tp.topic not in gone})
+
+    def encode(self) -> str:
+        return json.dumps({"starts": format_offsets(self.starts),
+                           "skips": {str(tp): [list(span) for span in spans] for tp, spans in sorted(self.skips.items())}})
+
+    @classmethod
+    def decode(cls, text: str) -> "Bounds":
+        value = json.loads(text)
+        return cls(parse_offsets(value["starts"]),
+                   {TopicPartition.parse(key): tuple((int(f), int(e)) for f, e in spans)
+                    for key, spans in value["skips"].items()})

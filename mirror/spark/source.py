@@ -6,9 +6,11 @@ Options
     ``configFile``: path on the driver's machine of the job's :class:`~mirror.config.MirrorConfig`
     as JSON (source cluster, topic selection, starting offsets, rate limits), passwords
     included; a file because options show in Spark's plans and logs.
-    ``startsFile``: optional path on the driver's machine of ``{"topic/partition": offset}``
-    (JSON): where a job with no checkpoint starts those partitions instead of
-    ``starting_offsets`` (taking over from MirrorMaker 2: :mod:`mirror.engine.takeover`).
+    ``startsFile``: optional path on the driver's machine of the job's
+    :class:`~mirror.spark.offsets.Bounds` (JSON): where a job with no checkpoint starts those
+    partitions instead of ``starting_offsets`` (taking over from MirrorMaker 2:
+    :mod:`mirror.engine.takeover`), and what no micro-batch copies, checkpoint or not (a
+    failback's promotion points and skipped spans: :mod:`mirror.engine.failback`).
     ``stopFile``: optional path on the driver's machine; once it exists the reader plans no new
     micro-batch, so the job can stop between micro-batches.
     ``rewindsFile``: optional path on the driver's machine of the destination losses whose
@@ -44,7 +46,6 @@ still open. Without open transactions they are the high watermarks.
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import time
@@ -70,7 +71,7 @@ from ..engine.own_topics import mirrored
 from ..engine.topic_identity import check_identities, follow_or_fail
 from ..kafka.types import TopicListing, TopicPartition
 from .grouping import group_ranges
-from .offsets import Offsets, cap_end_offsets, format_offsets, parse_offsets, parse_rewound, parse_topic_ids
+from .offsets import Bounds, Offsets, cap_end_offsets, format_offsets, parse_offsets, parse_rewound, parse_topic_ids
 from .outage import Outage, OutageInterrupted, is_outage, ride_out
 from .rewinds import REWINDS_FILE_OPTION, read_rewinds, unrewound
 
@@ -137,23 +138,22 @@ class KafkaRangeSource(DataSource):
         starts = self.options.get(STARTS_FILE_OPTION)
         rewinds = self.options.get(REWINDS_FILE_OPTION)
         return KafkaRangeReader(config, stop_file=self.options.get(STOP_FILE_OPTION),
-                                starts=parse_offsets(json.loads(Path(starts).read_text())) if starts else None,
+                                bounds=Bounds.decode(Path(starts).read_text()) if starts else None,
                                 rewinds_file=Path(rewinds) if rewinds else None)
 
 
 class KafkaRangeReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     """Plans ranges on the driver side; :meth:`read` (on executors) only emits the descriptor."""
 
-    def __init__(self, config: MirrorConfig, *, stop_file: str | None = None, starts: Offsets | None = None,
+    def __init__(self, config: MirrorConfig, *, stop_file: str | None = None, bounds: Bounds | None = None,
                  rewinds_file: Path | None = None):
         configure_spark_process(logging.INFO)  # the planner's own process: its outage lines
         self.config = config
         self.stop_file = stop_file
-        self.starts = starts or {}
-        """Where the job starts the partitions named, instead of ``starting_offsets``, and below
-        which it copies nothing, checkpoint or not: a takeover's starts (a new job's), and a
-        flow's promotion points (:mod:`mirror.engine.failback`), which a job with a checkpoint
-        from before the failover jumps to."""
+        self.bounds = bounds or Bounds()
+        """Where the job starts the partitions named, instead of ``starting_offsets``, and what
+        it never copies, checkpoint or not (:class:`~.offsets.Bounds`): a job with a checkpoint
+        from before a failover jumps to the flow's promotion points."""
         self._parent = os.getppid()
         """The process that started this planner's (Spark's): if it dies, so does the job."""
         self._client = None
@@ -199,7 +199,7 @@ class KafkaRangeReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def initialOffset(self) -> dict:
         listings = self._waiting(self._listings)
         floors = self._waiting(lambda: self._offsets(self._partitions(listings), self.config.streaming.starting_offsets))
-        self.floors = {tp: self.starts.get(tp, offset) for tp, offset in floors.items()}
+        self.floors = self.bounds.past(floors)
         # A new plan starts where it is told to: no loss before it is planned again.
         return format_offsets(self.floors, check_identities({}, listings).ids, self._read_rewinds())
 
@@ -229,8 +229,8 @@ class KafkaRangeReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if followed:  # the old topic's offsets mean nothing in the new one: it starts as a new topic
             begun = {tp: offset for tp, offset in begun.items() if tp.topic not in followed}
             self.floors = {tp: floor for tp, floor in self.floors.items() if tp.topic not in followed}
-            self.starts = {tp: offset for tp, offset in self.starts.items() if tp.topic not in followed}
-        begun = self._above_starts(begun)
+            self.bounds = self.bounds.without(followed)
+        begun = self.bounds.past(begun)
         self._say_gone({tp.topic for tp in begun if tp.topic not in listings and mirrored(self.config, tp.topic)},
                        identities.ids)
         tps = self._partitions(listings) if self._target is None else list(self._target)
@@ -239,11 +239,11 @@ class KafkaRangeReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if self._target is not None:
             latest = {tp: min(end, self._target[tp]) for tp, end in latest.items()}
         ends = dict(begun)  # partitions gone from metadata keep their offsets
-        ends.update(self._limit(begun, latest, limit))
+        ends.update(self.bounds.cut(begun, self._limit(begun, latest, limit)))
         fresh = [tp for tp in tps if tp not in begun]
         if fresh:
             earliest = self._offsets(fresh, "earliest")
-            ends.update(self._above_starts(earliest))
+            ends.update(self.bounds.past(earliest))
             new = [tp for tp in fresh if tp.topic not in followed]
             if new:
                 log.info("new source partitions, starting at their earliest offsets: %s", ", ".join(map(str, new)))
@@ -257,10 +257,6 @@ class KafkaRangeReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 log.warning("%s: following the new topic from its log start (partition %s); what was copied of "
                             "the old topic stays at the destination", recreated.line(), restarts or "none listed yet")
         return format_offsets(ends, identities.ids, rewound)
-
-    def _above_starts(self, offsets: Offsets) -> Offsets:
-        """``offsets``, none below the partition's start (:attr:`starts`)."""
-        return {tp: max(offset, self.starts.get(tp, offset)) for tp, offset in offsets.items()}
 
     def _read_rewinds(self) -> dict[str, str]:
         """The driver's file of losses, read again only when it changed."""
@@ -338,14 +334,14 @@ class KafkaRangeReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return ReadAllAvailable()
 
     def partitions(self, start: dict, end: dict) -> list[CopyGroup]:
-        begun, topic_ids = self._above_starts(parse_offsets(start)), parse_topic_ids(end)
+        begun, topic_ids = self.bounds.past(parse_offsets(start)), parse_topic_ids(end)
         before = parse_topic_ids(start)
         # Planned before a loss was (of the lost topic), or planned across it (where the new copy starts).
         lost = unrewound(self._read_rewinds(), parse_rewound(end)) | unrewound(parse_rewound(end), parse_rewound(start))
         # A topic made again between the two (another id): its offsets in ``start`` are the old
         # topic's, and those in ``end`` where the new one starts; nothing spans them.
         ranges = [CopyRange(tp.topic, tp.partition, begun[tp], stop,
-                            max(self.floors.get(tp, -1), self.starts.get(tp, -1)), topic_ids.get(tp.topic, ""))
+                            max(self.floors.get(tp, -1), self.bounds.floor(tp, begun[tp])), topic_ids.get(tp.topic, ""))
                   for tp, stop in sorted(parse_offsets(end).items())
                   if tp in begun and stop > begun[tp] and before.get(tp.topic, "") in ("", topic_ids.get(tp.topic, ""))
                   and tp.topic not in lost]

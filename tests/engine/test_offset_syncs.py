@@ -133,6 +133,20 @@ def test_preserve_translation_is_exact_inside_at_the_edges_and_past_the_copy():
     assert (clamped.offset, clamped.clamped) == (129, True)
 
 
+def test_entries_read_out_of_source_order_are_placed_and_replays_are_dropped():
+    """A failback's seeded syncs cover a reconciled tail that lies between the failback's own
+    copies: read first, they must not hide the entries read after them."""
+    store = OffsetSyncStore(None, "unused")
+    store.add([SyncEntry(S0, 10, 19, D0, 500, 510, True),  # seeded: read first
+               SyncEntry(S0, 0, 9, D0, 200, 210, True),  # the copy's own, before it
+               SyncEntry(S0, 20, 29, D0, 600, 610, True),
+               SyncEntry(S0, 5, 14, D0, 900, 910, True)])  # overlaps both kept ones: a replay, dropped
+    at = lambda offset: store.translate({S0: offset}, {S0: 30})[D0]  # noqa: E731
+    assert [(at(o).offset, at(o).precision) for o in (0, 9, 10, 19, 20, 30)] == [
+        (200, Precision.EXACT), (209, Precision.EXACT), (500, Precision.EXACT), (509, Precision.EXACT),
+        (600, Precision.EXACT), (610, Precision.EXACT)]
+
+
 # ---- against a simulated destination ----------------------------------------------------------
 
 

@@ -13,7 +13,7 @@ from mirror.broker.handlers import list_offsets as list_offsets_handler
 from mirror.config import REVEAL_SECRETS, ClusterConfig, SaslConfig, load_config
 from mirror.kafka import KafkaClient, NewTopic, TopicPartition
 from mirror.engine.topic_identity import TopicRecreatedError
-from mirror.spark.offsets import TOPIC_IDS
+from mirror.spark.offsets import TOPIC_IDS, Bounds
 from mirror.spark.source import KafkaRangeReader, KafkaRangeSource
 
 
@@ -222,6 +222,32 @@ def test_new_partitions_first_appear_at_their_earliest_offset_with_nothing_to_co
     assert _planned(found) == {"t1/0": 0, "t2/0": 0}
     assert reader.partitions(start, found) == []
     assert _planned(reader.latestOffset(found, ReadAllAvailable())) == {"t1/0": 0, "t2/0": 10}
+
+
+def test_bounds_hold_a_checkpointed_plan_above_its_start_and_out_of_skipped_spans(cluster):
+    """A job with a checkpoint from before a failback jumps to the promotion point, and a
+    failback never copies the spans a reconcile wrote (:mod:`mirror.engine.failback`)."""
+    broker, client = cluster
+    client.create_topics([NewTopic("t1", 1)])
+    _fill(client, "t1", 0, 8)  # offsets 0..79, batches of ten
+    tp = TopicPartition("t1", 0)
+    config = load_config(None, {"source.bootstrap": broker.bootstrap, "destination.bootstrap": "127.0.0.1:1",
+                                "topics": "t.*"})
+    reader = KafkaRangeReader(config, bounds=Bounds({tp: 20}, {tp: ((40, 50), (50, 60))}))
+    checkpointed = {"t1/0": 0}  # where a checkpoint from before left the partition
+    first = reader.latestOffset(checkpointed, ReadAllAvailable())
+    assert _planned(first) == {"t1/0": 40}  # to the skipped span, not into it
+    assert [(r[2], r[3], r[5]) for g in reader.partitions(checkpointed, first) for r in reader.read(g)] == [(20, 40, 20)]
+    second = reader.latestOffset(first, ReadAllAvailable())
+    assert _planned(second) == {"t1/0": 80}
+    assert [(r[2], r[3], r[5]) for g in reader.partitions(first, second) for r in reader.read(g)] == [(60, 80, 60)]
+
+
+def test_bounds_cross_to_the_planner_in_their_file():
+    tp, other = TopicPartition("t", 0), TopicPartition("u.v", 3)
+    bounds = Bounds({tp: 7, other: 0}, {tp: ((10, 12), (20, 30))})
+    assert Bounds.decode(bounds.encode()) == bounds
+    assert bounds.without(["t"]) == Bounds({other: 0}, {})
 
 
 def test_the_stop_file_ends_planning(cluster, tmp_path):

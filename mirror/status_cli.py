@@ -6,6 +6,11 @@ takes every option of ``kmirror run`` (those not listed below are accepted and i
 job's --config file and flags name the clusters, the job and its topics; the job's name is
 --name, or derived from --checkpoint as the job derives it.
 
+A first line says which cluster is primary for the job's flow: the source, or, after ``kmirror
+failover``, the destination; then, until ``kmirror failback --finish``, the table is the
+failback's (NAME-failback, from the destination back to the source), or a line saying it has not
+started or that the source does not answer.
+
 One line per mirrored topic (with --partitions, one per partition too); a source topic deleted
 and made again since the job last committed it is marked "(made again)": the job follows the
 new topic from its log start, and its progress shows from its first commit (or offset sync) of it.
@@ -76,6 +81,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from .engine import client_for
+    from .engine.flow import FlowLog, primary_line
     from .engine.status import NoSuchJobError, mirror_status
     from .kafka import AuthenticationError, ClusterUnreachableError
 
@@ -85,14 +91,19 @@ def run(args: argparse.Namespace) -> int:
     try:
         with client_for(config.clusters.source, config.limits.retry) as source, \
                 client_for(config.clusters.destination, config.limits.retry) as destination:
+            state = FlowLog(destination, config.job_name).state()
+            if state is not None and state.step == "failed-over":
+                return _failing_back(args, config, state, source, destination)
             topics = mirror_status(config, source, destination)
     except KMirrorError as exc:
         return exit_code(exc, (NoSuchJobError, ClusterUnreachableError, AuthenticationError), "status failed")
     job = running_job(args.metrics_url) if args.metrics_url else None
     if args.json:
-        json.dump({"topics": as_json(topics), **({"job": job} if job is not None else {})}, sys.stdout, indent=2)
+        json.dump({"primary": _primary(state), "topics": as_json(topics), **({"job": job} if job is not None else {})},
+                  sys.stdout, indent=2)
         print()
     else:
+        print(primary_line(state))
         print(columns(lines(topics, partitions=args.partitions)))
         if job is not None:
             print(_job_line(job))
@@ -102,6 +113,47 @@ def run(args: argparse.Namespace) -> int:
         log.error("%d partitions are more than %d offsets behind (the furthest: %s, %d)", len(behind), args.max_lag,
                   worst.source, worst.lag)
         return EXIT_FAILED
+    return 0
+
+
+def _primary(state) -> dict:
+    """The flow's primary for --json: ``source`` or ``destination``, and the step that made it so."""
+    if state is None:
+        return {"cluster": "source", "step": None, "at_ms": None}
+    return {"cluster": "destination" if state.step == "failed-over" else "source", "step": state.step,
+            "at_ms": state.at_ms}
+
+
+def _failing_back(args: argparse.Namespace, config, state, source, destination) -> int:
+    """After a failover the job's copy is refused, and what moves is its failback, B -> A: its
+    lag is shown instead (or that it has not started, or that A does not answer)."""
+    from .engine.clients import client_from
+    from .engine.failback import failback_job
+    from .engine.failover import source_answers
+    from .engine.flow import primary_line
+    from .engine.status import NoSuchJobError, mirror_status
+
+    reverse = failback_job(config, state)
+    topics, note = None, None
+    # Asked twice, not with the job's retries: after a disaster the source is often gone.
+    if not source_answers(client_from(config.clusters.source, config.limits.retry.model_copy(update={"attempts": 2}))):
+        note = "failback: the source does not answer"
+    else:
+        try:
+            topics = mirror_status(reverse, destination, source)
+        except NoSuchJobError:
+            note = f"failback: not started (kmirror failback with this job's options runs it, as {reverse.job_name})"
+    if args.json:
+        json.dump({"primary": _primary(state), "failback": {"job": reverse.job_name, "started": topics is not None,
+                                                             "topics": as_json(topics or [])}}, sys.stdout, indent=2)
+        print()
+        return 0
+    print(primary_line(state))
+    if topics is None:
+        print(note)
+    else:
+        print(f"failback {reverse.job_name}, from the destination to the source:")
+        print(columns(lines(topics, partitions=args.partitions)))
     return 0
 
 

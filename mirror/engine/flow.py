@@ -33,7 +33,7 @@ from ..kafka import KafkaClient, NewTopic, TopicPartition
 from .topic_tail import CommittedTail
 
 __all__ = ["FLOW_TOPIC_PREFIX", "flow_topic", "flow_topic_spec", "FlowState", "FlowLog", "FlowStepError",
-           "FlowRecordError", "check_step", "Step"]
+           "FlowRecordError", "check_step", "primary_line", "Step"]
 
 FLOW_TOPIC_PREFIX = "kmirror-flow."
 STATE_KEY = b"state"
@@ -85,6 +85,17 @@ class FlowState:
         if self.step == "failed-over":
             return f"failed over to the destination at {when}: the destination is primary for the job's topics"
         return f"failed back at {when}: the source is primary for the job's topics again"
+
+
+def primary_line(state: FlowState | None) -> str:
+    """Which cluster is primary for the flow, and since which step (``kmirror status``)."""
+    if state is None:
+        return "primary: the source (the job copies it to the destination; no failover recorded)"
+    when = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(state.at_ms / 1000))
+    if state.step == "failed-over":
+        return (f"primary: the destination, since the failover at {when} (kmirror failback copies its records home "
+                f"to the source; kmirror run of the job is refused until 'kmirror failback --finish')")
+    return f"primary: the source, again since the failback at {when} (the job copies it to the destination)"
 
 
 def _offsets_json(offsets: Mapping[TopicPartition, int]) -> dict[str, dict[str, int]]:

@@ -17,6 +17,7 @@ phases. Every step out of order is refused with exit 2 and its line.
 
 from __future__ import annotations
 
+import json
 import signal
 import subprocess
 import sys
@@ -192,6 +193,10 @@ def test_a_failover_and_a_failback_lose_nothing_copy_nothing_twice_and_move_the_
         done = _kmirror("failover", *options)
         assert done.returncode == 0, done
         assert "recovery point: the source does not answer: unknown" in done.stdout, done.stdout
+        shown = _kmirror("status", *options)
+        assert shown.returncode == 0, shown
+        assert shown.stdout.startswith("primary: the destination, since the failover at"), shown.stdout
+        assert "failback: the source does not answer" in shown.stdout, shown.stdout
         b1 = _by_partition(_records("b1", B1, A1 + TAIL))
         _produce(clusters, clusters.b_bootstrap, _records("b1", B1, A1 + TAIL))
         # Everything B holds: the group is past the promotion point in every partition.
@@ -207,6 +212,10 @@ def test_a_failover_and_a_failback_lose_nothing_copy_nothing_twice_and_move_the_
         _produce(clusters, clusters.b_bootstrap, _records("b2", B2, A1 + TAIL + B1))
         _until_holds(failback, clusters.a_bootstrap, _joined(a1, tail, b1, b2), failback_log)
         _refused(_kmirror("failback", *options, "--finish"), f"job {JOB}-failback still runs")
+        shown = _kmirror("status", *options, "--json")
+        assert shown.returncode == 0, shown
+        assert json.loads(shown.stdout)["primary"]["cluster"] == "destination"
+        assert [(t["topic"], t["lag"]) for t in json.loads(shown.stdout)["failback"]["topics"]] == [("orders", 0)]
         _refused(_kmirror("run", *options, "--once"), f"job {JOB} was failed over to the destination")
         _stop(failback, failback_log)
         # Everything B holds again: a group inside the reconciled tail at B has read B's records
@@ -224,6 +233,8 @@ def test_a_failover_and_a_failback_lose_nothing_copy_nothing_twice_and_move_the_
                 else f"{TAIL} offsets of {PARTITIONS} partitions stay on the source only") in done.stdout
         assert f"job {JOB} failed back at" in done.stdout, done.stdout
         _refused(_kmirror("failback", *options), f"job {JOB} failed back at")
+        shown = _kmirror("status", *options)
+        assert shown.stdout.startswith("primary: the source, again since the failback at"), shown.stdout
         a2 = _by_partition(_records("a2", A2, A1 + TAIL + B1 + B2))
 
         # Phase 5: the job A -> B goes on from its old checkpoint, past what the failback wrote,

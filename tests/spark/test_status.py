@@ -62,7 +62,8 @@ def test_status_reports_what_the_job_copied_and_what_came_since(tmp_path, delive
         behind = _status(src.bootstrap, dst.bootstrap, "--name", "ops", "--partitions", "--max-lag", "5")
         assert behind.returncode == 1, behind.stderr
         assert "1 partitions are more than 5 offsets behind (the furthest: orders/1, 7)" in behind.stderr
-        table = behind.stdout.splitlines()
+        primary, *table = behind.stdout.splitlines()
+        assert primary == "primary: the source (the job copies it to the destination; no failover recorded)"
         assert table[0].split() == ["TOPIC", "MIRRORED", "LAG", "LAST-COMMIT", "PARTITIONING", "DESTINATION"]
         assert table[1].split()[:3] == ["orders", "120/127", "7"] and "orders (created)" in table[1]
         assert table[3].split()[:3] == ["orders/1", "40/47", "7"]
@@ -97,7 +98,7 @@ def test_a_source_topic_made_again_since_the_last_commit_shows_as_made_again(tmp
         assert gone.returncode == 0, gone.stderr
         (topic,) = json.loads(gone.stdout)["topics"]
         assert (topic["gone"], topic["made_again"], topic["lag"], topic["partitions"]) == (True, False, 0, [])
-        assert _status(src.bootstrap, dst.bootstrap, "--name", "ops").stdout.splitlines()[1].split()[:6] == [
+        assert _status(src.bootstrap, dst.bootstrap, "--name", "ops").stdout.splitlines()[2].split()[:6] == [
             "orders", "(deleted", "at", "the", "source)", "-"]
         fill(src.bootstrap, "orders", PARTITIONS, 25, label="new")
         shown = _status(src.bootstrap, dst.bootstrap, "--name", "ops", "--json")
@@ -106,4 +107,4 @@ def test_a_source_topic_made_again_since_the_last_commit_shows_as_made_again(tmp
         assert topic["made_again"] is True and topic["gone"] is False
         assert [(p["mirrored_to"], p["end"], p["lag"]) for p in topic["partitions"]] == [(None, 25, 25)] * PARTITIONS
         table = _status(src.bootstrap, dst.bootstrap, "--name", "ops").stdout.splitlines()
-        assert table[1].startswith("orders (made again)")
+        assert table[2].startswith("orders (made again)")

@@ -1,0 +1,90 @@
+"""The failback's plan (issue 71), without clusters: the reverse job made from the A -> B job's
+options, the A -> B job's syncs turned round, the spans a reconcile wrote, and how the A -> B job
+runs after a failback. The whole round trip on real brokers is tests/realkafka/test_real_failback.py."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from mirror.config import load_config
+from mirror.engine.failback import (FailbackNamingError, failback_job, inverse_syncs, resumed_flow,
+                                    skipping)
+from mirror.engine.failback import _merged
+from mirror.engine.flow import FlowState, FlowStepError, check_step
+from mirror.engine.offset_syncs import OffsetSyncStore, Precision, SyncEntry
+from mirror.kafka import TopicPartition
+
+A0, B0 = TopicPartition("orders", 0), TopicPartition("orders", 0)
+A_ID, B_ID = "aaaaaaaaaaaaaaaaaaaaaa", "bbbbbbbbbbbbbbbbbbbbbb"
+
+
+def _config(**settings):
+    return load_config(None, {"source.bootstrap": "a:9092", "destination.bootstrap": "b:9092", "topics": "orders|pay.*",
+                              "name": "dr", "checkpoint": "/var/kmirror/ck", **settings})
+
+
+def test_the_failback_is_the_flow_turned_round_under_its_own_name_and_checkpoint():
+    config = _config(source_alias="east", destination_alias="west")
+    failover = FlowState("failed-over", 0, {TopicPartition("orders", 0): 10, TopicPartition("pay.eu", 2): 5})
+    reverse = failback_job(config, failover)
+    assert (reverse.clusters.source.bootstrap, reverse.clusters.destination.bootstrap) == (("b:9092",), ("a:9092",))
+    assert (reverse.clusters.source_alias, reverse.clusters.destination_alias) == ("west", "east")
+    assert reverse.job_name == "dr-failback"
+    assert reverse.streaming.checkpoint == Path("/var/kmirror/ck-failback")
+    assert reverse.streaming.starting_offsets == "earliest"
+    assert reverse.clusters.flow_topics == ("orders", "pay.eu")
+    assert (reverse.clusters.topics, reverse.delivery.mode) == ("orders|pay.*", "exactly-once")
+
+
+@pytest.mark.parametrize("naming", [{"replication_policy": "prefix"}, {"rename": "copy.{topic}"}])
+def test_a_flow_whose_names_change_has_no_way_home(naming):
+    with pytest.raises(FailbackNamingError, match="replication_policy identity only"):
+        failback_job(_config(**naming), FlowState("failed-over", 0))
+
+
+def test_the_forward_syncs_turned_round_place_b_s_records_at_a_s_offsets():
+    forward = [SyncEntry(A0, 0, 99, B0, 0, 100, True, A_ID, B_ID),  # before the disaster
+               SyncEntry(A0, 100, 149, B0, 101, 151, True, A_ID, B_ID),  # after a marker at B 100
+               SyncEntry(A0, 150, 159, B0, 300, 304, False, A_ID, B_ID)]  # rebuilt: a bound
+    turned = [e for entries in inverse_syncs(forward).entries.values() for e in entries]
+    assert turned == [SyncEntry(B0, 0, 99, A0, 0, 100, True, B_ID, A_ID),
+                      SyncEntry(B0, 101, 150, A0, 100, 150, True, B_ID, A_ID),
+                      SyncEntry(B0, 300, 303, A0, 150, 160, False, B_ID, A_ID)]
+    store = OffsetSyncStore(None, "unused")
+    store.add(turned)
+    at = lambda offset: store.translate({B0: offset}, {B0: 304})[A0]  # noqa: E731
+    assert (at(42).offset, at(42).precision) == (42, Precision.EXACT)
+    assert at(101).offset == 100 and at(150).offset == 149
+    assert (at(302).offset, at(302).precision) == (150, Precision.CONSERVATIVE)  # re-reads, never skips
+
+
+def test_reconciled_spans_merge_where_they_touch():
+    assert _merged([(50, 60), (10, 20), (20, 30), (55, 70)]) == ((10, 30), (50, 70))
+
+
+def test_a_failback_that_skips_spans_copies_without_resident_copiers():
+    reverse = _config()
+    assert reverse.streaming.copy_between_micro_batches
+    assert skipping(reverse, {}) is reverse
+    assert not skipping(reverse, {B0: ((5, 9),)}).streaming.copy_between_micro_batches
+
+
+def test_the_job_after_a_failback_goes_on_from_as_promotion_points_and_mirrors_the_flows_topics():
+    config = _config()
+    assert resumed_flow(config, None) == (config, {})
+    assert resumed_flow(config, FlowState("failed-over", 0, {A0: 5})) == (config, {})
+    resumed, starts = resumed_flow(config, FlowState("failed-back", 0, {A0: 7_000, TopicPartition("pay.eu", 1): 3}))
+    assert starts == {A0: 7_000, TopicPartition("pay.eu", 1): 3}
+    assert resumed.clusters.flow_topics == ("orders", "pay.eu")
+
+
+def test_a_failback_and_a_reconcile_come_only_after_a_failover():
+    for step in ("failback", "reconcile"):
+        with pytest.raises(FlowStepError, match="job j never failed over: a failback copies home .* 'kmirror failover'"):
+            check_step(None, step, "j")
+        with pytest.raises(FlowStepError, match="job j failed back at 1970-01-01 00:00:00 UTC"):
+            check_step(FlowState("failed-back", 0), step, "j")
+        check_step(FlowState("failed-over", 0), step, "j")
+

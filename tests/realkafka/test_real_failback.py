@@ -89,17 +89,18 @@ def _records(phase: str, count: int, first: int) -> list[tuple[int, bytes, bytes
     return out
 
 
-def _produce(clusters: _Clusters, bootstrap: str, records: list[tuple[int, bytes, bytes]]) -> None:
+def _produce(clusters: _Clusters, bootstrap: str, records: list[tuple[int, bytes, bytes]],
+             topic: str = "orders") -> None:
     """Every record acknowledged: by Java's idempotent producer on Kafka, librdkafka's on the embedded broker."""
     if clusters.jars is not None:
         now_ms = int(time.time() * 1000)
-        java_produce(clusters.jars, bootstrap, "orders", [(p, k, v, now_ms, ()) for p, k, v in records],
+        java_produce(clusters.jars, bootstrap, topic, [(p, k, v, now_ms, ()) for p, k, v in records],
                      compression="lz4")
         return
     producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "linger.ms": 5,
                          "compression.type": "lz4"})
     for partition, key, value in records:
-        producer.produce("orders", value, key, partition=partition)
+        producer.produce(topic, value, key, partition=partition)
     assert producer.flush(60) == 0
 
 
@@ -120,7 +121,7 @@ def _kmirror(*argv: str, timeout: float = 300) -> subprocess.CompletedProcess:
 
 
 def _options(clusters: _Clusters, tmp_path) -> list[str]:
-    return ["--source", clusters.a_bootstrap, "--destination", clusters.b_bootstrap, "--topics", "orders",
+    return ["--source", clusters.a_bootstrap, "--destination", clusters.b_bootstrap, "--topics", "orders|refunds",
             "--name", JOB, "--checkpoint", str(tmp_path / "ck"), "--groups", "billing", "--master", "local[2]"]
 
 
@@ -150,14 +151,18 @@ def _refused(done: subprocess.CompletedProcess, line: str) -> None:
     assert line in done.stderr and "Traceback" not in done.stderr, done.stderr[-3000:]
 
 
-def _create_orders(bootstrap: str) -> None:
+def _create(bootstrap: str, topic: str, partitions: int) -> None:
     from kafka.admin import KafkaAdminClient, NewTopic
 
     admin = KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=10_000)
     try:
-        admin.create_topics([NewTopic("orders", PARTITIONS, 1)])
+        admin.create_topics([NewTopic(topic, partitions, 1)])
     finally:
         admin.close()
+
+
+def _refunds(phase: str, count: int) -> list[tuple[int, bytes, bytes]]:
+    return [(0, b"r%d" % (i % 7), b"%s-%05d" % (phase.encode(), i)) for i in range(count)]
 
 
 def _tail_rows(stdout: str) -> dict[int, tuple[int, int, int, str]]:
@@ -173,7 +178,7 @@ def test_a_failover_and_a_failback_lose_nothing_copy_nothing_twice_and_move_the_
     clusters = _Clusters(kind, tmp_path, start_kafka, kafka_jars)
     options = _options(clusters, tmp_path)
     try:
-        _create_orders(clusters.a_bootstrap)
+        _create(clusters.a_bootstrap, "orders", PARTITIONS)
         written = _records("a1", A1, 0)
         _produce(clusters, clusters.a_bootstrap, written)
         a1 = _by_partition(written)
@@ -202,6 +207,9 @@ def test_a_failover_and_a_failback_lose_nothing_copy_nothing_twice_and_move_the_
         # Everything B holds: the group is past the promotion point in every partition.
         read.append(consume_and_commit(clusters.b_bootstrap, "billing", "orders", PARTITIONS, A1 - A1 // 2 + B1))
         _refused(_kmirror("run", *options, "--once"), f"job {JOB} was failed over to the destination")
+        # A topic made at B while it is primary: B's own from its log start.
+        _create(clusters.b_bootstrap, "refunds", 1)
+        _produce(clusters, clusters.b_bootstrap, _refunds("at-b", 300), "refunds")
 
         # Phase 3: A is back; the failback copies B's own records home while B takes more.
         clusters.bring_back_a()
@@ -215,8 +223,10 @@ def test_a_failover_and_a_failback_lose_nothing_copy_nothing_twice_and_move_the_
         shown = _kmirror("status", *options, "--json")
         assert shown.returncode == 0, shown
         assert json.loads(shown.stdout)["primary"]["cluster"] == "destination"
-        assert [(t["topic"], t["lag"]) for t in json.loads(shown.stdout)["failback"]["topics"]] == [("orders", 0)]
+        assert [(t["topic"], t["lag"]) for t in json.loads(shown.stdout)["failback"]["topics"]] == [("orders", 0), ("refunds", 0)]
         _refused(_kmirror("run", *options, "--once"), f"job {JOB} was failed over to the destination")
+        wait_until(lambda: read_values(clusters.a_bootstrap, "refunds", 1) == {0: [v for _, _, v in _refunds("at-b", 300)]},
+                   "the topic made at B copied home", 120, poll_s=1)
         _stop(failback, failback_log)
         # Everything B holds again: a group inside the reconciled tail at B has read B's records
         # that follow it at A, and would read them again there (docs/operations.md).
@@ -241,12 +251,17 @@ def test_a_failover_and_a_failback_lose_nothing_copy_nothing_twice_and_move_the_
         # while the producer writes at A again.
         job = _start("run", options, log_path)
         _produce(clusters, clusters.a_bootstrap, _records("a2", A2, A1 + TAIL + B1 + B2))
+        _produce(clusters, clusters.a_bootstrap, _refunds("at-a", 200), "refunds")
+        refunds = {0: [v for _, _, v in _refunds("at-b", 300) + _refunds("at-a", 200)]}
+        wait_until(lambda: job.poll() is not None or read_values(clusters.b_bootstrap, "refunds", 1) == refunds,
+                   "the topic made at B mirrored from A again", 300, poll_s=1)
         # Reconciled, the tail reached B when the failback started: after what B took by then.
         at_b = _joined(a1, b1, tail, b2, a2) if reconcile else _joined(a1, b1, b2, a2)
         _until_holds(job, clusters.b_bootstrap, at_b, log_path)
         _stop(job, log_path)
         assert read_values(clusters.a_bootstrap, "orders", PARTITIONS) == _joined(a1, tail, b1, b2, a2)
         assert read_values(clusters.b_bootstrap, "orders", PARTITIONS) == at_b
+        assert read_values(clusters.a_bootstrap, "refunds", 1) == read_values(clusters.b_bootstrap, "refunds", 1) == refunds
         consumer = group_consumer(clusters.a_bootstrap, "billing")
         consumer.subscribe(["orders"])
         try:

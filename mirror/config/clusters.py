@@ -156,9 +156,9 @@ class Clusters(Strict):
         SEPARATOR, description="between the source alias and the topic name under replication_policy prefix "
         "(MirrorMaker 2's replication.policy.separator); no alias may contain it", json_schema_extra=cli("SEP"))
     flow_topics: tuple[str, ...] = Field(
-        (), description="set by kmirror, never by hand: the source topics of a flow failed over and back "
-        "(kmirror failover, failback), mirrored though their provenance names the destination, since from "
-        "the promotion point on their records are the source's own", json_schema_extra={"internal": True})
+        (), description="set by kmirror failback, never by hand: the topics of a flow failed over, mirrored "
+        "back though their provenance names the destination, since from the promotion point on their records "
+        "are the source's own", json_schema_extra={"internal": True})
 
     @field_validator("topics", "exclude")
     @classmethod

@@ -12,8 +12,8 @@ same topics (``identity`` names only: a prefixed copy has no way home under one 
   below which nothing is copied, checkpoint or not. A topic made at B after the failover is
   B's own from its log start, and is copied home too.
 - **Cycles.** B's provenance says the flow's topics came from A, which would leave them out
-  (:mod:`.provenance`); records from the promotion point on are B's own, so the flow's topics
-  are mirrored all the same (``clusters.flow_topics``).
+  (:mod:`.provenance`); records from the promotion point on are B's own, so the failback
+  mirrors the flow's topics all the same (``clusters.flow_topics``).
 - **Groups.** The reverse job's offset syncs at A are seeded with the inverse of the A -> B
   job's syncs below the promotion points (:func:`inverse_syncs`), as a takeover seeds MM2's,
   so a group that lagged at B is translated back to A exactly as well.
@@ -25,8 +25,9 @@ same topics (``identity`` names only: a prefixed copy has no way home under one 
   what B took meanwhile; its syncs say where each tail batch landed in B, and the failback
   skips those spans (:func:`reconciled_spans`), so A never gets its own records back.
 - **Finish** (:func:`finish_failback`): once the reverse copy caught up, A's last stable
-  offsets are its promotion points, recorded on B as ``failed-back``. ``kmirror run`` A -> B
-  then mirrors from them (:func:`resumed_flow`): what the failback wrote into A is never copied
+  offsets are its promotion points, recorded on B as ``failed-back``, and A's provenance of the
+  flow's topics is put back as it was before the failback wrote it. ``kmirror run`` A -> B then
+  mirrors from them (:func:`resumed_starts`): what the failback wrote into A is never copied
   back to B.
 """
 
@@ -48,12 +49,13 @@ from .copied import NoOffsetSyncsError, copied_state
 from .flow import FlowLog, FlowState, FlowStepError, check_step
 from .own_topics import create_own_topics
 from .offset_syncs import OffsetSyncStore, SyncEntry, SyncLog, offset_syncs_topic
+from .provenance import PROVENANCE_TOPIC, ProvenanceLog
 from .topics import selected_topics
 
 __all__ = ["FAILBACK_SUFFIX", "Failback", "FailbackNamingError", "TailPartition", "failback_job", "plan_failback",
            "inverse_syncs", "seed_syncs", "reconciled_spans", "skipping", "reconcile_job", "tail_to_reconcile", "unreplicated_tail",
            "failback_firsts",
-           "finish_failback", "resumed_flow"]
+           "finish_failback", "resumed_starts"]
 
 log = logging.getLogger(__name__)
 
@@ -263,16 +265,35 @@ def finish_failback(failback: Failback, b: KafkaClient, a: KafkaClient, *, max_w
     at_b = [TopicPartition(t, p) for t, n in sorted(topics.items()) for p in range(n)]
     promotion = a.list_offsets(at_a, "latest", isolation_level=READ_COMMITTED) if at_a else {}
     copied = b.list_offsets(at_b, "latest", isolation_level=READ_COMMITTED) if at_b else {}
+    _restore_provenance(failback, b, a, set(topics), max_wait_s=max_wait_s)
     state = FlowState("failed-back", int(time.time() * 1000), promotion, copied, a.cluster_id(), b.cluster_id())
     FlowLog(b, failback.job, max_wait_s=max_wait_s).record(state)
     return state
 
 
-def resumed_flow(config: MirrorConfig, state: FlowState | None) -> tuple[MirrorConfig, dict[TopicPartition, int]]:
-    """The A -> B job as it runs after a failback: from A's promotion points on (what is below
-    came from B, or stayed on A only), with the flow's topics mirrored though A's provenance says
-    they came from B. Unchanged, with no starts, for a flow that never failed back."""
+def _restore_provenance(failback: Failback, b: KafkaClient, a: KafkaClient, topics: set[str], *,
+                        max_wait_s: float) -> None:
+    """A's provenance of the flow's topics as it was before the failback wrote it (which says
+    their records came from B): from A's promotion points on they are A's own, so every
+    command of the A -> B job (run, status, verify, groups) mirrors them again. The path is
+    B's without its last hop, A (a topic made at B during the failover: A's own, no path)."""
+    if PROVENANCE_TOPIC not in a.topics():
+        return
+    at_a = ProvenanceLog(a, max_wait_s=max_wait_s).refresh()
+    at_b = ProvenanceLog(b, max_wait_s=max_wait_s).refresh() if PROVENANCE_TOPIC in b.topics() else {}
+    a_id = a.cluster_id()
+    restored = {}
+    for topic in sorted(topics & set(at_a)):
+        upstream = at_b.get(topic)
+        path = upstream.path[:-1] if upstream is not None and upstream.path[-1:] == (a_id,) else ()
+        if at_a[topic].path != path:
+            restored[topic] = replace(at_a[topic], path=path)
+    ProvenanceLog(a, max_wait_s=max_wait_s).record(restored)
+
+
+def resumed_starts(state: FlowState | None) -> dict[TopicPartition, int]:
+    """Where the A -> B job starts after a failback: A's promotion points (what is below came
+    from B, or stayed on A only), checkpoint or not. None for a flow that never failed back."""
     if state is None or state.step != "failed-back":
-        return config, {}
-    topics = tuple(sorted({tp.topic for tp in state.promotion}))
-    return config.replaced("clusters", flow_topics=topics), dict(state.promotion)
+        return {}
+    return dict(state.promotion)

@@ -27,7 +27,7 @@ from ..config import REVEAL_SECRETS, ConfigError, MirrorConfig
 from ..engine import client_for, fence_tasks, offsets_topic, sync_destination_topics, transactional_id
 from ..engine.clients import client_from
 from ..engine.destination_loss import LostTopicsError
-from ..engine.failback import resumed_flow
+from ..engine.failback import resumed_starts
 from ..engine.flow import FlowLog, check_step
 from ..engine.own_topics import create_own_topics
 from ..engine.presence import PresenceBeacon
@@ -77,8 +77,7 @@ def run_mirror(config: MirrorConfig, *, stop: threading.Event | None = None,
     # MirrorMaker 2 to take over from, is refused untouched.
     state = FlowLog(destination, config.job_name).state()
     check_step(state, step, config.job_name)
-    config, resumed = resumed_flow(config, state)  # after a failback: from A's promotion points
-    starts = {**resumed, **(starts or {})}
+    starts = {**resumed_starts(state), **(starts or {})}  # after a failback: from A's promotion points
     taking_over = _taking_over(config)
     if taking_over:
         check_stopped(destination, config.mm2_connect_group, config.mm2_offsets_topic)

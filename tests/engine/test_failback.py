@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from mirror.config import load_config
-from mirror.engine.failback import (FailbackNamingError, failback_job, inverse_syncs, resumed_flow,
+from mirror.engine.failback import (FailbackNamingError, failback_job, inverse_syncs, resumed_starts,
                                     skipping)
 from mirror.engine.failback import _merged
 from mirror.engine.flow import FlowState, FlowStepError, check_step
@@ -71,13 +71,11 @@ def test_a_failback_that_skips_spans_copies_without_resident_copiers():
     assert not skipping(reverse, {B0: ((5, 9),)}).streaming.copy_between_micro_batches
 
 
-def test_the_job_after_a_failback_goes_on_from_as_promotion_points_and_mirrors_the_flows_topics():
-    config = _config()
-    assert resumed_flow(config, None) == (config, {})
-    assert resumed_flow(config, FlowState("failed-over", 0, {A0: 5})) == (config, {})
-    resumed, starts = resumed_flow(config, FlowState("failed-back", 0, {A0: 7_000, TopicPartition("pay.eu", 1): 3}))
-    assert starts == {A0: 7_000, TopicPartition("pay.eu", 1): 3}
-    assert resumed.clusters.flow_topics == ("orders", "pay.eu")
+def test_the_job_after_a_failback_goes_on_from_as_promotion_points():
+    assert resumed_starts(None) == {}
+    assert resumed_starts(FlowState("failed-over", 0, {A0: 5})) == {}
+    points = {A0: 7_000, TopicPartition("pay.eu", 1): 3}
+    assert resumed_starts(FlowState("failed-back", 0, points)) == points
 
 
 def test_a_failback_and_a_reconcile_come_only_after_a_failover():

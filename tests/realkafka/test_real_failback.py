@@ -3,6 +3,8 @@ and on the embedded broker, each command run as an operator runs it:
 
 1. ``kmirror run`` A -> B, exactly-once, while a group reads at A and commits; A then takes a
    tail the job never copies, and A's broker is lost (SIGKILL on Kafka).
+   Each job that copies (the A -> B job in phases 1 and 5, the failback in phase 3) is
+   SIGKILLed once as it copies, and started again.
 2. ``kmirror failover``: the producer and the group move to B and go on.
 3. A comes back; ``kmirror failback`` runs while the producer goes on writing at B.
 4. The producer stops; ``kmirror failback --finish``; the producer and the group move back to A.
@@ -126,9 +128,25 @@ def _options(clusters: _Clusters, tmp_path) -> list[str]:
 
 
 def _start(command: str, options: list[str], log_path) -> subprocess.Popen:
-    with open(log_path, "w") as log_file:
+    with open(log_path, "a") as log_file:
         return subprocess.Popen([sys.executable, "-m", "mirror.cli", command, *options, "--trigger-interval", "1"],
                                 stdout=subprocess.DEVNULL, stderr=log_file)
+
+
+def _killed_once(job: subprocess.Popen, command: str, options: list[str], log_path, bootstrap: str,
+                 before: int) -> subprocess.Popen:
+    """``job`` SIGKILLed once ``bootstrap`` holds more than ``before`` records of ``orders`` (it
+    has begun copying; the copy may be over by then), and started again."""
+    wait_until(lambda: job.poll() is not None or _count(bootstrap) > before, f"a first copy into {bootstrap}", 120,
+               poll_s=0.2)
+    assert job.poll() is None, log_path.read_text()[-3000:]
+    job.kill()
+    assert job.wait(60) == -signal.SIGKILL
+    return _start(command, options, log_path)
+
+
+def _count(bootstrap: str) -> int:
+    return sum(map(len, read_values(bootstrap, "orders", PARTITIONS).values()))
 
 
 def _until_holds(job: subprocess.Popen, bootstrap: str, expected: dict[int, list[bytes]], log_path) -> None:
@@ -186,7 +204,7 @@ def test_a_failover_and_a_failback_lose_nothing_copy_nothing_twice_and_move_the_
 
         # Phase 1: A is primary, the job copies it to B while the group reads at A.
         log_path = tmp_path / "run.log"
-        job = _start("run", options, log_path)
+        job = _killed_once(_start("run", options, log_path), "run", options, log_path, clusters.b_bootstrap, 0)
         _until_holds(job, clusters.b_bootstrap, a1, log_path)
         read = [consume_and_commit(clusters.a_bootstrap, "billing", "orders", PARTITIONS, A1 // 2)]
         _stop(job, log_path)  # its last group translation commits the group's offsets at B
@@ -214,7 +232,9 @@ def test_a_failover_and_a_failback_lose_nothing_copy_nothing_twice_and_move_the_
         # Phase 3: A is back; the failback copies B's own records home while B takes more.
         clusters.bring_back_a()
         failback_log = tmp_path / "failback.log"
-        failback = _start("failback", [*options, *(["--reconcile"] if reconcile else [])], failback_log)
+        failing_back = [*options, *(["--reconcile"] if reconcile else [])]
+        failback = _killed_once(_start("failback", failing_back, failback_log), "failback", failing_back, failback_log,
+                                clusters.a_bootstrap, A1 + TAIL)
         _until_holds(failback, clusters.a_bootstrap, _joined(a1, tail, b1), failback_log)
         b2 = _by_partition(_records("b2", B2, A1 + TAIL + B1))
         _produce(clusters, clusters.b_bootstrap, _records("b2", B2, A1 + TAIL + B1))
@@ -250,7 +270,9 @@ def test_a_failover_and_a_failback_lose_nothing_copy_nothing_twice_and_move_the_
         # Phase 5: the job A -> B goes on from its old checkpoint, past what the failback wrote,
         # while the producer writes at A again.
         job = _start("run", options, log_path)
+        before = _count(clusters.b_bootstrap)
         _produce(clusters, clusters.a_bootstrap, _records("a2", A2, A1 + TAIL + B1 + B2))
+        job = _killed_once(job, "run", options, log_path, clusters.b_bootstrap, before)
         _produce(clusters, clusters.a_bootstrap, _refunds("at-a", 200), "refunds")
         refunds = {0: [v for _, _, v in _refunds("at-b", 300) + _refunds("at-a", 200)]}
         wait_until(lambda: job.poll() is not None or read_values(clusters.b_bootstrap, "refunds", 1) == refunds,

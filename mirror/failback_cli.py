@@ -103,7 +103,7 @@ def run(args: argparse.Namespace) -> int:
         if args.reconcile:
             _reconcile(config, failback, a, b, stop, wait_s)
             if stop.is_set():
-                return 0
+                return _stopped(args.finish)
         seeded = seed_syncs(failback, b, a, max_wait_s=wait_s,
                             timeout_ms=int(config.clusters.source.request_timeout_s * 1000))
         if seeded:
@@ -118,16 +118,15 @@ def run(args: argparse.Namespace) -> int:
         if not args.finish:
             return 0
         if stop.is_set():
-            log.error("the failback's finish was stopped before it caught up: nothing was recorded; run 'kmirror "
-                      "failback --finish' again")
-            return EXIT_FAILED
+            return _stopped(True)
         if config.sync.groups is not None:
             try:
                 translate_groups(reverse, config.sync.groups, apply=True)
             except NoMatchingGroupError as exc:
                 print(f"groups: {exc}", flush=True)
-        state = finish_failback(failback, b, a, max_wait_s=wait_s)
-        tail = unreplicated_tail(failback, a, b, max_wait_s=wait_s)
+        tail = unreplicated_tail(failback, a, b, max_wait_s=wait_s)  # before the finish turns the syncs round
+        state = finish_failback(failback, b, a, max_wait_s=wait_s,
+                                timeout_ms=int(config.clusters.destination.request_timeout_s * 1000))
     except KMirrorError as exc:
         return exit_code(exc, unusable, "failback failed")
     print(columns([PROMOTION_HEADER, *((tp.topic, str(tp.partition), str(offset))
@@ -136,6 +135,15 @@ def run(args: argparse.Namespace) -> int:
     print(f"job {failback.job} {state.line()}; producers and consumers may move back to it, and 'kmirror run' with "
           f"this job's options goes on from the promotion points", flush=True)
     return 0
+
+
+def _stopped(finishing: bool) -> int:
+    """A stop asked for before the copy caught up: a failback's normal end, but a finish's failure."""
+    if not finishing:
+        return 0
+    log.error("the failback's finish was stopped before it caught up: nothing was recorded; run 'kmirror failback "
+              "--finish' again")
+    return EXIT_FAILED
 
 
 def _reconcile(config, failback, a, b, stop, wait_s: float) -> None:
@@ -149,7 +157,7 @@ def _reconcile(config, failback, a, b, stop, wait_s: float) -> None:
         return
     log.info("reconcile: job %s copies the source's unreplicated tail into the destination first: %s", failback.job,
              ", ".join(f"{t.tp} [{t.start}, {t.end})" for t in pending))
-    run_mirror(reconcile_job(config), stop=stop, starts=failback.failover.copied, step="reconcile")
+    run_mirror(reconcile_job(config, failback), stop=stop, starts=failback.failover.copied, step="reconcile")
 
 
 def _say_tail(tail: list[TailPartition], *, printed: bool = False) -> None:

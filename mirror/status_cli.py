@@ -128,12 +128,17 @@ def _failing_back(args: argparse.Namespace, config, state, source, destination) 
     """After a failover the job's copy is refused, and what moves is its failback, B -> A: its
     lag is shown instead (or that it has not started, or that A does not answer)."""
     from .engine.clients import client_from
-    from .engine.failback import failback_job
+    from .engine.failback import FailbackNamingError, failback_job
     from .engine.failover import source_answers
     from .engine.flow import primary_line
     from .engine.status import NoSuchJobError, mirror_status
 
-    reverse = failback_job(config, state)
+    try:
+        reverse = failback_job(config, state)
+    except FailbackNamingError as exc:
+        print(primary_line(state))
+        print(f"failback: none: {exc}")
+        return 0
     topics, note = None, None
     # Asked twice, not with the job's retries: after a disaster the source is often gone.
     if not source_answers(client_from(config.clusters.source, config.limits.retry.model_copy(update={"attempts": 2}))):

@@ -42,8 +42,11 @@ from typing import Mapping
 from kcodecs import KMirrorError
 
 from ..config import MirrorConfig
+from ..config.sections import Takeover
 from ..kafka import IdempotentProducer, KafkaClient, TopicPartition
+from ..kafka.admin import describe_topic_configs
 from ..kafka.client import READ_COMMITTED
+from ..kafka.types import listed_ids
 from .commit import Committer
 from .copied import NoOffsetSyncsError, copied_state
 from .flow import FlowLog, FlowState, FlowStepError, check_step
@@ -107,9 +110,9 @@ def failback_job(config: MirrorConfig, failover: FlowState) -> MirrorConfig:
     swapped = clusters.model_copy(update={
         "source": clusters.destination, "destination": clusters.source, "source_alias": clusters.destination_alias,
         "destination_alias": clusters.source_alias,
-        "flow_topics": tuple(sorted({tp.topic for tp in failover.promotion}))})
+        "flow_topics": _flow_topics(failover)})
     checkpoint = Path(f"{config.streaming.checkpoint}{FAILBACK_SUFFIX}")
-    reverse = config.model_copy(update={"clusters": swapped})
+    reverse = config.model_copy(update={"clusters": swapped, "takeover": Takeover()})  # nothing of MM2's here
     reverse = reverse.replaced("streaming", checkpoint=checkpoint, starting_offsets="earliest")
     return reverse.replaced("delivery", name=config.job_name + FAILBACK_SUFFIX)
 
@@ -121,7 +124,7 @@ def plan_failback(config: MirrorConfig, b: KafkaClient, *, max_wait_s: float) ->
     state = FlowLog(b, job, max_wait_s=max_wait_s).state()
     check_step(state, "failback", job)
     assert state is not None
-    return Failback(job, failback_job(config, state), state, dict(state.promotion))
+    return Failback(job, failback_job(config, state), state, state.points_of(listed_ids(b.listings())))
 
 
 def inverse_syncs(entries: list[SyncEntry]) -> SyncLog:
@@ -148,19 +151,32 @@ def seed_syncs(failback: Failback, b: KafkaClient, a: KafkaClient, *, max_wait_s
                timeout_ms: int) -> int:
     """Write :func:`inverse_syncs` as the reverse job's own syncs at A, those it has not
     already (a restart, or a reconcile since the first start). Returns how many were written."""
-    have = {(e.source, e.first, e.last) for e in _reverse_syncs(failback, a, max_wait_s=max_wait_s)}
-    inverse = inverse_syncs(_forward_syncs(failback, b, max_wait_s=max_wait_s))
-    seeded = SyncLog.of(e for entries in inverse.entries.values() for e in entries
-                        if (e.source, e.first, e.last) not in have)
-    if not seeded.by_source():
-        return 0
+    have = _reverse_syncs(failback, a, max_wait_s=max_wait_s)
     create_own_topics(failback.config, a)
-    producer = IdempotentProducer(a, timeout_ms=timeout_ms)
+    return _write_missing(inverse_syncs(_forward_syncs(failback, b, max_wait_s=max_wait_s)), have, a,
+                          offset_syncs_topic(failback.config.job_name), timeout_ms=timeout_ms)
+
+
+def _write_missing(syncs: SyncLog, have: list[SyncEntry], client: KafkaClient, topic: str, *, timeout_ms: int) -> int:
+    """Write the entries of ``syncs`` that ``have`` lacks to the syncs topic ``topic``, as a
+    job's commits write them; returns how many."""
+    known = {(e.source, e.first, e.last) for e in have}
+    missing = SyncLog.of(e for entries in syncs.entries.values() for e in entries
+                         if (e.source, e.first, e.last) not in known)
+    if not missing.by_source():
+        return 0
+    producer = IdempotentProducer(client, timeout_ms=timeout_ms)
     try:
-        Committer(producer, TopicPartition(offset_syncs_topic(failback.config.job_name), 0)).commit({}, seeded)
+        Committer(producer, TopicPartition(topic, 0)).commit({}, missing)
     finally:
         producer.close()
-    return sum(len(e) for e in seeded.entries.values())
+    return sum(len(e) for e in missing.entries.values())
+
+
+def _own_syncs(failback: Failback, a: KafkaClient, forward: list[SyncEntry], *, max_wait_s: float) -> list[SyncEntry]:
+    """The failback's syncs of its own copies: not those seeded from ``forward``, the A -> B job's."""
+    seeded = {(e.source, e.first, e.last) for entries in inverse_syncs(forward).entries.values() for e in entries}
+    return [e for e in _reverse_syncs(failback, a, max_wait_s=max_wait_s) if (e.source, e.first, e.last) not in seeded]
 
 
 def reconciled_spans(failback: Failback, b: KafkaClient, *,
@@ -171,6 +187,10 @@ def reconciled_spans(failback: Failback, b: KafkaClient, *,
     spans: dict[TopicPartition, list[tuple[int, int]]] = {}
     for e in _forward_syncs(failback, b, max_wait_s=max_wait_s):
         if e.first >= copied.get(e.source, 0) and e.base >= failback.starts.get(e.destination, 0):
+            if not e.exact:  # --reconcile refuses the pairs that rebuild batches (_rebuilt_pairs)
+                raise FlowStepError(f"the reconcile's copy of {e.source} into {e.destination} [{e.base}, {e.end}) "
+                                    f"was rebuilt: the span may hold records of the destination's own, and the "
+                                    f"failback cannot skip it exactly")
             spans.setdefault(e.destination, []).append((e.base, e.end))
     return {tp: _merged(found) for tp, found in spans.items()}
 
@@ -196,10 +216,17 @@ def skipping(reverse: MirrorConfig, skips: Mapping[TopicPartition, tuple[tuple[i
     return reverse.replaced("streaming", copy_between_micro_batches=False)
 
 
-def reconcile_job(config: MirrorConfig) -> MirrorConfig:
+def reconcile_job(config: MirrorConfig, failback: Failback) -> MirrorConfig:
     """The A -> B job as ``failback --reconcile`` runs it: once, to A's end (the tail: the
-    failback has written nothing into A yet), from where the failover's copy had reached."""
-    return config.replaced("streaming", once=True)
+    failback has written nothing into A yet), from where the failover's copy had reached; the
+    flow's topics mirrored though A's provenance, if a failback started before, says they came
+    from B."""
+    return config.replaced("streaming", once=True).replaced("clusters", flow_topics=_flow_topics(failback.failover))
+
+
+def _flow_topics(state: FlowState) -> tuple[str, ...]:
+    """The flow's topics: those of its promotion points (the names are the same on both sides)."""
+    return tuple(sorted({tp.topic for tp in state.promotion}))
 
 
 def tail_to_reconcile(config: MirrorConfig, failback: Failback, a: KafkaClient, b: KafkaClient, *,
@@ -211,6 +238,12 @@ def tail_to_reconcile(config: MirrorConfig, failback: Failback, a: KafkaClient, 
     pending = [t for t in unreplicated_tail(failback, a, b, max_wait_s=max_wait_s) if not t.reconciled]
     if not pending:
         return []
+    rebuilt = _rebuilt_pairs(failback, a, b, {t.tp.topic for t in pending})
+    if rebuilt:
+        raise FlowStepError(f"--reconcile needs every batch of the tail copied as it is, so that the failback can "
+                            f"skip exactly its spans at the destination; the copy rebuilds batches of {', '.join(rebuilt)} "
+                            f"(by-key partitioning, or a compacted topic's offset holes): go on without it (the tail "
+                            f"stays on the source only)")
     if config.delivery.mode != "exactly-once":
         raise FlowStepError("--reconcile copies under exactly-once only: an at-least-once copy can leave records at "
                             "the destination that no offset sync names, and the failback would copy them back")
@@ -218,6 +251,15 @@ def tail_to_reconcile(config: MirrorConfig, failback: Failback, a: KafkaClient, 
         raise FlowStepError(f"the failback of job {failback.job} has copied into the source already: --reconcile "
                             f"goes before its first copy; go on without it (the tail stays on the source only)")
     return pending
+
+
+def _rebuilt_pairs(failback: Failback, a: KafkaClient, b: KafkaClient, topics: set[str]) -> list[str]:
+    """Of ``topics``, those whose copy into B rebuilds batches: by-key pairs, and compacted
+    topics (compaction leaves offset holes, and a batch with holes is rebuilt)."""
+    pairs = ProvenanceLog(b).refresh() if PROVENANCE_TOPIC in b.topics() else {}
+    configs = describe_topic_configs(a, sorted(topics))
+    return sorted(t for t in topics if (pairs.get(t) is not None and pairs[t].partitioning == "by-key")
+                  or "compact" in configs.get(t, {}).get("cleanup.policy", ""))
 
 
 def unreplicated_tail(failback: Failback, a: KafkaClient, b: KafkaClient, *,
@@ -248,25 +290,30 @@ def failback_firsts(failback: Failback, a: KafkaClient, forward: list[SyncEntry]
                     max_wait_s: float) -> dict[TopicPartition, int]:
     """Per partition of A, the first offset the failback copied there (none: it copied nothing
     there yet): its own syncs, not those seeded from ``forward``, the A -> B job's."""
-    seeded = {(e.source, e.first, e.last) for entries in inverse_syncs(forward).entries.values() for e in entries}
     first: dict[TopicPartition, int] = {}
-    for e in _reverse_syncs(failback, a, max_wait_s=max_wait_s):
-        if (e.source, e.first, e.last) not in seeded:
-            first[e.destination] = min(first.get(e.destination, e.base), e.base)
+    for e in _own_syncs(failback, a, forward, max_wait_s=max_wait_s):
+        first[e.destination] = min(first.get(e.destination, e.base), e.base)
     return first
 
 
-def finish_failback(failback: Failback, b: KafkaClient, a: KafkaClient, *, max_wait_s: float) -> FlowState:
+def finish_failback(failback: Failback, b: KafkaClient, a: KafkaClient, *, max_wait_s: float,
+                    timeout_ms: int) -> FlowState:
     """Record on B that A is primary again, once the reverse copy caught up: A's promotion
-    points are its last stable offsets of every topic the failback copies into."""
+    points are its last stable offsets of every topic the failback copies into. The A -> B
+    job's syncs get the failback's turned round first, so that a group whose offsets at A lie
+    among the records the failback wrote there translates back to B exactly too."""
     topics = selected_topics(failback.config, b)
     present = a.topics()
     at_a = [TopicPartition(t, p) for t in sorted(topics) if t in present for p in range(present[t])]
     at_b = [TopicPartition(t, p) for t, n in sorted(topics.items()) for p in range(n)]
     promotion = a.list_offsets(at_a, "latest", isolation_level=READ_COMMITTED) if at_a else {}
     copied = b.list_offsets(at_b, "latest", isolation_level=READ_COMMITTED) if at_b else {}
+    ids = {topic: i for topic, i in listed_ids(a.listings()).items() if topic in topics}
     _restore_provenance(failback, b, a, set(topics), max_wait_s=max_wait_s)
-    state = FlowState("failed-back", int(time.time() * 1000), promotion, copied, a.cluster_id(), b.cluster_id())
+    forward = _forward_syncs(failback, b, max_wait_s=max_wait_s)
+    _write_missing(inverse_syncs(_own_syncs(failback, a, forward, max_wait_s=max_wait_s)), forward, b,
+                   offset_syncs_topic(failback.job), timeout_ms=timeout_ms)
+    state = FlowState("failed-back", int(time.time() * 1000), promotion, copied, a.cluster_id(), b.cluster_id(), ids)
     FlowLog(b, failback.job, max_wait_s=max_wait_s).record(state)
     return state
 
@@ -276,7 +323,8 @@ def _restore_provenance(failback: Failback, b: KafkaClient, a: KafkaClient, topi
     """A's provenance of the flow's topics as it was before the failback wrote it (which says
     their records came from B): from A's promotion points on they are A's own, so every
     command of the A -> B job (run, status, verify, groups) mirrors them again. The path is
-    B's without its last hop, A (a topic made at B during the failover: A's own, no path)."""
+    B's without its last hop, A (a topic made at B during the failover: A's own, no path); a
+    topic that came to B from a third cluster keeps the failback's."""
     if PROVENANCE_TOPIC not in a.topics():
         return
     at_a = ProvenanceLog(a, max_wait_s=max_wait_s).refresh()
@@ -285,15 +333,18 @@ def _restore_provenance(failback: Failback, b: KafkaClient, a: KafkaClient, topi
     restored = {}
     for topic in sorted(topics & set(at_a)):
         upstream = at_b.get(topic)
-        path = upstream.path[:-1] if upstream is not None and upstream.path[-1:] == (a_id,) else ()
+        if upstream is not None and upstream.path[-1:] != (a_id,):
+            continue  # came to B from elsewhere: it stays as the failback wrote it, from B
+        path = () if upstream is None else upstream.path[:-1]
         if at_a[topic].path != path:
             restored[topic] = replace(at_a[topic], path=path)
     ProvenanceLog(a, max_wait_s=max_wait_s).record(restored)
 
 
-def resumed_starts(state: FlowState | None) -> dict[TopicPartition, int]:
+def resumed_starts(state: FlowState | None, ids: Mapping[str, str]) -> dict[TopicPartition, int]:
     """Where the A -> B job starts after a failback: A's promotion points (what is below came
-    from B, or stayed on A only), checkpoint or not. None for a flow that never failed back."""
+    from B, or stayed on A only), checkpoint or not; none of a topic made again at A since
+    (``ids``: A's topic ids now), whose offsets start again. None for a flow that never failed back."""
     if state is None or state.step != "failed-back":
         return {}
-    return dict(state.promotion)
+    return state.points_of(ids)

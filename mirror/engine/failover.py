@@ -24,6 +24,7 @@ from kcodecs import KMirrorError
 
 from ..config import MirrorConfig
 from ..kafka import AuthenticationError, KafkaClient, TopicPartition
+from ..kafka.types import listed_ids
 from ..kafka.client import READ_COMMITTED
 from .copied import NoOffsetSyncsError, copied_state
 from .exactly_once import fence_tasks
@@ -117,7 +118,8 @@ def fail_over(config: MirrorConfig, destination: KafkaClient, source: KafkaClien
         recovery = [PartitionRecovery(tp, offset) for tp, offset in sorted(frontier.items())]
     promotion = _promotion_points(config, destination, topics)
     state = FlowState("failed-over", int(time.time() * 1000), promotion, dict(frontier),
-                      source.cluster_id() if source is not None else None, destination.cluster_id())
+                      source.cluster_id() if source is not None else None, destination.cluster_id(),
+                      _ids_of(destination, {tp.topic for tp in promotion}))
     flow.record(state)
     return Failover(state, recovery, source is not None)
 
@@ -152,6 +154,11 @@ def _recovery(config: MirrorConfig, source: KafkaClient | None,
         log.warning("the source answered, but not for every partition (%s): the recovery point is unknown", exc)
         return None
     return [PartitionRecovery(tp, frontier.get(tp), starts.get(tp), ends.get(tp)) for tp in tps]
+
+
+def _ids_of(client: KafkaClient, topics: set[str]) -> dict[str, str]:
+    """The ids of ``topics`` as ``client``'s cluster lists them now (those it gives one)."""
+    return {topic: i for topic, i in listed_ids(client.listings()).items() if topic in topics}
 
 
 def _promotion_points(config: MirrorConfig, destination: KafkaClient, topics: set[str]) -> dict[TopicPartition, int]:

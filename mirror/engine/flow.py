@@ -79,6 +79,16 @@ class FlowState:
     source_cluster: str | None = None
     """A's cluster id, if A answered at the step (None: it did not)."""
     destination_cluster: str | None = None
+    topic_ids: Mapping[str, str] = field(default_factory=dict)
+    """The ids (KIP-516) of the topics the promotion points are of, where the cluster gives
+    them: a topic deleted and made again since is another topic, whose offsets start again,
+    and the points say nothing of it."""
+
+    def points_of(self, ids: Mapping[str, str]) -> dict[TopicPartition, int]:
+        """The promotion points of the topics that are still the ones they were taken of
+        (``ids``: the cluster's ids now; a topic without an id on either side counts as the same)."""
+        return {tp: offset for tp, offset in self.promotion.items()
+                if self.topic_ids.get(tp.topic, ids.get(tp.topic)) == ids.get(tp.topic, self.topic_ids.get(tp.topic))}
 
     def line(self) -> str:
         when = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(self.at_ms / 1000))
@@ -113,7 +123,8 @@ def _offsets_of(value: Mapping[str, Mapping[str, int]]) -> dict[TopicPartition, 
 def encode_state(state: FlowState) -> bytes:
     return json.dumps({"step": state.step, "at_ms": state.at_ms, "promotion": _offsets_json(state.promotion),
                        "copied": _offsets_json(state.copied), "source_cluster": state.source_cluster,
-                       "destination_cluster": state.destination_cluster}, sort_keys=True).encode()
+                       "destination_cluster": state.destination_cluster, "topic_ids": dict(state.topic_ids)},
+                      sort_keys=True).encode()
 
 
 def decode_state(value: bytes) -> FlowState:
@@ -123,7 +134,7 @@ def decode_state(value: bytes) -> FlowState:
             raise ValueError(f"unknown step {fields['step']!r}")
         return FlowState(fields["step"], int(fields["at_ms"]), _offsets_of(fields.get("promotion", {})),
                          _offsets_of(fields.get("copied", {})), fields.get("source_cluster"),
-                         fields.get("destination_cluster"))
+                         fields.get("destination_cluster"), {str(t): str(i) for t, i in fields.get("topic_ids", {}).items()})
     except (ValueError, KeyError, TypeError, AttributeError) as exc:
         raise FlowRecordError(f"a flow state record kmirror did not write: {value[:200]!r} ({exc})") from None
 

@@ -35,6 +35,7 @@ from ..engine.shape_sync import ShapeSync
 from ..engine.takeover import check_stopped, take_over
 from ..listing import some_of
 from ..kafka import TopicPartition
+from ..kafka.types import listed_ids
 from ..metrics import MirrorMetrics
 from ..progress import MicroBatchReport, RunTotals
 from .offsets import Bounds
@@ -77,7 +78,8 @@ def run_mirror(config: MirrorConfig, *, stop: threading.Event | None = None,
     # MirrorMaker 2 to take over from, is refused untouched.
     state = FlowLog(destination, config.job_name).state()
     check_step(state, step, config.job_name)
-    starts = {**resumed_starts(state), **(starts or {})}  # after a failback: from A's promotion points
+    # After a failback: from A's promotion points (of the topics that were not made again since).
+    starts = {**resumed_starts(state, listed_ids(source.listings())), **(starts or {})}
     taking_over = _taking_over(config)
     if taking_over:
         check_stopped(destination, config.mm2_connect_group, config.mm2_offsets_topic)

@@ -71,11 +71,14 @@ def test_a_failback_that_skips_spans_copies_without_resident_copiers():
     assert not skipping(reverse, {B0: ((5, 9),)}).streaming.copy_between_micro_batches
 
 
-def test_the_job_after_a_failback_goes_on_from_as_promotion_points():
-    assert resumed_starts(None) == {}
-    assert resumed_starts(FlowState("failed-over", 0, {A0: 5})) == {}
-    points = {A0: 7_000, TopicPartition("pay.eu", 1): 3}
-    assert resumed_starts(FlowState("failed-back", 0, points)) == points
+def test_the_job_after_a_failback_goes_on_from_as_promotion_points_but_not_in_a_topic_made_again():
+    assert resumed_starts(None, {}) == {}
+    assert resumed_starts(FlowState("failed-over", 0, {A0: 5}), {}) == {}
+    pay = TopicPartition("pay.eu", 1)
+    state = FlowState("failed-back", 0, {A0: 7_000, pay: 3}, topic_ids={"orders": A_ID, "pay.eu": B_ID})
+    assert resumed_starts(state, {"orders": A_ID, "pay.eu": B_ID}) == {A0: 7_000, pay: 3}
+    assert resumed_starts(state, {"orders": "made-again-since-id-0000", "pay.eu": B_ID}) == {pay: 3}
+    assert resumed_starts(FlowState("failed-back", 0, {A0: 7_000}), {"orders": A_ID}) == {A0: 7_000}  # no ids then
 
 
 def test_a_failback_and_a_reconcile_come_only_after_a_failover():

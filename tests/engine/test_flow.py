@@ -16,7 +16,8 @@ A0, A1 = TopicPartition("orders", 0), TopicPartition("orders", 1)
 
 
 def test_a_failover_state_keeps_every_partitions_points_through_its_encoding():
-    state = FlowState("failed-over", 1_764_000_000_000, {A0: 2_000, A1: 0}, {A0: 1_990, A1: 7}, "src-id", "dst-id")
+    state = FlowState("failed-over", 1_764_000_000_000, {A0: 2_000, A1: 0}, {A0: 1_990, A1: 7}, "src-id", "dst-id",
+                      {"orders": "Lh3PxV0tQjWJ3o2fJ1tYxA"})
     assert decode_state(encode_state(state)) == state
 
 

@@ -127,10 +127,26 @@ def _options(clusters: _Clusters, tmp_path) -> list[str]:
             "--name", JOB, "--checkpoint", str(tmp_path / "ck"), "--groups", "billing", "--master", "local[2]"]
 
 
+_STARTED: list[subprocess.Popen] = []
+
+
+@pytest.fixture(autouse=True)
+def _no_job_outlives_its_test():
+    """A test that fails leaves no job behind, waiting out its lost clusters for ever."""
+    yield
+    while _STARTED:
+        job = _STARTED.pop()
+        if job.poll() is None:
+            job.kill()
+            job.wait(30)
+
+
 def _start(command: str, options: list[str], log_path) -> subprocess.Popen:
     with open(log_path, "a") as log_file:
-        return subprocess.Popen([sys.executable, "-m", "mirror.cli", command, *options, "--trigger-interval", "1"],
-                                stdout=subprocess.DEVNULL, stderr=log_file)
+        job = subprocess.Popen([sys.executable, "-m", "mirror.cli", command, *options, "--trigger-interval", "1"],
+                               stdout=subprocess.DEVNULL, stderr=log_file)
+    _STARTED.append(job)
+    return job
 
 
 def _killed_once(job: subprocess.Popen, command: str, options: list[str], log_path, bootstrap: str,

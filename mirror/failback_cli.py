@@ -17,8 +17,10 @@ back. It runs a job of its own, B -> A, named NAME-failback, its checkpoint CHEC
 --reconcile, on the failback's first start (before it copied anything into A): the A -> B job
 copies A's unreplicated tail into B once, after what B took meanwhile, so that both clusters
 hold every acknowledged record; the failback then skips those records at B (they are A's own).
-A group reading at B reads them there. Under exactly-once only: an at-least-once copy may
-leave copies at B that no sync names, which the failback would copy back to A.
+A group reading at B reads them there. Under exactly-once only (an at-least-once copy may
+leave copies at B that no sync names, which the failback would copy back to A), and not for
+topics whose copy rebuilds batches (by-key pairs, compacted topics): the failback skips
+exactly the spans of the batches the reconcile forwarded.
 
 --finish, once B's producers have stopped: it copies what is left, once; commits the groups'
 translated offsets at A; records on B that A is primary again, with A's promotion points (A's

@@ -70,7 +70,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from .engine import client_for, open_transaction_wait_s
-    from .engine.clients import client_from
+    from .engine.clients import asking_twice
     from .engine.copied import NoOffsetSyncsError
     from .engine.failover import fail_over, source_answers
     from .engine.flow import FlowStepError
@@ -87,7 +87,7 @@ def run(args: argparse.Namespace) -> int:
         destination = client_for(config.clusters.destination, config.limits.retry)
         destination.cluster_id()  # unreachable: said as such, before A is tried
         log.info("asking the source whether it answers (%s)", ",".join(config.clusters.source.bootstrap))
-        source = client_from(config.clusters.source, config.limits.retry.model_copy(update={"attempts": 2}))
+        source = asking_twice(config.clusters.source, config.limits.retry)
         answered = source_answers(source)
         done = fail_over(config, destination, source if answered else None, max_wait_s=wait_s)
     except KMirrorError as exc:

@@ -127,7 +127,7 @@ def _primary(state) -> dict:
 def _failing_back(args: argparse.Namespace, config, state, source, destination) -> int:
     """After a failover the job's copy is refused, and what moves is its failback, B -> A: its
     lag is shown instead (or that it has not started, or that A does not answer)."""
-    from .engine.clients import client_from
+    from .engine.clients import asking_twice
     from .engine.failback import FailbackNamingError, failback_job
     from .engine.failover import source_answers
     from .engine.flow import primary_line
@@ -141,7 +141,7 @@ def _failing_back(args: argparse.Namespace, config, state, source, destination) 
         return 0
     topics, note = None, None
     # Asked twice, not with the job's retries: after a disaster the source is often gone.
-    if not source_answers(client_from(config.clusters.source, config.limits.retry.model_copy(update={"attempts": 2}))):
+    if not source_answers(asking_twice(config.clusters.source, config.limits.retry)):
         note = "failback: the source does not answer"
     else:
         try:

@@ -19,7 +19,7 @@ from ..kafka import IdempotentProducer, KafkaClient, RetryPolicy
 from ..kafka.transactional_producer import TransactionalProducer
 from .offsets_topic import CommittedOffsets
 
-__all__ = ["client_for", "client_from", "producer_for", "transactional_producer_for", "committed_offsets_for", "close_all"]
+__all__ = ["client_for", "client_from", "asking_twice", "producer_for", "transactional_producer_for", "committed_offsets_for", "close_all"]
 
 _clients: dict[tuple[ClusterConfig, RetryConfig], KafkaClient] = {}
 _producers: dict[tuple, IdempotentProducer] = {}
@@ -45,6 +45,13 @@ def client_from(cluster: ClusterConfig, retry: RetryConfig) -> KafkaClient:
                           max_backoff_s=retry.max_backoff_s),
         security=cluster.security(),
     )
+
+
+def asking_twice(cluster: ClusterConfig, retry: RetryConfig) -> KafkaClient:
+    """A client of its own that tries each request twice, not with the job's retries: for a
+    cluster that may well be gone (the source at a failover, a job's presence written to a
+    destination that must not hold up its stop)."""
+    return client_from(cluster, retry.model_copy(update={"attempts": 2}))
 
 
 def producer_for(cluster: ClusterConfig, retry: RetryConfig, max_in_flight: int) -> IdempotentProducer:

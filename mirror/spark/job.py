@@ -25,7 +25,7 @@ from typing import Callable, Literal, Mapping
 
 from ..config import REVEAL_SECRETS, ConfigError, MirrorConfig
 from ..engine import client_for, fence_tasks, offsets_topic, sync_destination_topics, transactional_id
-from ..engine.clients import client_from
+from ..engine.clients import asking_twice
 from ..engine.destination_loss import LostTopicsError
 from ..engine.failback import resumed_starts
 from ..engine.flow import FlowLog, check_step
@@ -101,7 +101,7 @@ def _presence(config: MirrorConfig) -> PresenceBeacon:
     """The job's presence on the destination (:mod:`~mirror.engine.presence`), written with a
     client of its own that tries each write twice: a destination that does not answer must
     not hold up the job's stop for its retries."""
-    client = client_from(config.clusters.destination, config.limits.retry.model_copy(update={"attempts": 2}))
+    client = asking_twice(config.clusters.destination, config.limits.retry)
     copiers = config.streaming.copy_between_micro_batches and not config.streaming.once
     return PresenceBeacon(client, config.job_name, lease_s=config.streaming.lease_s if copiers else 0.0)
 

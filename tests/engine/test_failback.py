@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from mirror.config import load_config
-from mirror.engine.failback import (FailbackNamingError, failback_job, inverse_syncs, resumed_starts,
+from mirror.engine.failback import (Failback, FailbackNamingError, failback_job, inverse_syncs, resumed_starts,
                                     skipping)
 from mirror.engine.failback import _merged
 from mirror.engine.flow import FlowState, FlowStepError, check_step
@@ -89,3 +89,29 @@ def test_a_failback_and_a_reconcile_come_only_after_a_failover():
             check_step(FlowState("failed-back", 0), step, "j")
         check_step(FlowState("failed-over", 0), step, "j")
 
+
+
+def test_the_finish_puts_back_as_provenance_of_what_came_from_a_or_was_made_at_b(tmp_path):
+    """After the failback, A's provenance says the flow's topics came from B (a cycle for the
+    A -> B job); the finish puts back what it said before: B's path without its last hop, A."""
+    from mirror.broker import EmbeddedBroker
+    from mirror.engine.failback import _restore_provenance
+    from mirror.engine.provenance import Provenance, ProvenanceLog
+    from mirror.kafka import KafkaClient
+
+    with EmbeddedBroker(tmp_path / "a", cluster_id="cluster-a") as a_broker, \
+            EmbeddedBroker(tmp_path / "b", cluster_id="cluster-b") as b_broker, \
+            KafkaClient(a_broker.bootstrap) as a, KafkaClient(b_broker.bootstrap) as b:
+        ProvenanceLog(b).record({"orders": Provenance(("cluster-z", "cluster-a"), "orders", created=False),
+                                 "from-c": Provenance(("cluster-c",), "from-c")})
+        written = {"orders": Provenance(("cluster-z", "cluster-a", "cluster-b"), "orders", created=False,
+                                        partitioning="preserve"),
+                   "refunds": Provenance(("cluster-b",), "refunds", partitioning="preserve"),
+                   "from-c": Provenance(("cluster-c", "cluster-b"), "from-c")}
+        ProvenanceLog(a).record(written)
+        failback = Failback("dr", failback_job(_config(), FlowState("failed-over", 0)), FlowState("failed-over", 0), {})
+        _restore_provenance(failback, b, a, {"orders", "refunds", "from-c"}, max_wait_s=10)
+        after = dict(ProvenanceLog(a).refresh())
+    assert after == {"orders": Provenance(("cluster-z",), "orders", created=False, partitioning="preserve"),
+                     "refunds": Provenance((), "refunds", partitioning="preserve"),
+                     "from-c": written["from-c"]}  # came to B from C: still B's, never mirrored back

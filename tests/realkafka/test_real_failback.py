@@ -58,8 +58,9 @@ class _Clusters:
             self.a, self.b = start_kafka(), start_kafka()
             self.jars = kafka_jars(KAFKA_4)
         else:
-            self.a = EmbeddedBroker(tmp_path / "a").start()
-            self.b = EmbeddedBroker(tmp_path / "b").start()
+            # Two cluster ids, as two Kafka clusters have: provenance tells clusters by them.
+            self.a = EmbeddedBroker(tmp_path / "a", cluster_id="cluster-a").start()
+            self.b = EmbeddedBroker(tmp_path / "b", cluster_id="cluster-b").start()
             self.jars = None
         self.a_bootstrap, self.b_bootstrap = self.a.bootstrap, self.b.bootstrap
 
@@ -74,7 +75,7 @@ class _Clusters:
             self.a.start_node(1)
         else:
             port = self.a.port
-            self.a = EmbeddedBroker(self.tmp_path / "a", port=port).start()
+            self.a = EmbeddedBroker(self.tmp_path / "a", port=port, cluster_id="cluster-a").start()
         assert self.a.bootstrap == self.a_bootstrap
 
     def stop(self) -> None:

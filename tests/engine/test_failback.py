@@ -115,3 +115,23 @@ def test_the_finish_puts_back_as_provenance_of_what_came_from_a_or_was_made_at_b
     assert after == {"orders": Provenance(("cluster-z",), "orders", created=False, partitioning="preserve"),
                      "refunds": Provenance((), "refunds", partitioning="preserve"),
                      "from-c": written["from-c"]}  # came to B from C: still B's, never mirrored back
+
+
+def test_reconcile_is_refused_for_topics_whose_copy_rebuilds_batches(tmp_path):
+    """The failback skips exactly the spans the reconcile's forwarded batches took at B: a
+    by-key pair or a compacted topic (offset holes) rebuilds batches, whose spans may hold B's own."""
+    from mirror.broker import EmbeddedBroker
+    from mirror.engine.failback import _rebuilt_pairs
+    from mirror.engine.provenance import Provenance, ProvenanceLog
+    from mirror.kafka import KafkaClient, NewTopic
+
+    with EmbeddedBroker(tmp_path / "a", cluster_id="cluster-a") as a_broker, \
+            EmbeddedBroker(tmp_path / "b", cluster_id="cluster-b") as b_broker, \
+            KafkaClient(a_broker.bootstrap) as a, KafkaClient(b_broker.bootstrap) as b:
+        a.create_topics([NewTopic("orders", 1), NewTopic("keyed", 2), NewTopic("latest", 1,
+                                                                             configs={"cleanup.policy": "compact"})])
+        ProvenanceLog(b).record({"orders": Provenance(("cluster-a",), "orders", partitioning="preserve"),
+                                 "keyed": Provenance(("cluster-a",), "keyed", partitioning="by-key"),
+                                 "latest": Provenance(("cluster-a",), "latest", partitioning="preserve")})
+        failback = Failback("dr", failback_job(_config(), FlowState("failed-over", 0)), FlowState("failed-over", 0), {})
+        assert _rebuilt_pairs(failback, a, b, {"orders", "keyed", "latest"}) == ["keyed", "latest"]

@@ -103,8 +103,13 @@ def _produce(clusters: _Clusters, bootstrap: str, records: list[tuple[int, bytes
     producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "linger.ms": 5,
                          "compression.type": "lz4"})
     for partition, key, value in records:
-        producer.produce(topic, value, key, partition=partition)
-    assert producer.flush(60) == 0
+        while True:
+            try:
+                producer.produce(topic, value, key, partition=partition)
+                break
+            except BufferError:  # librdkafka's queue is full: let it send some first
+                producer.poll(0.5)
+    assert producer.flush(120) == 0
 
 
 def _by_partition(records: list[tuple[int, bytes, bytes]]) -> dict[int, list[bytes]]:

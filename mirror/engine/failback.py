@@ -160,9 +160,8 @@ def seed_syncs(failback: Failback, b: KafkaClient, a: KafkaClient, *, max_wait_s
 def _write_missing(syncs: SyncLog, have: list[SyncEntry], client: KafkaClient, topic: str, *, timeout_ms: int) -> int:
     """Write the entries of ``syncs`` that ``have`` lacks to the syncs topic ``topic``, as a
     job's commits write them; returns how many."""
-    known = {(e.source, e.first, e.last) for e in have}
-    missing = SyncLog.of(e for entries in syncs.entries.values() for e in entries
-                         if (e.source, e.first, e.last) not in known)
+    known = {_span(e) for e in have}
+    missing = SyncLog.of(e for entries in syncs.entries.values() for e in entries if _span(e) not in known)
     if not missing.by_source():
         return 0
     producer = IdempotentProducer(client, timeout_ms=timeout_ms)
@@ -175,8 +174,14 @@ def _write_missing(syncs: SyncLog, have: list[SyncEntry], client: KafkaClient, t
 
 def _own_syncs(failback: Failback, a: KafkaClient, forward: list[SyncEntry], *, max_wait_s: float) -> list[SyncEntry]:
     """The failback's syncs of its own copies: not those seeded from ``forward``, the A -> B job's."""
-    seeded = {(e.source, e.first, e.last) for entries in inverse_syncs(forward).entries.values() for e in entries}
-    return [e for e in _reverse_syncs(failback, a, max_wait_s=max_wait_s) if (e.source, e.first, e.last) not in seeded]
+    seeded = {_span(e) for entries in inverse_syncs(forward).entries.values() for e in entries}
+    return [e for e in _reverse_syncs(failback, a, max_wait_s=max_wait_s) if _span(e) not in seeded]
+
+
+def _span(entry: SyncEntry) -> tuple[TopicPartition, int, int]:
+    """What tells one sync from another here: its source partition and offsets (a sync read
+    back is the same entry as the one written, ids and all)."""
+    return entry.source, entry.first, entry.last
 
 
 def reconciled_spans(failback: Failback, b: KafkaClient, *,
@@ -327,7 +332,8 @@ def _restore_provenance(failback: Failback, b: KafkaClient, a: KafkaClient, topi
     topic that came to B from a third cluster keeps the failback's."""
     if PROVENANCE_TOPIC not in a.topics():
         return
-    at_a = ProvenanceLog(a, max_wait_s=max_wait_s).refresh()
+    log_a = ProvenanceLog(a, max_wait_s=max_wait_s)
+    at_a = dict(log_a.refresh())
     at_b = ProvenanceLog(b, max_wait_s=max_wait_s).refresh() if PROVENANCE_TOPIC in b.topics() else {}
     a_id = a.cluster_id()
     restored = {}
@@ -338,7 +344,7 @@ def _restore_provenance(failback: Failback, b: KafkaClient, a: KafkaClient, topi
         path = () if upstream is None else upstream.path[:-1]
         if at_a[topic].path != path:
             restored[topic] = replace(at_a[topic], path=path)
-    ProvenanceLog(a, max_wait_s=max_wait_s).record(restored)
+    log_a.record(restored)
 
 
 def resumed_starts(state: FlowState | None, ids: Mapping[str, str]) -> dict[TopicPartition, int]:
